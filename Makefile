@@ -1,0 +1,28 @@
+# Two commands on a fresh machine: `make train` (the main job) and `make test`.
+PYTHON ?= python3
+# Where torch is missing, take the CPU wheel this machine keeps on disk.
+TORCH ?= torch==2.13.0
+
+.PHONY: install train test test-slow bench lint
+
+.install-stamp: pyproject.toml
+	$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install "$(TORCH)"
+	$(PYTHON) -m pip install -e ".[test]"
+	touch .install-stamp
+
+install: .install-stamp
+
+train: .install-stamp
+	$(PYTHON) examples/train_gpt.py --device tpu --compare-cpu
+
+test: .install-stamp
+	$(PYTHON) -m pytest -q
+
+test-slow: .install-stamp
+	$(PYTHON) -m pytest -q -m slow
+
+bench: .install-stamp
+	$(PYTHON) benchmarks/eager_overhead.py
+
+lint:
+	$(PYTHON) -m ruff check torchtpu tests benchmarks examples

@@ -1,0 +1,1 @@
+"""torchtpu: PyTorch on XLA accelerators."""
