@@ -1,0 +1,78 @@
+"""Registering the 'tpu' device with PyTorch (the PrivateUse1 Python-backend hooks)."""
+
+from __future__ import annotations
+
+import torch
+from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+from .eager import modes
+from .eager.dispatch import dispatch
+from .tensor import wrap
+
+aten = torch.ops.aten
+_lib: torch.library.Library | None = None
+
+
+class _Hooks(torch._C._acc.PrivateUse1Hooks):
+    def is_available(self) -> bool:
+        return True
+
+    def has_primary_context(self, dev_id) -> bool:
+        return True
+
+    def is_built(self) -> bool:
+        return True
+
+
+class _Guard(torch._C._acc.DeviceGuard):
+    def type_(self):
+        return torch._C._autograd.DeviceType.PrivateUse1
+
+
+def _arange(start, end=None, step=1, dtype=None, layout=None, device=None, pin_memory=None):
+    if end is None:
+        start, end = 0, start
+    return dispatch(aten.arange.start_step, (start, end, step), {"dtype": dtype})
+
+
+def _arange_end(end, dtype=None, layout=None, device=None, pin_memory=None):
+    return _arange(0, end, 1, dtype)
+
+
+def _arange_start(start, end, dtype=None, layout=None, device=None, pin_memory=None):
+    return _arange(start, end, 1, dtype)
+
+
+def _empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None,
+                         memory_format=None):
+    return dispatch(aten.empty.memory_format, (size,), {"dtype": dtype})
+
+
+def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
+    return dispatch(aten.empty_strided.default, (size, stride), {"dtype": dtype})
+
+
+def register() -> None:
+    """Rename PrivateUse1 to 'tpu' and install torch.tpu; idempotent."""
+    global _lib
+    if _lib is not None:
+        return
+    from . import device_module
+
+    _setup_privateuseone_for_python_backend(
+        "tpu", backend_module=device_module, hook=_Hooks(), device_guard=_Guard()
+    )
+    # model.to('tpu') must keep each Parameter object, as on cuda; PyTorch only swaps
+    # tensors in place for Python backends when this is on.
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    _lib = torch.library.Library("aten", "IMPL")
+    _lib.impl("empty.memory_format", _empty_memory_format, "PrivateUse1")
+    _lib.impl("empty_strided", _empty_strided, "PrivateUse1")
+    # Their CompositeExplicit kernels resize an empty out tensor, which a wrapper cannot do.
+    _lib.impl("arange", _arange_end, "PrivateUse1")
+    _lib.impl("arange.start", _arange_start, "PrivateUse1")
+    _lib.impl("arange.start_step", _arange, "PrivateUse1")
+    modes.init_from_env()
+
+
+__all__ = ["register", "wrap"]

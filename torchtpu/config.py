@@ -1,0 +1,59 @@
+"""Every torchtpu flag in one table.
+
+Each flag has a name, the environment variable that sets it, a default, a help line, and
+whether it changes compiled code (those flags are part of every cache key).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Flag:
+    name: str
+    default: Any
+    help: str
+    affects_compile: bool = False
+
+    @property
+    def env(self) -> str:
+        return "TORCHTPU_" + self.name.upper()
+
+
+FLAGS: dict[str, Flag] = {
+    f.name: f
+    for f in [
+        Flag("platform", "", "XLA platform: tpu, gpu or cpu; empty picks TPU > GPU > CPU."),
+        Flag("eager_mode", "strict", "Eager executor: 'strict' (async per-op) or 'debug'."),
+        Flag("cpu_fallback", False, "Run ops that have no lowering on the CPU (counted)."),
+        Flag(
+            "cpu_async",
+            False,
+            "On the XLA:CPU platform, dispatch asynchronously (slower per op on small "
+            "tensors; overlaps Python with compute on large ones).",
+        ),
+    ]
+}
+
+
+def _parse(flag: Flag, raw: str) -> Any:
+    if isinstance(flag.default, bool):
+        return raw.strip().lower() in ("1", "true", "yes", "on")
+    if isinstance(flag.default, int):
+        return int(raw)
+    return raw
+
+
+def get(name: str) -> Any:
+    """The flag's value: the environment variable if set, else its default."""
+    flag = FLAGS[name]
+    raw = os.environ.get(flag.env)
+    return flag.default if raw is None else _parse(flag, raw)
+
+
+def compile_key() -> tuple:
+    """The values of the flags that change compiled code, for cache keys."""
+    return tuple((f.name, get(f.name)) for f in FLAGS.values() if f.affects_compile)

@@ -1,0 +1,31 @@
+"""Counters the runtime keeps: compiles per op, CPU fallbacks per op, transfers."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+COUNTERS: dict[str, Counter] = {"compile": Counter(), "fallback": Counter(), "transfer": Counter()}
+
+
+def count(kind: str, op, n: int = 1) -> None:
+    COUNTERS[kind][str(op)] += n
+
+
+def metrics() -> dict[str, dict[str, int]]:
+    """A snapshot: {'compile': {op: n}, 'fallback': {op: n}, 'transfer': {...}}."""
+    return {kind: dict(c) for kind, c in COUNTERS.items()}
+
+
+def reset_metrics() -> None:
+    for c in COUNTERS.values():
+        c.clear()
+
+
+def report() -> str:
+    """A human-readable summary, fallbacks first (they are what a user should fix)."""
+    lines = []
+    for kind in ("fallback", "compile", "transfer"):
+        c = COUNTERS[kind]
+        lines.append(f"{kind}: {sum(c.values())} total")
+        lines.extend(f"  {op}: {n}" for op, n in c.most_common())
+    return "\n".join(lines)

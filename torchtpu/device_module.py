@@ -1,0 +1,138 @@
+"""``torch.tpu``: the device module, shaped like ``torch.cuda``."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import jax
+import torch
+
+from .eager.modes import get_eager_mode, set_eager_mode
+from .ops import random as _random
+from .runtime import memory, platform
+
+
+def is_available() -> bool:
+    try:
+        platform.init()
+        return True
+    except RuntimeError:
+        return False
+
+
+def is_initialized() -> bool:
+    return True
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def device_count() -> int:
+    return platform.device_count()
+
+
+def current_device() -> int:
+    return 0
+
+
+def set_device(device) -> None:
+    index = torch.device(device).index if not isinstance(device, int) else device
+    if index not in (None, 0):
+        raise RuntimeError(
+            f"torchtpu drives one device per process; got device {device}. "
+            "Launch one process per device (torchrun) instead."
+        )
+
+
+@contextlib.contextmanager
+def device(device):  # noqa: F811 (torch.cuda.device is a context manager too)
+    set_device(device)
+    yield
+
+
+def synchronize(device=None) -> None:
+    """Wait until every queued op on the device has finished."""
+    from . import tensor
+
+    if tensor.last_value is not None:
+        jax.block_until_ready(tensor.last_value)
+
+
+def manual_seed(seed: int) -> None:
+    _random.manual_seed(seed)
+
+
+def manual_seed_all(seed: int) -> None:
+    _random.manual_seed(seed)
+
+
+def seed() -> None:
+    _random.manual_seed(torch.initial_seed())
+
+
+def initial_seed() -> int:
+    return _random.initial_seed()
+
+
+def get_rng_state(device=None) -> torch.Tensor:
+    return _random.get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device=None) -> None:
+    _random.set_state(new_state)
+
+
+def get_device_name(device=None) -> str:
+    return platform.init().device_kind
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    name: str
+    platform: str
+    total_memory: int
+
+
+def get_device_properties(device=None) -> DeviceProperties:
+    dev = platform.init()
+    try:
+        stats = dev.memory_stats() or {}
+    except Exception:
+        stats = {}
+    total = stats.get("bytes_limit")
+    if total is None:  # XLA:CPU: the host's memory is the device's
+        import os
+
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return DeviceProperties(dev.device_kind, dev.platform, int(total))
+
+
+def memory_allocated(device=None) -> int:
+    return memory.memory_allocated()
+
+
+def max_memory_allocated(device=None) -> int:
+    return memory.max_memory_allocated()
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    memory.reset_peak_memory_stats()
+
+
+def empty_cache() -> None:
+    """Nothing to release: XLA returns freed buffers to its allocator itself."""
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    return [torch.bfloat16, torch.float16]
+
+
+__all__ = [
+    "current_device", "device", "device_count", "empty_cache", "get_amp_supported_dtype",
+    "get_device_name", "get_device_properties", "get_eager_mode", "get_rng_state",
+    "initial_seed", "is_available", "is_initialized", "manual_seed", "manual_seed_all",
+    "max_memory_allocated", "memory_allocated", "reset_peak_memory_stats", "seed",
+    "set_device", "set_eager_mode", "set_rng_state", "synchronize",
+]

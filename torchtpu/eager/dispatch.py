@@ -1,0 +1,118 @@
+"""Routing every ATen op that reaches ``TpuTensor.__torch_dispatch__``.
+
+Each op is resolved once to a handler, in this order: a few special ops (copies, scalars),
+views (aliasing the base), a lowering rule, an in-place or ``out=`` form derived from its
+functional op, a ``torch._decomp`` decomposition, a CompositeImplicit decomposition, and
+finally the CPU fallback or a clear error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import torch
+
+from ..ops.decomps import DECOMPOSITIONS
+from ..ops.registry import LOWERINGS
+from ..tensor import set_executor
+from . import fallback, mutation, special, strict, views
+from .values import unwrap, wrap_out
+
+Handler = Callable[[tuple, dict], object]
+
+_STRICT: dict = {}
+_DEBUG: dict = {}
+_table = _STRICT
+
+
+def dispatch(func, args, kwargs):
+    handler = _table.get(func)
+    if handler is None:
+        handler = _table[func] = resolve(func)
+    return handler(args, kwargs or {})
+
+
+set_executor(dispatch)
+
+
+def use_table(mode: str) -> None:
+    global _table
+    _table = _DEBUG if mode == "debug" else _STRICT
+
+
+def resolve(func) -> Handler:
+    """The handler for ``func`` in the current mode (strict, or debug wrapping strict)."""
+    if _table is _DEBUG:
+        from .debug import attributed
+
+        return attributed(func, _strict_handler(func))
+    return _strict_handler(func)
+
+
+def _strict_handler(func) -> Handler:
+    handler = _STRICT.get(func)
+    if handler is None:
+        handler = _STRICT[func] = _build(func)
+    return handler
+
+
+def functional_handler(func) -> Handler | None:
+    """A handler computing ``func`` if it has a rule or a decomposition, else None."""
+    if func in LOWERINGS or func in DECOMPOSITIONS:
+        return _strict_handler(func)
+    return None
+
+
+def _build(func) -> Handler:
+    h = special.HANDLERS.get(func)
+    if h is not None:
+        return h
+    if func.is_view:
+        return views.handler(func)
+    rule = LOWERINGS.get(func)
+    if rule is not None:
+        if mutation.mutated_args(func):
+            return mutation.rule_with_mutations(func, _rule_handler(rule, wrap=False))
+        return _rule_handler(rule)
+    derived = mutation.derived_handler(func, functional_handler)
+    if derived is not None:
+        return derived
+    decomp = DECOMPOSITIONS.get(func)
+    if decomp is not None:
+        return lambda args, kwargs: decomp(*args, **kwargs)
+    if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
+        return lambda args, kwargs: func.decompose(*args, **kwargs)
+    return fallback.handler(func)
+
+
+def _rule_handler(rule, wrap: bool = True) -> Handler:
+    run = strict.compile_rule(rule)
+    post = wrap_out if wrap else (lambda out: out)
+    if rule.eager:
+        post = lambda out: wrap_out(_as_arrays(out)) if wrap else out  # noqa: E731
+
+    def handler(args, kwargs):
+        a = [unwrap(x) for x in args]
+        if kwargs:
+            return post(run(*a, **{k: unwrap(v) for k, v in kwargs.items()}))
+        return post(run(*a))
+
+    return handler
+
+
+def _as_arrays(out):
+    if isinstance(out, (list, tuple)):
+        return type(out)(_as_arrays(o) for o in out)
+    return out if out is None or isinstance(out, jax.Array) else jax.numpy.asarray(out)
+
+
+def block(out) -> None:
+    """Wait for every array behind ``out`` (tensors or containers of them)."""
+    from ..tensor import TpuTensor, read
+
+    if isinstance(out, TpuTensor):
+        jax.block_until_ready(read(out))
+    elif isinstance(out, (list, tuple)):
+        for o in out:
+            block(o)

@@ -1,0 +1,66 @@
+"""Ops with no rule and no decomposition: a clear error, or (opted in) the CPU."""
+
+from __future__ import annotations
+
+import torch
+from torch.utils._pytree import tree_map
+
+from .. import config
+from ..debug import counters as metrics
+from ..runtime.transfer import to_device, to_host
+from ..tensor import TpuTensor, read, wrap, write
+
+REPORT = "https://github.com/torchtpu/torchtpu/issues"
+
+
+def describe(args, kwargs) -> str:
+    """Input dtypes and shapes, as a user reads them: float32[2, 3], int64[5], 2.0, ..."""
+    parts = []
+
+    def one(x):
+        if isinstance(x, torch.Tensor):
+            return f"{str(x.dtype).removeprefix('torch.')}{list(x.shape)}@{x.device}"
+        if isinstance(x, (list, tuple)):
+            return "[" + ", ".join(one(v) for v in x) + "]"
+        return repr(x)
+
+    parts = [one(a) for a in args] + [f"{k}={one(v)}" for k, v in kwargs.items()]
+    return ", ".join(parts)
+
+
+def handler(func):
+    def missing(args, kwargs):
+        if config.get("cpu_fallback"):
+            return run_on_cpu(func, args, kwargs)
+        raise NotImplementedError(
+            f"torchtpu: the ATen op {func} has no lowering rule and no decomposition "
+            f"(called with {describe(args, kwargs)}). Set TORCHTPU_CPU_FALLBACK=1 to run it "
+            f"on the CPU, and please report it at {REPORT} with this message."
+        )
+
+    return missing
+
+
+def run_on_cpu(func, args, kwargs):
+    """Run ``func`` on CPU copies, write mutated inputs back, move outputs to the device."""
+    metrics.count("fallback", func)
+    to_cpu = lambda x: to_host(read(x)) if isinstance(x, TpuTensor) else x  # noqa: E731
+    cpu_args, cpu_kwargs = tree_map(to_cpu, (list(args), dict(kwargs)))
+    out = func(*cpu_args, **cpu_kwargs)
+    schema = func._schema
+    originals = {}
+    for i, a in enumerate(schema.arguments):
+        if a.alias_info is None or not a.alias_info.is_write:
+            continue
+        orig = args[i] if i < len(args) and not a.kwarg_only else kwargs.get(a.name)
+        new = cpu_args[i] if i < len(args) and not a.kwarg_only else cpu_kwargs.get(a.name)
+        pairs = zip(orig, new) if isinstance(orig, (list, tuple)) else [(orig, new)]
+        for o, n in pairs:
+            if isinstance(o, TpuTensor):
+                write(o, to_device(n))
+                originals[id(n)] = o
+    return tree_map(
+        lambda x: originals.get(id(x)) or wrap(to_device(x)) if isinstance(x, torch.Tensor)
+        else x,
+        out,
+    )

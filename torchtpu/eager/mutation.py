@@ -1,0 +1,186 @@
+"""In-place and ``out=`` variants, derived from the functional op via the schema.
+
+Only functional rules are written. ``add_.Tensor`` runs ``add.Tensor`` and writes the result
+into ``self``; ``add.out`` runs ``add.Tensor`` and writes into ``out``; ``_foreach_add_.List``
+runs ``_foreach_add.List`` and writes each result into its ``self[i]``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..ops.dtypes import to_jax_dtype
+from ..ops.registry import LOWERINGS, is_functional
+from ..tensor import TpuTensor, read, write
+from . import strict
+from .values import unwrap, wrap_out
+
+aten = torch.ops.aten
+
+
+def mutated_args(func) -> list[torch._C.Argument]:
+    return [a for a in func._schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+
+
+# In-place ops whose functional form is not named by dropping the underscore.
+_INPLACE_FUNCTIONAL = {
+    aten.normal_.default: aten.normal_functional.default,
+    aten.bernoulli_.float: aten.bernoulli.p,
+}
+
+
+def _inplace_functional(func):
+    """add_.Tensor -> add.Tensor; __iand__.Tensor -> __and__.Tensor."""
+    if func in _INPLACE_FUNCTIONAL:
+        return _INPLACE_FUNCTIONAL[func]
+    name = func._schema.name.split("::")[1]
+    if name.startswith("__i") and name.endswith("__"):
+        base = "__" + name[3:]
+    elif name.endswith("_"):
+        base = name[:-1]
+    else:
+        return None
+    packet = getattr(aten, base, None)
+    if packet is None:
+        return None
+    return getattr(packet, func._overloadname, None)
+
+
+_FACTORY = {"dtype", "layout", "device", "pin_memory"}
+
+
+def _out_functional(func):
+    """add.out -> the overload of add taking the same non-out arguments."""
+    out_names = {a.name for a in mutated_args(func)}
+    want = [a.name for a in func._schema.arguments if a.name not in out_names]
+    packet = getattr(aten, func._schema.name.split("::")[1])
+    for name in packet.overloads():
+        cand = getattr(packet, name)
+        if cand is not func and is_functional(cand):
+            names = [a.name for a in cand._schema.arguments]
+            # Factories (arange, linspace, eye...) add dtype/device options to the out form.
+            if names == want or names[: len(want)] == want and set(names[len(want):]) <= _FACTORY:
+                return cand
+    return None
+
+
+def _check_cast(result_dtype, target: torch.Tensor, op) -> None:
+    from ..ops.dtypes import to_torch_dtype
+
+    src = to_torch_dtype(result_dtype)
+    if src != target.dtype and not torch.can_cast(src, target.dtype):
+        raise RuntimeError(
+            f"result type {_name(src)} can't be cast to the desired output type "
+            f"{_name(target.dtype)}"
+        )
+
+
+def _name(dtype: torch.dtype) -> str:
+    return {torch.float32: "Float", torch.float64: "Double", torch.int64: "Long",
+            torch.int32: "Int", torch.bool: "Bool", torch.float16: "Half",
+            torch.bfloat16: "BFloat16", torch.int8: "Char", torch.uint8: "Byte",
+            torch.int16: "Short", torch.complex64: "ComplexFloat"}.get(dtype, str(dtype))
+
+
+def _store(target: TpuTensor, value, op) -> None:
+    """Write ``value`` into ``target`` with PyTorch's in-place shape and cast rules."""
+    if isinstance(value, TpuTensor):
+        value = read(value)
+    if value.shape != tuple(target.shape):
+        raise RuntimeError(
+            f"output with shape {list(target.shape)} doesn't match the broadcast shape "
+            f"{list(value.shape)}"
+        )
+    want = to_jax_dtype(target.dtype)
+    if value.dtype != want:
+        _check_cast(value.dtype, target, op)
+        value = value.astype(want)
+    write(target, value)
+
+
+def derived_handler(func, functional_handler):
+    """A handler for an in-place or out= op, or None if ``func`` is neither."""
+    mutated = mutated_args(func)
+    if not mutated:
+        return None
+    is_out = all(a.kwarg_only for a in mutated) and not _inplace_name(func)
+    functional = _out_functional(func) if is_out else _inplace_functional(func)
+    if functional is None:
+        return None
+    rule = LOWERINGS.get(functional)
+    if rule is not None and not rule.eager:
+        run = strict.compile_rule(rule)
+        compute = _direct(run)
+    else:
+        inner = functional_handler(functional)
+        if inner is None:
+            return None
+        compute = inner
+    if is_out:
+        return _out_handler(func, compute, [a.name for a in mutated])
+    return _inplace_handler(func, compute)
+
+
+def _inplace_name(func) -> bool:
+    name = func._schema.name.split("::")[1]
+    return name.endswith("_") or name.startswith("__i")
+
+
+def _direct(run):
+    def compute(args, kwargs):
+        a = [unwrap(x) for x in args]
+        if kwargs:
+            return run(*a, **{k: unwrap(v) for k, v in kwargs.items()})
+        return run(*a)
+
+    return compute
+
+
+def _inplace_handler(func, compute):
+    def handler(args, kwargs):
+        out = compute(args, kwargs)
+        self = args[0]
+        if isinstance(self, (list, tuple)):  # _foreach_*_
+            for t, v in zip(self, out):
+                _store(t, v, func)
+            return None
+        _store(self, out, func)
+        return self
+
+    return handler
+
+
+def _out_handler(func, compute, out_names):
+    def handler(args, kwargs):
+        kwargs = dict(kwargs)
+        outs = [kwargs.pop(n) for n in out_names]
+        result = compute(args, kwargs)
+        if len(outs) == 1:
+            result = [result]
+        for t, v in zip(outs, result):
+            _store(t, v, func)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    return handler
+
+
+def rule_with_mutations(func, compute):
+    """A rule for an op that mutates inputs (batch norm's running stats) returns its outputs
+    followed by the new values of those inputs; write them back and return the outputs."""
+    schema = func._schema
+    n_out = len(schema.returns)
+    positions = [(i, a) for i, a in enumerate(schema.arguments)
+                 if a.alias_info is not None and a.alias_info.is_write]
+
+    def handler(args, kwargs):
+        out = compute(args, kwargs)
+        targets = []
+        for i, a in positions:
+            t = kwargs.get(a.name) if a.kwarg_only else (args[i] if i < len(args) else None)
+            if t is not None:
+                targets.append(t)
+        for t, v in zip(targets, out[n_out:]):
+            _store(t, v, func)
+        return wrap_out(tuple(out[:n_out]))
+
+    return handler

@@ -1,0 +1,108 @@
+"""Ops that cross the host/device boundary or touch tensor metadata, handled directly."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import torch
+
+from ..debug import counters as metrics
+from ..ops.dtypes import to_jax_dtype
+from ..runtime.transfer import to_device, to_host
+from ..tensor import TpuTensor, read, wrap, write
+
+aten = torch.ops.aten
+
+
+def _value(x) -> "jnp.ndarray":
+    if isinstance(x, TpuTensor):
+        return read(x)
+    metrics.count("transfer", "host_to_device")
+    return to_device(x)
+
+
+def _copy_(args, kwargs):
+    dst, src = args[0], args[1]
+    if not isinstance(dst, TpuTensor):
+        # cpu_tensor.copy_(tpu_tensor): a device-to-host copy into the user's tensor.
+        metrics.count("transfer", "device_to_host")
+        return dst.copy_(to_host(read(src)))
+    v = _value(src)
+    want = to_jax_dtype(dst.dtype)
+    if v.dtype != want:
+        v = v.astype(want)
+    if v.shape != tuple(dst.shape):
+        try:
+            torch.broadcast_shapes(v.shape, tuple(dst.shape))
+        except RuntimeError:
+            raise RuntimeError(
+                f"The size of tensor a ({tuple(dst.shape)}) must match the size of tensor b "
+                f"({v.shape}) for copy_"
+            ) from None
+        v = jnp.broadcast_to(v, tuple(dst.shape))
+    write(dst, v)
+    return dst
+
+
+def _to_copy(args, kwargs):
+    x = args[0]
+    dtype = kwargs.get("dtype")
+    device = kwargs.get("device")
+    if device is not None and torch.device(device).type == "cpu":
+        metrics.count("transfer", "device_to_host")
+        out = to_host(read(x))
+        return out if dtype is None else out.to(dtype)
+    v = read(x)
+    if dtype is not None and to_jax_dtype(dtype) != v.dtype:
+        v = v.astype(to_jax_dtype(dtype))
+    return wrap(v)
+
+
+def _local_scalar_dense(args, kwargs):
+    metrics.count("transfer", "device_to_host")
+    return to_host(read(args[0])).item()
+
+
+def _resize_(args, kwargs):
+    self, size = args[0], tuple(args[1])
+    if tuple(self.shape) == size:
+        return self
+    raise RuntimeError(
+        f"torchtpu: cannot resize a tpu tensor from {tuple(self.shape)} to {size}; "
+        "pass out= tensors that already have the result's shape"
+    )
+
+
+def _identity(args, kwargs):
+    return args[0]
+
+
+def _clone_fresh(args, kwargs):
+    return wrap(read(args[0]))
+
+
+def _set_source_tensor(args, kwargs):
+    self, src = args
+    if tuple(self.shape) != tuple(src.shape) or self.dtype != src.dtype:
+        raise RuntimeError("torchtpu: set_ needs a source of the same shape and dtype")
+    self._storage = src._storage
+    self._direct = src._direct
+    if not src._direct:
+        self._geometry, self._cache, self._cache_version = src._geometry, src._cache, src._cache_version
+    return self
+
+
+def _sdp_choice(args, kwargs):
+    # SDPBackend.MATH: attention decomposes into ops that all have rules.
+    return 0
+
+
+HANDLERS = {
+    aten._fused_sdp_choice.default: _sdp_choice,
+    aten.copy_.default: _copy_,
+    aten._to_copy.default: _to_copy,
+    aten._local_scalar_dense.default: _local_scalar_dense,
+    aten.resize_.default: _resize_,
+    aten.lift_fresh.default: _identity,
+    aten.lift_fresh_copy.default: _clone_fresh,
+    aten.set_.source_Tensor: _set_source_tensor,
+}

@@ -1,0 +1,93 @@
+"""Strict eager: one cached XLA executable per (op, static args, shapes, dtypes).
+
+``jax.jit`` keys its own cache on shapes and dtypes in C++; we key on the op and hand JAX the
+static arguments, so the Python side of a cache hit is an argument walk and one call.
+"""
+
+from __future__ import annotations
+
+import jax
+import torch
+
+from ..debug import counters as metrics
+from ..ops.dtypes import as_meta, to_jax_dtype
+from ..ops.registry import Lowering
+
+_TENSORISH = ("Tensor", "Scalar", "number")
+
+
+def _is_dynamic(arg: torch._C.Argument, rule: Lowering) -> bool:
+    """Tensors and Scalars are traced; ints, shapes, flags, dtypes are static."""
+    if arg.name in rule.static:
+        return False
+    text = str(arg.type)
+    return any(k in text for k in _TENSORISH)
+
+
+def _meta_tree(x):
+    if isinstance(x, (list, tuple)):
+        return [_meta_tree(v) for v in x]
+    if isinstance(x, jax.Array) or hasattr(x, "aval"):
+        return as_meta(x)
+    return x
+
+
+def pytorch_outputs(op, args, kwargs):
+    """PyTorch's own outputs for these shapes and dtypes (meta kernels), or None if unknown.
+
+    Raises PyTorch's own error for invalid arguments, so users see CPU's exception and message.
+    """
+    try:
+        return op(*_meta_tree(args), **{k: _meta_tree(v) for k, v in kwargs.items()})
+    except NotImplementedError:
+        return None
+    except RuntimeError as e:
+        # Meta kernels that need data (nonzero, item) cannot answer; that is not a user error.
+        text = str(e).lower()
+        if "meta" in text or "data-dependent" in text or "data dependent" in text:
+            return None
+        raise
+
+
+def _conform(op, out, expected):
+    """Cast a rule's outputs to PyTorch's dtypes; a shape mismatch is a bug in the rule."""
+    if isinstance(expected, torch.Tensor):
+        if out.shape != tuple(expected.shape):
+            raise AssertionError(
+                f"torchtpu: lowering of {op} produced shape {out.shape}, "
+                f"PyTorch gives {tuple(expected.shape)}"
+            )
+        want = to_jax_dtype(expected.dtype)
+        return out if out.dtype == want else out.astype(want)
+    if isinstance(expected, (list, tuple)) and isinstance(out, (list, tuple)):
+        done = [_conform(op, o, e) for o, e in zip(out, expected)]
+        return type(out)(done + list(out[len(done):]))
+    return out
+
+
+def traced(rule: Lowering):
+    """The function jax.jit traces for a rule: the rule, checked against PyTorch's meta."""
+
+    def run(*args, **kwargs):
+        metrics.count("compile", rule.op)
+        out = rule.fn(*args, **kwargs)
+        if rule.skip_meta:
+            return out
+        expected = pytorch_outputs(rule.op, args, kwargs)
+        return out if expected is None else _conform(rule.op, out, expected)
+
+    run.__name__ = rule.fn.__name__
+    return run
+
+
+def compile_rule(rule: Lowering):
+    """A jitted callable for the rule, with the schema's non-tensor arguments static."""
+    schema = rule.op._schema
+    nums = tuple(
+        i for i, a in enumerate(schema.arguments) if not a.kwarg_only and not _is_dynamic(a, rule)
+    )
+    names = tuple(a.name for a in schema.arguments if a.kwarg_only and not _is_dynamic(a, rule))
+    if rule.eager:
+        return rule.fn
+    return jax.jit(traced(rule), static_argnums=nums, static_argnames=names)
+

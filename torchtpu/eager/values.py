@@ -1,0 +1,44 @@
+"""Moving between dispatch arguments (tensors) and rule arguments (jax arrays)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..runtime.transfer import to_device
+from ..tensor import TpuTensor, read, wrap
+
+
+def unwrap(x):
+    """A dispatch argument as a rule argument: tensors become arrays, int lists tuples."""
+    t = type(x)
+    if t is TpuTensor:
+        return x._storage.value if x._direct else read(x)
+    if t is list or t is tuple:
+        if any(isinstance(v, torch.Tensor) for v in x):
+            return [None if v is None else unwrap(v) for v in x]
+        return tuple(x)
+    if isinstance(x, torch.Tensor):
+        return _foreign(x)
+    return x
+
+
+def _foreign(x: torch.Tensor):
+    if isinstance(x, TpuTensor):
+        return read(x)
+    if x.device.type == "cpu" and x.dim() == 0:
+        # PyTorch lets CPU scalars (0-d tensors) mix with accelerator tensors.
+        return to_device(x)
+    raise RuntimeError(
+        "Expected all tensors to be on the same device, but found at least two devices, "
+        f"tpu:0 and {x.device}!"
+    )
+
+
+def wrap_out(out):
+    """Rule outputs as tensors: arrays become fresh TpuTensors, containers keep their type."""
+    t = type(out)
+    if t is tuple or t is list:
+        return t(wrap_out(o) for o in out)
+    if out is None:
+        return None
+    return wrap(out)

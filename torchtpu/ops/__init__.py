@@ -1,0 +1,19 @@
+"""ATen -> JAX lowering rules: pure functions of jax arrays and static Python values.
+
+Importing this package registers every rule family.
+"""
+
+from . import (  # noqa: F401  (registration side effects)
+    conv,
+    creation,
+    elementwise,
+    indexing,
+    linalg,
+    nn,
+    random,
+    reduction,
+    views,
+)
+from .registry import LOWERINGS, Lowering, lowering
+
+__all__ = ["LOWERINGS", "Lowering", "lowering"]

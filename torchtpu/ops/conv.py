@@ -1,0 +1,352 @@
+"""Convolution, pooling, batch/group normalisation and upsampling.
+
+Backward rules take the VJP of the forward rule: one definition, and XLA fuses the rest.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import torch
+from jax import lax
+
+from .linalg import _PRECISION
+from .registry import lowering
+
+aten = torch.ops.aten
+
+
+def _conv(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    nd = w.ndim - 2
+    spatial = "DHW"[-nd:] if nd <= 3 else None
+    dn = lax.conv_dimension_numbers(
+        x.shape, w.shape, ("NC" + spatial, ("IO" if transposed else "OI") + spatial,
+                           "NC" + spatial))
+    if transposed:
+        # A transposed conv is the gradient of a conv: dilate the input by the stride.
+        k = [(w.shape[2 + i] - 1) * dilation[i] for i in range(nd)]
+        pads = [(k[i] - padding[i], k[i] - padding[i] + output_padding[i]) for i in range(nd)]
+        if groups > 1:
+            cin = w.shape[0] // groups
+            w = w.reshape((groups, cin, w.shape[1]) + w.shape[2:])
+            w = jnp.swapaxes(w, 1, 2).reshape((groups * w.shape[1], cin) + w.shape[3:])
+            dn = lax.conv_dimension_numbers(x.shape, w.shape,
+                                            ("NC" + spatial, "OI" + spatial, "NC" + spatial))
+        else:
+            w = jnp.swapaxes(w, 0, 1)
+            dn = lax.conv_dimension_numbers(x.shape, w.shape,
+                                            ("NC" + spatial, "OI" + spatial, "NC" + spatial))
+        w = jnp.flip(w, tuple(range(2, 2 + nd)))
+        out = lax.conv_general_dilated(x, w, (1,) * nd, pads, lhs_dilation=stride,
+                                       rhs_dilation=dilation, dimension_numbers=dn,
+                                       feature_group_count=groups, precision=_PRECISION)
+    else:
+        out = lax.conv_general_dilated(x, w, stride, [(p, p) for p in padding],
+                                       rhs_dilation=dilation, dimension_numbers=dn,
+                                       feature_group_count=groups, precision=_PRECISION)
+    if b is not None:
+        out = out + b.reshape((1, -1) + (1,) * nd)
+    return out
+
+
+def _unbatched(x, nd):
+    return x.ndim == nd + 1
+
+
+@lowering(aten.convolution)
+def _convolution(input, weight, bias, stride, padding, dilation, transposed,  # noqa: A002
+                 output_padding, groups):
+    nd = weight.ndim - 2
+    x = input[None] if _unbatched(input, nd) else input
+    out = _conv(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    return out[0] if _unbatched(input, nd) else out
+
+
+@lowering(aten.convolution_backward)
+def _convolution_backward(grad_output, input, weight, bias_sizes, stride, padding,  # noqa: A002
+                          dilation, transposed, output_padding, groups, output_mask):
+    f = lambda x, w: _conv(x, w, None, stride, padding, dilation, transposed,  # noqa: E731
+                           output_padding, groups)
+    _, vjp = jax.vjp(f, input, weight)
+    gx, gw = vjp(grad_output)
+    nd = weight.ndim - 2
+    gb = jnp.sum(grad_output, axis=(0,) + tuple(range(2, 2 + nd))) if output_mask[2] else None
+    return (gx if output_mask[0] else None, gw if output_mask[1] else None, gb)
+
+
+def _pool_cfg(x, kernel_size, stride, padding, dilation, nd):
+    k = tuple(kernel_size) * (nd if len(kernel_size) == 1 else 1)
+    s = tuple(stride) if stride else k
+    s = s * (nd if len(s) == 1 else 1)
+    p = tuple(padding) * (nd if len(padding) == 1 else 1)
+    d = tuple(dilation) * (nd if len(dilation) == 1 else 1)
+    lead = x.ndim - nd
+    return ((1,) * lead + k, (1,) * lead + s, [(0, 0)] * lead + [(q, q) for q in p],
+            (1,) * lead + d)
+
+
+def _ceil_pad(x, window, strides, pads, dilation, ceil_mode):
+    if not ceil_mode:
+        return pads
+    out = []
+    for n, k, s, (lo, hi), d in zip(x.shape, window, strides, pads, dilation):
+        eff = (k - 1) * d + 1
+        size = -(-(n + lo + hi - eff) // s) + 1
+        if (size - 1) * s >= n + lo:
+            size -= 1
+        out.append((lo, max(hi, (size - 1) * s + eff - n - lo)))
+    return out
+
+
+def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, nd):
+    window, strides, pads, dil = _pool_cfg(x, kernel_size, stride, padding, dilation, nd)
+    pads = _ceil_pad(x, window, strides, pads, dil, ceil_mode)
+    init = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
+    return lax.reduce_window(x, jnp.asarray(init, x.dtype), lax.max, window, strides, pads,
+                             window_dilation=dil)
+
+
+@lowering(aten.max_pool2d_with_indices, aten.max_pool3d_with_indices)
+def _max_pool_with_indices(self, kernel_size, stride=(), padding=(0,), dilation=(1,),
+                           ceil_mode=False):
+    nd = 3 if len(kernel_size) == 3 else 2
+    out = _max_pool(self, kernel_size, stride, padding, dilation, ceil_mode, nd)
+    # Indices: flat position within each spatial plane of the max element.
+    spatial = self.shape[-nd:]
+    plane = jnp.arange(int(jnp.prod(jnp.asarray(spatial))), dtype=jnp.float64).reshape(spatial)
+    plane = jnp.broadcast_to(plane, self.shape)
+    window, strides, pads, dil = _pool_cfg(self, kernel_size, stride, padding, dilation, nd)
+    pads = _ceil_pad(self, window, strides, pads, dil, ceil_mode)
+
+    def select(a, b):
+        av, ai = a
+        bv, bi = b
+        take_b = (bv > av) | ((bv == av) & (bi < ai)) | jnp.isnan(bv)
+        return jnp.where(take_b, bv, av), jnp.where(take_b, bi, ai)
+
+    neg = jnp.asarray(-jnp.inf, self.dtype)
+    _, idx = lax.reduce_window((self, plane), (neg, jnp.asarray(jnp.inf, jnp.float64)),
+                               select, window, strides, pads, window_dilation=dil)
+    return out, idx.astype(jnp.int64)
+
+
+@lowering(aten.max_pool2d_with_indices_backward, aten.max_pool3d_with_indices_backward)
+def _max_pool_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode,
+                       indices):
+    nd = 3 if len(kernel_size) == 3 else 2
+    lead = self.shape[:-nd]
+    flat_n = 1
+    for n in self.shape[-nd:]:
+        flat_n *= n
+    g = grad_output.reshape(lead + (-1,))
+    idx = indices.reshape(lead + (-1,))
+    out = jnp.zeros(lead + (flat_n,), grad_output.dtype)
+    out = jax.vmap(lambda o, i, v: o.at[i].add(v))(
+        out.reshape(-1, flat_n), idx.reshape(-1, idx.shape[-1]), g.reshape(-1, g.shape[-1]))
+    return out.reshape(self.shape)
+
+
+def _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+              nd):
+    window, strides, pads, dil = _pool_cfg(x, kernel_size, stride, padding, (1,), nd)
+    pads_c = _ceil_pad(x, window, strides, pads, dil, ceil_mode)
+    summed = lax.reduce_window(x, jnp.asarray(0, x.dtype), lax.add, window, strides, pads_c)
+    if divisor_override:
+        return summed / divisor_override
+    if count_include_pad:
+        # Padding counts, the ceil-mode overhang does not.
+        ones = jnp.pad(jnp.ones(x.shape, x.dtype), pads, constant_values=1)
+        extra = [(0, hi - p_hi) for (_, hi), (_, p_hi) in zip(pads_c, pads)]
+        counts = lax.reduce_window(ones, jnp.asarray(0, x.dtype), lax.add, window, strides, extra)
+    else:
+        counts = lax.reduce_window(jnp.ones(x.shape, x.dtype), jnp.asarray(0, x.dtype), lax.add,
+                                   window, strides, pads_c)
+    return summed / counts
+
+
+@lowering(aten.avg_pool2d, aten.avg_pool3d)
+def _avg_pool_rule(self, kernel_size, stride=(), padding=(0,), ceil_mode=False,
+                   count_include_pad=True, divisor_override=None):
+    nd = 3 if len(kernel_size) == 3 else 2
+    return _avg_pool(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override, nd)
+
+
+@lowering(aten.avg_pool2d_backward, aten.avg_pool3d_backward)
+def _avg_pool_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
+                       count_include_pad, divisor_override):
+    nd = 3 if len(kernel_size) == 3 else 2
+    _, vjp = jax.vjp(lambda x: _avg_pool(x, kernel_size, stride, padding, ceil_mode,
+                                         count_include_pad, divisor_override, nd), self)
+    return vjp(grad_output)[0]
+
+
+def _adaptive_avg(x, output_size):
+    nd = len(output_size)
+    out = x
+    for i, o in enumerate(output_size):
+        axis = x.ndim - nd + i
+        n = x.shape[axis]
+        starts = [(j * n) // o for j in range(o)]
+        ends = [-(-((j + 1) * n) // o) for j in range(o)]
+        pieces = [jnp.mean(lax.slice_in_dim(out, s, e, axis=axis), axis=axis, keepdims=True)
+                  for s, e in zip(starts, ends)]
+        out = jnp.concatenate(pieces, axis=axis)
+    return out
+
+
+@lowering(aten._adaptive_avg_pool2d, aten._adaptive_avg_pool3d)
+def _adaptive_avg_pool(self, output_size):
+    return _adaptive_avg(self, tuple(output_size))
+
+
+@lowering(aten._adaptive_avg_pool2d_backward, aten._adaptive_avg_pool3d_backward)
+def _adaptive_avg_pool_backward(grad_output, self):
+    size = grad_output.shape[-(self.ndim - 2):] if self.ndim > 3 else grad_output.shape[-2:]
+    _, vjp = jax.vjp(lambda x: _adaptive_avg(x, tuple(size)), self)
+    return vjp(grad_output)[0]
+
+
+def _bn_stats(x):
+    axes = (0,) + tuple(range(2, x.ndim))
+    xf = x.astype(jnp.float32) if x.dtype in (jnp.bfloat16, jnp.float16) else x
+    return axes, xf, jnp.mean(xf, axis=axes), jnp.var(xf, axis=axes)
+
+
+def _bn_apply(x, xf, mean, invstd, weight, bias):
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    out = (xf - mean.reshape(shape)) * invstd.reshape(shape)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out.astype(x.dtype)
+
+
+def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):  # noqa: A002
+    """Returns (out, save_mean, save_invstd, new_running_mean, new_running_var)."""
+    if training:
+        axes, xf, mean, var = _bn_stats(input)
+        invstd = lax.rsqrt(var + eps)
+        n = xf.size // xf.shape[1]
+        new_rm = new_rv = None
+        if running_mean is not None:
+            new_rm = (1 - momentum) * running_mean + momentum * mean.astype(running_mean.dtype)
+        if running_var is not None:
+            unbiased = var * n / max(n - 1, 1)
+            new_rv = (1 - momentum) * running_var + momentum * unbiased.astype(running_var.dtype)
+        return _bn_apply(input, xf, mean, invstd, weight, bias), mean, invstd, new_rm, new_rv
+    xf = input.astype(jnp.float32) if input.dtype in (jnp.bfloat16, jnp.float16) else input
+    invstd = lax.rsqrt(running_var + eps)
+    out = _bn_apply(input, xf, running_mean, invstd, weight, bias)
+    empty = jnp.zeros((0,), xf.dtype)
+    return out, empty, empty, running_mean, running_var
+
+
+@lowering(aten.native_batch_norm, aten._native_batch_norm_legit.default)
+def _native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum,  # noqa: A002
+                       eps):
+    out, mean, invstd, rm, rv = _batch_norm(input, weight, bias, running_mean, running_var,
+                                            training, momentum, eps)
+    # Outputs, then the new values of the mutated running statistics (schema order).
+    return (out, mean, invstd) + tuple(v for v in (rm, rv) if v is not None)
+
+
+@lowering(aten._native_batch_norm_legit.no_stats)
+def _native_batch_norm_no_stats(input, weight, bias, training, momentum, eps):  # noqa: A002
+    out, mean, invstd, _, _ = _batch_norm(input, weight, bias, None, None, True, momentum, eps)
+    return out, mean, invstd
+
+
+@lowering(aten._native_batch_norm_legit_no_training)
+def _native_batch_norm_no_training(input, weight, bias, running_mean, running_var, momentum,  # noqa: A002
+                                   eps):
+    out, mean, invstd, _, _ = _batch_norm(input, weight, bias, running_mean, running_var, False,
+                                          momentum, eps)
+    return out, mean, invstd
+
+
+@lowering(aten.native_batch_norm_backward)
+def _native_batch_norm_backward(grad_out, input, weight, running_mean, running_var,  # noqa: A002
+                                save_mean, save_invstd, train, eps, output_mask):
+    if train:
+        def f(x, w):
+            _, xf, mean, var = _bn_stats(x)
+            return _bn_apply(x, xf, mean, lax.rsqrt(var + eps), w, None)
+    else:
+        def f(x, w):
+            return _bn_apply(x, x, running_mean, lax.rsqrt(running_var + eps), w, None)
+    w = weight if weight is not None else jnp.ones((input.shape[1],), input.dtype)
+    _, vjp = jax.vjp(f, input, w)
+    gx, gw = vjp(grad_out)
+    gb = jnp.sum(grad_out, axis=(0,) + tuple(range(2, input.ndim)))
+    return (gx if output_mask[0] else None, gw if output_mask[1] else None,
+            gb if output_mask[2] else None)
+
+
+def _group_norm(x, weight, bias, N, C, HxW, group, eps):
+    xf = x.astype(jnp.float32) if x.dtype in (jnp.bfloat16, jnp.float16) else x
+    g = xf.reshape(N, group, -1)
+    mean = jnp.mean(g, axis=-1)
+    rstd = lax.rsqrt(jnp.var(g, axis=-1) + eps)
+    out = ((g - mean[..., None]) * rstd[..., None]).reshape(x.shape)
+    shape = (1, C) + (1,) * (x.ndim - 2)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out.astype(x.dtype), mean, rstd
+
+
+@lowering(aten.native_group_norm)
+def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):  # noqa: A002
+    return _group_norm(input, weight, bias, N, C, HxW, group, eps)
+
+
+@lowering(aten.native_group_norm_backward)
+def _native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group,  # noqa: A002
+                                output_mask):
+    w = weight if weight is not None else jnp.ones((C,), input.dtype)
+    # The backward op gets no eps: work from the saved mean and rstd.
+    xf = input.reshape(N, group, -1)
+    xhat = ((xf - mean[..., None]) * rstd[..., None]).reshape(input.shape)
+    shape = (1, C) + (1,) * (input.ndim - 2)
+    g = grad_out * w.reshape(shape)
+    gg = g.reshape(N, group, -1)
+    xh = xhat.reshape(N, group, -1)
+    n = gg.shape[-1]
+    gx = (rstd[..., None] / n) * (n * gg - jnp.sum(gg, -1, keepdims=True)
+                                  - xh * jnp.sum(gg * xh, -1, keepdims=True))
+    axes = (0,) + tuple(range(2, input.ndim))
+    return (gx.reshape(input.shape) if output_mask[0] else None,
+            jnp.sum(grad_out * xhat, axis=axes) if output_mask[1] else None,
+            jnp.sum(grad_out, axis=axes) if output_mask[2] else None)
+
+
+def _nearest_indices(n_in, n_out, scale):
+    s = (n_in / n_out) if scale is None else 1.0 / scale
+    return jnp.minimum(jnp.floor(jnp.arange(n_out) * s).astype(jnp.int32), n_in - 1)
+
+
+def _upsample_nearest(x, output_size, scales):
+    nd = len(output_size)
+    for i, o in enumerate(output_size):
+        axis = x.ndim - nd + i
+        scale = scales[i] if scales else None
+        x = jnp.take(x, _nearest_indices(x.shape[axis], o, scale), axis=axis)
+    return x
+
+
+@lowering(aten.upsample_nearest2d.default, aten.upsample_nearest1d.default,
+          aten.upsample_nearest3d.default)
+def _upsample_nearest_rule(self, output_size, *scales):
+    return _upsample_nearest(self, tuple(output_size), [s for s in scales if s is not None])
+
+
+@lowering(aten.upsample_nearest2d_backward.default, aten.upsample_nearest1d_backward.default,
+          aten.upsample_nearest3d_backward.default)
+def _upsample_nearest_backward(grad_output, output_size, input_size, *scales):
+    x = jnp.zeros(tuple(input_size), grad_output.dtype)
+    sc = [s for s in scales if s is not None]
+    _, vjp = jax.vjp(lambda x: _upsample_nearest(x, tuple(output_size), sc), x)
+    return vjp(grad_output)[0]

@@ -1,0 +1,88 @@
+"""torch <-> jax dtypes, and PyTorch's type promotion evaluated at trace time."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import torch
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as _KIND
+from torch._prims_common import elementwise_dtypes
+
+TORCH_TO_JAX: dict[torch.dtype, np.dtype] = {
+    torch.float32: np.dtype(jnp.float32),
+    torch.float64: np.dtype(jnp.float64),
+    torch.float16: np.dtype(jnp.float16),
+    torch.bfloat16: np.dtype(jnp.bfloat16),
+    torch.int8: np.dtype(jnp.int8),
+    torch.int16: np.dtype(jnp.int16),
+    torch.int32: np.dtype(jnp.int32),
+    torch.int64: np.dtype(jnp.int64),
+    torch.uint8: np.dtype(jnp.uint8),
+    torch.uint16: np.dtype(jnp.uint16),
+    torch.uint32: np.dtype(jnp.uint32),
+    torch.uint64: np.dtype(jnp.uint64),
+    torch.bool: np.dtype(jnp.bool_),
+    torch.complex64: np.dtype(jnp.complex64),
+    torch.complex128: np.dtype(jnp.complex128),
+    torch.float8_e4m3fn: np.dtype(jnp.float8_e4m3fn),
+    torch.float8_e5m2: np.dtype(jnp.float8_e5m2),
+}
+JAX_TO_TORCH: dict[np.dtype, torch.dtype] = {v: k for k, v in TORCH_TO_JAX.items()}
+
+
+def to_jax_dtype(dtype: torch.dtype) -> np.dtype:
+    try:
+        return TORCH_TO_JAX[dtype]
+    except KeyError:
+        raise TypeError(f"torchtpu: dtype {dtype} is not supported on tpu") from None
+
+
+def to_torch_dtype(dtype) -> torch.dtype:
+    return JAX_TO_TORCH[np.dtype(dtype)]
+
+
+def example_scalar(x):
+    """A Python scalar of the kind a traced weak-typed scalar came from (for promotion)."""
+    kind = np.dtype(x.dtype).kind
+    return {"b": True, "i": 1, "u": 1, "f": 1.0, "c": 1j}[kind]
+
+
+def is_python_scalar(x) -> bool:
+    return isinstance(x, (bool, int, float, complex)) or (
+        getattr(x, "weak_type", False) and x.ndim == 0
+    )
+
+
+def as_meta(x):
+    """A meta tensor (or a Python scalar) with x's shape and dtype, for PyTorch's own rules."""
+    if isinstance(x, (bool, int, float, complex)):
+        return x
+    if getattr(x, "weak_type", False) and x.ndim == 0:
+        return example_scalar(x)
+    return torch.empty(x.shape, dtype=to_torch_dtype(x.dtype), device="meta")
+
+
+def result_type(*operands) -> np.dtype:
+    """PyTorch's result dtype for these arrays and scalars (tensors > 0-d > scalars)."""
+    metas = [as_meta(x) for x in operands if x is not None]
+    _, dtype = elementwise_dtypes(*metas, type_promotion_kind=_KIND.NO_OPMATH)
+    return to_jax_dtype(dtype)
+
+
+def promote(*operands):
+    """Cast arrays and scalars to their PyTorch result dtype."""
+    dtype = result_type(*operands)
+    return [None if x is None else jnp.asarray(x, dtype) for x in operands]
+
+
+def is_floating(x) -> bool:
+    return jnp.issubdtype(x.dtype, jnp.inexact)
+
+
+def default_float() -> np.dtype:
+    return to_jax_dtype(torch.get_default_dtype())
+
+
+def float_of(x):
+    """x as floating point: integers and bools become the default float dtype, as in PyTorch."""
+    return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(default_float())

@@ -1,0 +1,343 @@
+"""Elementwise ops: math, comparison, logic, activations and their backward rules.
+
+Each op is one line through a small factory that declares its type promotion; PyTorch's meta
+kernels then check the result dtype at trace time (eager/strict.py).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import torch
+from jax import lax
+
+from .dtypes import float_of, promote, result_type
+from .registry import lowering
+
+aten = torch.ops.aten
+
+
+def _unary(op, fn):
+    """Same dtype in and out (neg, abs, floor...)."""
+    lowering(op)(lambda self: fn(self))
+
+
+def _unary_float(op, fn):
+    """Integers and bools compute in the default float dtype (sin, exp, sqrt...)."""
+    lowering(op)(lambda self: fn(float_of(self)))
+
+
+def _binary(op, fn):
+    """Promote both operands to PyTorch's result dtype, then apply."""
+
+    def rule(self, other):
+        a, b = promote(self, other)
+        return fn(a, b)
+
+    lowering(op)(rule)
+
+
+def _compare(op, fn):
+    def rule(self, other):
+        a, b = promote(self, other)
+        return fn(a, b)
+
+    lowering(op)(rule)
+
+
+def _binary_float(op, fn):
+    def rule(self, other):
+        a, b = promote(self, other)
+        return fn(float_of(a), float_of(b))
+
+    lowering(op)(rule)
+
+
+for _op, _fn in [
+    (aten.abs, jnp.abs), (aten.neg, jnp.negative), (aten.sign, jnp.sign),
+    (aten.bitwise_not, lambda x: jnp.logical_not(x) if x.dtype == jnp.bool_ else ~x),
+    (aten.ceil, lambda x: jnp.ceil(x) if jnp.issubdtype(x.dtype, jnp.floating) else x),
+    (aten.floor, lambda x: jnp.floor(x) if jnp.issubdtype(x.dtype, jnp.floating) else x),
+    (aten.trunc, lambda x: jnp.trunc(x) if jnp.issubdtype(x.dtype, jnp.floating) else x),
+    (aten.frac, lambda x: x - jnp.trunc(x)),
+    (aten.relu, lambda x: jnp.maximum(x, jnp.zeros((), x.dtype))),
+    (aten.sgn, jnp.sign),
+    (aten.positive, lambda x: x),
+    (aten.conj_physical, jnp.conj),
+]:
+    _unary(_op, _fn)
+
+for _op, _fn in [
+    (aten.acos, jnp.arccos), (aten.acosh, jnp.arccosh), (aten.asin, jnp.arcsin),
+    (aten.asinh, jnp.arcsinh), (aten.atan, jnp.arctan), (aten.atanh, jnp.arctanh),
+    (aten.cos, jnp.cos), (aten.cosh, jnp.cosh), (aten.sin, jnp.sin), (aten.sinh, jnp.sinh),
+    (aten.tan, jnp.tan), (aten.tanh, jnp.tanh), (aten.exp, jnp.exp), (aten.exp2, jnp.exp2),
+    (aten.expm1, jnp.expm1), (aten.log, jnp.log), (aten.log2, jnp.log2),
+    (aten.log10, jnp.log10), (aten.log1p, jnp.log1p), (aten.sqrt, jnp.sqrt),
+    (aten.rsqrt, lax.rsqrt), (aten.reciprocal, lambda x: 1 / x),
+    (aten.sigmoid, jax.nn.sigmoid), (aten.erf, jax.scipy.special.erf),
+    (aten.erfc, jax.scipy.special.erfc), (aten.erfinv, jax.scipy.special.erfinv),
+    (aten.lgamma, jax.scipy.special.gammaln), (aten.digamma, jax.scipy.special.digamma),
+    (aten.i0, jax.scipy.special.i0), (aten.sinc, jnp.sinc),
+    (aten.deg2rad, jnp.deg2rad), (aten.rad2deg, jnp.rad2deg),
+    (aten.angle, jnp.angle),
+]:
+    _unary_float(_op, _fn)
+
+for _op, _fn in [
+    (aten.mul, jnp.multiply), (aten.maximum, jnp.maximum), (aten.minimum, jnp.minimum),
+    (aten.fmax, jnp.fmax), (aten.fmin, jnp.fmin), (aten.fmod, jnp.fmod),
+    (aten.remainder, jnp.remainder), (aten.bitwise_and, jnp.bitwise_and),
+    (aten.bitwise_or, jnp.bitwise_or), (aten.bitwise_xor, jnp.bitwise_xor),
+    (aten.bitwise_left_shift, jnp.left_shift), (aten.bitwise_right_shift, jnp.right_shift),
+    (aten.__and__, jnp.bitwise_and), (aten.__or__, jnp.bitwise_or),
+    (aten.__xor__, jnp.bitwise_xor), (aten.__lshift__, jnp.left_shift),
+    (aten.__rshift__, jnp.right_shift), (aten.copysign, jnp.copysign),
+    (aten.nextafter, jnp.nextafter), (aten.xlogy, jax.scipy.special.xlogy),
+]:
+    _binary(_op, _fn)
+
+for _op, _fn in [(aten.atan2, jnp.arctan2), (aten.hypot, jnp.hypot),
+                 (aten.logaddexp, jnp.logaddexp), (aten.logaddexp2, jnp.logaddexp2)]:
+    _binary_float(_op, _fn)
+
+for _op, _fn in [
+    (aten.eq, jnp.equal), (aten.ne, jnp.not_equal), (aten.lt, jnp.less),
+    (aten.le, jnp.less_equal), (aten.gt, jnp.greater), (aten.ge, jnp.greater_equal),
+]:
+    _compare(_op, _fn)
+
+for _op, _fn in [
+    (aten.logical_and, jnp.logical_and), (aten.logical_or, jnp.logical_or),
+    (aten.logical_xor, jnp.logical_xor),
+]:
+    lowering(_op)(lambda self, other, _fn=_fn: _fn(self.astype(bool), other.astype(bool)))
+
+lowering(aten.logical_not)(lambda self: jnp.logical_not(self))
+lowering(aten.isnan)(lambda self: jnp.isnan(self))
+lowering(aten.isinf)(lambda self: jnp.isinf(self))
+lowering(aten.isfinite)(lambda self: jnp.isfinite(self))
+lowering(aten.isneginf)(lambda self: jnp.isneginf(self))
+lowering(aten.isposinf)(lambda self: jnp.isposinf(self))
+lowering(aten.signbit)(lambda self: jnp.signbit(self))
+
+
+def _is_one(alpha) -> bool:
+    return isinstance(alpha, int) and alpha == 1
+
+
+@lowering(aten.add)
+def _add(self, other, alpha=1):
+    a, b = promote(self, other)
+    return a + b if _is_one(alpha) else a + b * alpha
+
+
+@lowering(aten.sub)
+def _sub(self, other, alpha=1):
+    a, b = promote(self, other)
+    return a - b if _is_one(alpha) else a - b * alpha
+
+
+@lowering(aten.rsub)
+def _rsub(self, other, alpha=1):
+    a, b = promote(self, other)
+    return b - a if _is_one(alpha) else b - a * alpha
+
+
+@lowering(aten.div, static=("rounding_mode",))
+def _div(self, other, rounding_mode=None):
+    a, b = promote(self, other)
+    if rounding_mode is None:
+        return float_of(a) / float_of(b)
+    if rounding_mode == "trunc":
+        if jnp.issubdtype(a.dtype, jnp.integer):
+            return lax.div(a, b)
+        return jnp.trunc(a / b)
+    return jnp.floor_divide(a, b)
+
+
+@lowering(aten.floor_divide)
+def _floor_divide(self, other):
+    a, b = promote(self, other)
+    return jnp.floor_divide(a, b)
+
+
+@lowering(aten.pow)
+def _pow(self, exponent):
+    a, b = promote(self, exponent)
+    if jnp.issubdtype(a.dtype, jnp.integer):
+        return lax.pow(a, b.astype(a.dtype)) if b.ndim == 0 else jnp.power(a, b)
+    return jnp.power(a, b)
+
+
+@lowering(aten.round.default)
+def _round(self):
+    return jnp.round(self) if jnp.issubdtype(self.dtype, jnp.inexact) else self
+
+
+@lowering(aten.round.decimals)
+def _round_decimals(self, *, decimals=0):
+    return jnp.round(self, decimals)
+
+
+@lowering(aten.clamp, aten.clip)
+def _clamp(self, min=None, max=None):  # noqa: A002 (PyTorch's argument names)
+    dtype = result_type(self, *(v for v in (min, max) if v is not None))
+    x = self.astype(dtype)
+    if min is not None:
+        x = jnp.maximum(x, jnp.asarray(min, dtype))
+    if max is not None:
+        x = jnp.minimum(x, jnp.asarray(max, dtype))
+    return x
+
+
+@lowering(aten.clamp_min)
+def _clamp_min(self, min):  # noqa: A002
+    return _clamp(self, min=min)
+
+
+@lowering(aten.clamp_max)
+def _clamp_max(self, max):  # noqa: A002
+    return _clamp(self, max=max)
+
+
+@lowering(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+def _where(condition, self, other):
+    a, b = promote(self, other)
+    return jnp.where(condition.astype(bool), a, b)
+
+
+@lowering(aten.masked_fill)
+def _masked_fill(self, mask, value):
+    return jnp.where(mask.astype(bool), jnp.asarray(value).astype(self.dtype), self)
+
+
+@lowering(aten.lerp)
+def _lerp(self, end, weight):
+    a, b, w = promote(self, end, weight)
+    return a + w * (b - a)
+
+
+@lowering(aten.addcmul)
+def _addcmul(self, tensor1, tensor2, *, value=1):
+    a, b, c = promote(self, tensor1, tensor2)
+    return a + value * b * c
+
+
+@lowering(aten.addcdiv)
+def _addcdiv(self, tensor1, tensor2, *, value=1):
+    a, b, c = promote(self, tensor1, tensor2)
+    return a + value * (b / c)
+
+
+@lowering(aten.nan_to_num)
+def _nan_to_num(self, nan=None, posinf=None, neginf=None):
+    return jnp.nan_to_num(self, nan=0.0 if nan is None else nan, posinf=posinf, neginf=neginf)
+
+
+@lowering(aten.heaviside)
+def _heaviside(self, values):
+    a, b = promote(self, values)
+    return jnp.where(a == 0, b, (a > 0).astype(a.dtype))
+
+
+@lowering(aten.logit)
+def _logit(self, eps=None):
+    x = float_of(self)
+    if eps is not None:
+        x = jnp.clip(x, eps, 1 - eps)
+    return jnp.log(x / (1 - x))
+
+
+# Activations and their backward rules (autograd calls these directly).
+
+
+@lowering(aten.gelu, static=("approximate",))
+def _gelu(self, *, approximate="none"):
+    return jax.nn.gelu(self, approximate=approximate == "tanh")
+
+
+@lowering(aten.gelu_backward, static=("approximate",))
+def _gelu_backward(grad_output, self, *, approximate="none"):
+    _, vjp = jax.vjp(lambda x: jax.nn.gelu(x, approximate=approximate == "tanh"), self)
+    return vjp(grad_output)[0]
+
+
+@lowering(aten.silu)
+def _silu(self):
+    return jax.nn.silu(self)
+
+
+@lowering(aten.silu_backward)
+def _silu_backward(grad_output, self):
+    s = jax.nn.sigmoid(self)
+    return grad_output * s * (1 + self * (1 - s))
+
+
+@lowering(aten.sigmoid_backward)
+def _sigmoid_backward(grad_output, output):
+    return grad_output * output * (1 - output)
+
+
+@lowering(aten.tanh_backward)
+def _tanh_backward(grad_output, output):
+    return grad_output * (1 - output * output)
+
+
+@lowering(aten.threshold)
+def _threshold(self, threshold, value):
+    return jnp.where(self <= threshold, jnp.asarray(value, self.dtype), self)
+
+
+@lowering(aten.threshold_backward)
+def _threshold_backward(grad_output, self, threshold):
+    return jnp.where(self <= threshold, jnp.zeros((), grad_output.dtype), grad_output)
+
+
+@lowering(aten.leaky_relu)
+def _leaky_relu(self, negative_slope=0.01):
+    return jnp.where(self > 0, self, self * negative_slope)
+
+
+@lowering(aten.leaky_relu_backward)
+def _leaky_relu_backward(grad_output, self, negative_slope, self_is_result):
+    return jnp.where(self > 0, grad_output, grad_output * negative_slope)
+
+
+@lowering(aten.hardtanh)
+def _hardtanh(self, min_val=-1, max_val=1):
+    return jnp.clip(self, min_val, max_val).astype(self.dtype)
+
+
+@lowering(aten.hardtanh_backward)
+def _hardtanh_backward(grad_output, self, min_val, max_val):
+    inside = (self > min_val) & (self < max_val)
+    return jnp.where(inside, grad_output, jnp.zeros((), grad_output.dtype))
+
+
+@lowering(aten.elu)
+def _elu(self, alpha=1, scale=1, input_scale=1):
+    neg = alpha * (jnp.exp(self * input_scale) - 1)
+    return scale * jnp.where(self > 0, self, neg)
+
+
+@lowering(aten.softplus)
+def _softplus(self, beta=1, threshold=20):
+    bx = self * beta
+    return jnp.where(bx > threshold, self, jnp.log1p(jnp.exp(bx)) / beta)
+
+
+@lowering(aten.hardsigmoid)
+def _hardsigmoid(self):
+    return jnp.clip(self / 6 + 0.5, 0, 1).astype(self.dtype)
+
+
+@lowering(aten.hardswish)
+def _hardswish(self):
+    return self * jnp.clip(self + 3, 0, 6) / 6
+
+
+@lowering(aten.mish)
+def _mish(self):
+    return self * jnp.tanh(jax.nn.softplus(self))
+

@@ -1,0 +1,314 @@
+"""Indexing, gathering, scattering, concatenation and data-dependent selection."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+from jax import lax
+
+from .dtypes import promote, result_type
+from .registry import lowering
+
+aten = torch.ops.aten
+
+
+def _expand_bool(indices):
+    """Bool masks become integer index arrays (a host sync, as in PyTorch)."""
+    out = []
+    for idx in indices:
+        if idx is not None and idx.dtype == jnp.bool_:
+            out.extend(jnp.asarray(i) for i in np.nonzero(np.asarray(idx)))
+        else:
+            out.append(idx)
+    return out
+
+
+def _key(indices):
+    return tuple(slice(None) if i is None else i for i in indices)
+
+
+@jax.jit
+def _index_jit(self, indices):
+    return self[_key(indices)]
+
+
+@lowering(aten.index.Tensor, eager=True)
+def _index(self, indices):
+    indices = _expand_bool(indices)
+    _check_count(self, indices)
+    return _index_jit(self, indices)
+
+
+def _check_count(self, indices):
+    if len(indices) > max(self.ndim, 1):
+        raise IndexError(
+            f"too many indices for tensor of dimension {self.ndim} (got {len(indices)})"
+        )
+
+
+@functools.partial(jax.jit, static_argnums=3)
+def _index_put_jit(self, indices, values, accumulate):
+    ref = self.at[_key(indices)]
+    values = values.astype(self.dtype)
+    return ref.add(values) if accumulate else ref.set(values)
+
+
+@lowering(aten.index_put, aten._unsafe_index_put, eager=True)
+def _index_put(self, indices, values, accumulate=False):
+    if (not accumulate and values.ndim == 0 and len(indices) == 1
+            and indices[0] is not None and indices[0].dtype == jnp.bool_):
+        # x[mask] = scalar needs no host sync.
+        mask = indices[0].reshape(indices[0].shape + (1,) * (self.ndim - indices[0].ndim))
+        return jnp.where(mask, values.astype(self.dtype), self)
+    indices = _expand_bool(indices)
+    _check_count(self, indices)
+    return _index_put_jit(self, indices, values, bool(accumulate))
+
+
+@lowering(aten._unsafe_index)
+def _unsafe_index(self, indices):
+    return self[_key(indices)]
+
+
+@lowering(aten.index_select)
+def _index_select(self, dim, index):
+    if self.ndim == 0:
+        return self
+    return jnp.take(self, index.reshape(-1), axis=dim % self.ndim)
+
+
+@lowering(aten.gather)
+def _gather(self, dim, index, *, sparse_grad=False):
+    if self.ndim == 0:
+        return self
+    return jnp.take_along_axis(self, index, axis=dim % self.ndim, mode="clip")
+
+
+def _scatter_indices(self, dim, index):
+    dim = dim % max(self.ndim, 1)
+    grids = jnp.meshgrid(*[jnp.arange(n) for n in index.shape], indexing="ij")
+    grids[dim] = index
+    return tuple(grids)
+
+
+def _scatter_reduce_apply(self, idx, src, reduce):
+    ref = self.at[idx]
+    if reduce in ("sum", "add"):
+        return ref.add(src)
+    if reduce in ("prod", "multiply"):
+        return ref.multiply(src)
+    if reduce == "amax":
+        return ref.max(src)
+    if reduce == "amin":
+        return ref.min(src)
+    return ref.set(src)
+
+
+@lowering(aten.scatter.src, aten.scatter.value, aten.scatter.reduce,
+          aten.scatter.value_reduce, static=("reduce",))
+def _scatter(self, dim, index, src=None, value=None, *, reduce=None):
+    if self.ndim == 0:
+        return jnp.asarray(src if src is not None else value, self.dtype).reshape(())
+    idx = _scatter_indices(self, dim, index)
+    if not hasattr(src, "shape") or src.ndim == 0:
+        src = jnp.full(index.shape, src, self.dtype)
+    else:
+        src = src[tuple(slice(0, n) for n in index.shape)].astype(self.dtype)
+    return _scatter_reduce_apply(self, idx, src, reduce)
+
+
+@lowering(aten.scatter_add)
+def _scatter_add(self, dim, index, src):
+    return _scatter(self, dim, index, src, reduce="add")
+
+
+@lowering(aten.scatter_reduce.two, static=("reduce", "include_self"))
+def _scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
+    idx = _scatter_indices(self, dim, index)
+    src = src[tuple(slice(0, n) for n in index.shape)].astype(self.dtype)
+    if reduce == "mean":
+        counts = jnp.zeros(self.shape, self.dtype).at[idx].add(1)
+        total = (self if include_self else jnp.zeros_like(self)).at[idx].add(src)
+        counts = counts + (1 if include_self else 0)
+        return jnp.where(counts > 0, total / jnp.maximum(counts, 1), self).astype(self.dtype)
+    base = self
+    if not include_self:
+        fill = {"sum": 0, "prod": 1, "amax": -jnp.inf, "amin": jnp.inf}[reduce]
+        touched = jnp.zeros(self.shape, bool).at[idx].set(True)
+        base = jnp.where(touched, jnp.asarray(fill).astype(self.dtype), self)
+    return _scatter_reduce_apply(base, idx, src, reduce)
+
+
+@lowering(aten.index_add)
+def _index_add(self, dim, index, source, *, alpha=1):
+    dim = dim % max(self.ndim, 1)
+    key = (slice(None),) * dim + (index,)
+    return self.at[key].add((source * alpha).astype(self.dtype))
+
+
+@lowering(aten.index_copy)
+def _index_copy(self, dim, index, source):
+    dim = dim % max(self.ndim, 1)
+    return self.at[(slice(None),) * dim + (index,)].set(source.astype(self.dtype))
+
+
+@lowering(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)
+def _index_fill(self, dim, index, value):
+    dim = dim % max(self.ndim, 1)
+    return self.at[(slice(None),) * dim + (index,)].set(jnp.asarray(value, self.dtype))
+
+
+@lowering(aten.cat)
+def _cat(tensors, dim=0):
+    dtype = result_type(*tensors)
+    # PyTorch skips legacy empty 1-D tensors in cat.
+    kept = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or list(tensors[:1])
+    nd = kept[0].ndim
+    return jnp.concatenate([t.astype(dtype) for t in kept], axis=dim % max(nd, 1))
+
+
+@lowering(aten.stack)
+def _stack(tensors, dim=0):
+    dtype = result_type(*tensors)
+    return jnp.stack([t.astype(dtype) for t in tensors], axis=dim % (tensors[0].ndim + 1))
+
+
+@lowering(aten.flip)
+def _flip(self, dims):
+    return jnp.flip(self, [d % self.ndim for d in dims]) if self.ndim else self
+
+
+@lowering(aten.roll)
+def _roll(self, shifts, dims=()):
+    if not dims:
+        return jnp.roll(self.reshape(-1), shifts[0]).reshape(self.shape)
+    return jnp.roll(self, shifts, [d % self.ndim for d in dims])
+
+
+@lowering(aten.repeat)
+def _repeat(self, repeats):
+    x = self.reshape((1,) * (len(repeats) - self.ndim) + self.shape)
+    return jnp.tile(x, repeats)
+
+
+@lowering(aten.constant_pad_nd)
+def _constant_pad_nd(self, pad, value=0):
+    cfg = [(0, 0, 0)] * self.ndim
+    for i in range(len(pad) // 2):
+        d = self.ndim - 1 - i
+        cfg[d] = (pad[2 * i], pad[2 * i + 1], 0)
+    return lax.pad(self, jnp.asarray(value, self.dtype), cfg)
+
+
+@lowering(aten.select_scatter)
+def _select_scatter(self, src, dim, index):
+    dim = dim % self.ndim
+    return self.at[(slice(None),) * dim + (index,)].set(src.astype(self.dtype))
+
+
+@lowering(aten.slice_scatter)
+def _slice_scatter(self, src, dim=0, start=None, end=None, step=1):
+    dim = dim % self.ndim
+    return self.at[(slice(None),) * dim + (slice(start, end, step),)].set(src.astype(self.dtype))
+
+
+@lowering(aten.select_backward)
+def _select_backward(grad_output, input_sizes, dim, index):
+    zeros = jnp.zeros(tuple(input_sizes), grad_output.dtype)
+    return _select_scatter(zeros, grad_output, dim, index)
+
+
+@lowering(aten.slice_backward)
+def _slice_backward(grad_output, input_sizes, dim, start, end, step):
+    zeros = jnp.zeros(tuple(input_sizes), grad_output.dtype)
+    return _slice_scatter(zeros, grad_output, dim, start, end, step)
+
+
+@lowering(aten.diagonal_scatter)
+def _diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
+    d1, d2 = dim1 % self.ndim, dim2 % self.ndim
+    n = src.shape[-1]
+    rows = jnp.arange(n) + max(-offset, 0)
+    cols = jnp.arange(n) + max(offset, 0)
+    moved = jnp.moveaxis(self, (d1, d2), (-2, -1))
+    moved = moved.at[..., rows, cols].set(src.astype(self.dtype))
+    return jnp.moveaxis(moved, (-2, -1), (d1, d2))
+
+
+@lowering(aten.as_strided_scatter)
+def _as_strided_scatter(self, src, size, stride, storage_offset=None):
+    from .views import scatter_view
+
+    return scatter_view(self, src.astype(self.dtype),
+                        (tuple(size), tuple(stride), storage_offset or 0))
+
+
+@lowering(aten.masked_scatter)
+def _masked_scatter(self, mask, source):
+    mask = jnp.broadcast_to(mask, self.shape).reshape(-1)
+    pos = jnp.cumsum(mask) - 1
+    taken = source.reshape(-1)[jnp.clip(pos, 0, max(source.size - 1, 0))]
+    return jnp.where(mask, taken.astype(self.dtype), self.reshape(-1)).reshape(self.shape)
+
+
+# Data-dependent output shapes: these synchronise with the host, as they do in PyTorch.
+
+
+@lowering(aten.nonzero, eager=True)
+def _nonzero(self):
+    host = np.asarray(self)
+    return jnp.asarray(np.stack(np.nonzero(host), axis=1).astype(np.int64).reshape(-1, host.ndim))
+
+
+@lowering(aten.masked_select, eager=True)
+def _masked_select(self, mask):
+    a, m = jnp.broadcast_arrays(self, mask)
+    return a[np.asarray(m)]
+
+
+@lowering(aten._unique2, eager=True)
+def _unique2(self, sorted=True, return_inverse=False, return_counts=False):  # noqa: A002
+    vals, inv, counts = np.unique(np.asarray(self), return_inverse=True, return_counts=True)
+    inverse = inv.reshape(self.shape) if return_inverse else np.zeros((0,), np.int64)
+    counts = counts if return_counts else np.zeros((0,), np.int64)
+    return (jnp.asarray(vals), jnp.asarray(inverse.astype(np.int64)),
+            jnp.asarray(counts.astype(np.int64)))
+
+
+@lowering(aten.unique_dim, eager=True)
+def _unique_dim(self, dim, sorted=True, return_inverse=False, return_counts=False):  # noqa: A002
+    vals, inv, counts = np.unique(np.asarray(self), axis=dim, return_inverse=True,
+                                  return_counts=True)
+    return (jnp.asarray(vals), jnp.asarray(inv.reshape(-1).astype(np.int64)),
+            jnp.asarray(counts.astype(np.int64)))
+
+
+@lowering(aten.repeat_interleave.Tensor, eager=True)
+def _repeat_interleave(repeats, *, output_size=None):
+    reps = np.asarray(repeats)
+    return jnp.asarray(np.repeat(np.arange(reps.shape[0]), reps).astype(np.int64))
+
+
+@lowering(aten.bincount, eager=True)
+def _bincount(self, weights=None, minlength=0):
+    host = np.asarray(self)
+    w = None if weights is None else np.asarray(weights)
+    out = np.bincount(host, w, minlength)
+    return jnp.asarray(out if w is not None else out.astype(np.int64))
+
+
+@lowering(aten.searchsorted.Tensor)
+def _searchsorted(sorted_sequence, self, *, out_int32=False, right=False, side=None,
+                  sorter=None):
+    side = side or ("right" if right else "left")
+    a, v = promote(sorted_sequence, self)
+    if a.ndim == 1:
+        out = jnp.searchsorted(a, v, side=side)
+    else:
+        out = jax.vmap(lambda s, x: jnp.searchsorted(s, x, side=side))(
+            a.reshape(-1, a.shape[-1]), v.reshape(-1, v.shape[-1])).reshape(v.shape)
+    return out.astype(jnp.int32 if out_int32 else jnp.int64)

@@ -1,0 +1,113 @@
+"""Matrix products and linear algebra."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import torch
+from jax import lax
+
+from .dtypes import promote
+from .registry import lowering
+
+aten = torch.ops.aten
+
+# PyTorch computes fp32 matmuls in full precision on CPU; XLA may otherwise use bf16 passes.
+_PRECISION = lax.Precision.HIGHEST
+
+
+def _mm(a, b):
+    return jnp.matmul(a, b, precision=_PRECISION)
+
+
+@lowering(aten.mm)
+def _mm_rule(self, mat2):
+    return _mm(self, mat2)
+
+
+@lowering(aten.bmm)
+def _bmm(self, mat2):
+    return _mm(self, mat2)
+
+
+@lowering(aten.matmul)
+def _matmul(self, other):
+    return _mm(self, other)
+
+
+@lowering(aten.dot, aten.vdot)
+def _dot(self, tensor):
+    return jnp.dot(self, tensor, precision=_PRECISION)
+
+
+@lowering(aten.mv)
+def _mv(self, vec):
+    return _mm(self, vec)
+
+
+@lowering(aten.outer, aten.ger)
+def _outer(self, vec2):
+    return jnp.outer(self, vec2)
+
+
+def _scaled_add(input_, product, beta, alpha):
+    if not (isinstance(alpha, int) and alpha == 1):
+        product = product * alpha
+    if isinstance(beta, int) and beta == 0:
+        return jnp.broadcast_to(product, product.shape)  # beta=0 ignores NaN in input
+    if not (isinstance(beta, int) and beta == 1):
+        input_ = input_ * beta
+    return input_ + product
+
+
+@lowering(aten.addmm)
+def _addmm(self, mat1, mat2, *, beta=1, alpha=1):
+    return _scaled_add(self, _mm(mat1, mat2), beta, alpha)
+
+
+@lowering(aten.baddbmm)
+def _baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    return _scaled_add(self, _mm(batch1, batch2), beta, alpha)
+
+
+@lowering(aten.addmv)
+def _addmv(self, mat, vec, *, beta=1, alpha=1):
+    return _scaled_add(self, _mm(mat, vec), beta, alpha)
+
+
+@lowering(aten.addbmm)
+def _addbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    return _scaled_add(self, jnp.sum(_mm(batch1, batch2), axis=0), beta, alpha)
+
+
+@lowering(aten.linalg_cross)
+def _cross(self, other, *, dim=-1):
+    a, b = promote(self, other)
+    return jnp.cross(a, b, axis=dim)
+
+
+@lowering(aten.triu)
+def _triu(self, diagonal=0):
+    return jnp.triu(self, diagonal)
+
+
+@lowering(aten.tril)
+def _tril(self, diagonal=0):
+    return jnp.tril(self, diagonal)
+
+
+@lowering(aten._linalg_det)
+def _det(A):
+    lu, piv, _ = lax.linalg.lu(A)
+    return jnp.linalg.det(A), lu, piv.astype(jnp.int32) + 1
+
+
+@lowering(aten.linalg_inv_ex)
+def _inv_ex(A, *, check_errors=False):
+    return jnp.linalg.inv(A), jnp.zeros(A.shape[:-2], jnp.int32)
+
+
+@lowering(aten.linalg_cholesky_ex)
+def _cholesky_ex(self, *, upper=False, check_errors=False):
+    lower = jnp.linalg.cholesky(self)
+    out = jnp.conj(jnp.swapaxes(lower, -1, -2)) if upper else lower
+    return out, jnp.zeros(self.shape[:-2], jnp.int32)

@@ -1,0 +1,120 @@
+"""Neural-network ops: embedding, normalisation, losses, attention."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from .linalg import _PRECISION
+from .registry import lowering
+
+aten = torch.ops.aten
+
+
+@lowering(aten.embedding)
+def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    return jnp.take(weight, indices, axis=0)
+
+
+@lowering(aten.embedding_dense_backward)
+def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx,
+                              scale_grad_by_freq):
+    flat = indices.reshape(-1)
+    grad = grad_output.reshape(flat.shape[0], -1)
+    if padding_idx >= 0:
+        grad = jnp.where((flat == padding_idx)[:, None], 0, grad)
+    if scale_grad_by_freq:
+        counts = jnp.zeros((num_weights,), grad.dtype).at[flat].add(1)
+        grad = grad / counts[flat][:, None]
+    out = jnp.zeros((num_weights, grad.shape[1]), grad.dtype)
+    return out.at[flat].add(grad)
+
+
+def _norm_axes(x, normalized_shape):
+    return tuple(range(x.ndim - len(normalized_shape), x.ndim))
+
+
+def _layer_norm(x, weight, bias, axes, eps):
+    xf = x.astype(jnp.float32) if x.dtype in (jnp.bfloat16, jnp.float16) else x
+    mean = jnp.mean(xf, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(xf - mean), axis=axes, keepdims=True)
+    rstd = jax.lax.rsqrt(var + eps)
+    out = (xf - mean) * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out.astype(x.dtype), mean, rstd
+
+
+@lowering(aten.native_layer_norm)
+def _native_layer_norm(input, normalized_shape, weight, bias, eps):  # noqa: A002
+    return _layer_norm(input, weight, bias, _norm_axes(input, normalized_shape), eps)
+
+
+@lowering(aten.native_layer_norm_backward)
+def _native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight,  # noqa: A002
+                                bias, output_mask):
+    axes = _norm_axes(input, normalized_shape)
+    xhat = (input - mean) * rstd
+    g = grad_out if weight is None else grad_out * weight
+    n = math.prod(input.shape[a] for a in axes)
+    grad_input = rstd / n * (
+        n * g - jnp.sum(g, axis=axes, keepdims=True)
+        - xhat * jnp.sum(g * xhat, axis=axes, keepdims=True)
+    )
+    lead = tuple(range(input.ndim - len(axes)))
+    grad_weight = jnp.sum(grad_out * xhat, axis=lead) if weight is not None else None
+    grad_bias = jnp.sum(grad_out, axis=lead) if bias is not None else None
+    return (
+        grad_input.astype(input.dtype) if output_mask[0] else None,
+        grad_weight if output_mask[1] else None,
+        grad_bias if output_mask[2] else None,
+    )
+
+
+@lowering(aten._fused_rms_norm)
+def _fused_rms_norm(input, normalized_shape, weight, eps):  # noqa: A002
+    axes = _norm_axes(input, normalized_shape)
+    xf = input.astype(jnp.float32) if input.dtype in (jnp.bfloat16, jnp.float16) else input
+    if eps is None:
+        eps = jnp.finfo(xf.dtype).eps
+    rstd = jax.lax.rsqrt(jnp.mean(jnp.square(xf), axis=axes, keepdims=True) + eps)
+    out = xf * rstd
+    if weight is not None:
+        out = out * weight
+    return out.astype(input.dtype), rstd
+
+
+def _nll(self, target, weight, reduction, ignore_index):
+    batched = self.ndim > 1
+    logp = self if batched else self[None]
+    tgt = target if batched else target[None]
+    c_axis = 1
+    safe = jnp.where(tgt == ignore_index, 0, tgt)
+    picked = jnp.take_along_axis(logp, jnp.expand_dims(safe, c_axis), axis=c_axis)
+    picked = jnp.squeeze(picked, c_axis)
+    w = jnp.ones_like(picked) if weight is None else weight[safe]
+    w = jnp.where(tgt == ignore_index, 0, w).astype(self.dtype)
+    loss = -picked * w
+    if reduction == 0:
+        return (loss if batched else loss[0]), jnp.zeros((), self.dtype)
+    total = jnp.sum(w)
+    if reduction == 1:
+        return jnp.sum(loss) / total, total
+    return jnp.sum(loss), total
+
+
+@lowering(aten.nll_loss_forward, aten.nll_loss2d_forward)
+def _nll_loss_forward(self, target, weight, reduction, ignore_index):
+    return _nll(self, target, weight, reduction, ignore_index)
+
+
+@lowering(aten.nll_loss_backward, aten.nll_loss2d_backward)
+def _nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index,
+                       total_weight):
+    _, vjp = jax.vjp(lambda x: _nll(x, target, weight, reduction, ignore_index)[0], self)
+    return vjp(grad_output.astype(self.dtype))[0]

@@ -1,0 +1,217 @@
+"""Reductions, scans, sorting and softmax."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import torch
+from jax import lax
+
+from .dtypes import float_of, to_jax_dtype
+from .registry import lowering
+
+aten = torch.ops.aten
+
+
+def _axes(dim, ndim):
+    """PyTorch's dim argument (None, int, or list; [] means all) as a jnp axis tuple."""
+    if dim is None or dim == () or dim == []:
+        return None
+    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+    if ndim == 0:
+        return None
+    return tuple(d % ndim for d in dims)
+
+
+def _acc_dtype(x, dtype):
+    if dtype is not None:
+        return to_jax_dtype(dtype)
+    if jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == jnp.bool_:
+        return jnp.int64
+    return x.dtype
+
+
+@lowering(aten.sum.dim_IntList, aten.sum.default, static=())
+def _sum(self, dim=None, keepdim=False, *, dtype=None):
+    return jnp.sum(self, axis=_axes(dim, self.ndim), keepdims=keepdim,
+                   dtype=_acc_dtype(self, dtype))
+
+
+@lowering(aten.mean.dim, aten.mean.default)
+def _mean(self, dim=None, keepdim=False, *, dtype=None):
+    x = self if dtype is None else self.astype(to_jax_dtype(dtype))
+    return jnp.mean(x, axis=_axes(dim, self.ndim), keepdims=keepdim)
+
+
+@lowering(aten.prod.dim_int, aten.prod.default)
+def _prod(self, dim=None, keepdim=False, *, dtype=None):
+    return jnp.prod(self, axis=_axes(dim, self.ndim), keepdims=keepdim,
+                    dtype=_acc_dtype(self, dtype))
+
+
+@lowering(aten.amax)
+def _amax(self, dim=(), keepdim=False):
+    return jnp.max(self, axis=_axes(dim, self.ndim), keepdims=keepdim)
+
+
+@lowering(aten.amin)
+def _amin(self, dim=(), keepdim=False):
+    return jnp.min(self, axis=_axes(dim, self.ndim), keepdims=keepdim)
+
+
+@lowering(aten.max.default)
+def _max_all(self):
+    return jnp.max(self)
+
+
+@lowering(aten.min.default)
+def _min_all(self):
+    return jnp.min(self)
+
+
+def _arg_reduce(fn, self, dim, keepdim):
+    if dim is None:
+        return fn(self.reshape(-1)).astype(jnp.int64).reshape((1,) * self.ndim if keepdim else ())
+    if self.ndim == 0:
+        return jnp.zeros((), jnp.int64)
+    return fn(self, axis=dim % self.ndim, keepdims=keepdim).astype(jnp.int64)
+
+
+@lowering(aten.max.dim)
+def _max_dim(self, dim, keepdim=False):
+    if self.ndim == 0:
+        return self, jnp.zeros((), jnp.int64)
+    return (jnp.max(self, axis=dim % self.ndim, keepdims=keepdim),
+            _arg_reduce(jnp.argmax, self, dim, keepdim))
+
+
+@lowering(aten.min.dim)
+def _min_dim(self, dim, keepdim=False):
+    if self.ndim == 0:
+        return self, jnp.zeros((), jnp.int64)
+    return (jnp.min(self, axis=dim % self.ndim, keepdims=keepdim),
+            _arg_reduce(jnp.argmin, self, dim, keepdim))
+
+
+@lowering(aten.argmax)
+def _argmax(self, dim=None, keepdim=False):
+    return _arg_reduce(jnp.argmax, self, dim, keepdim)
+
+
+@lowering(aten.argmin)
+def _argmin(self, dim=None, keepdim=False):
+    return _arg_reduce(jnp.argmin, self, dim, keepdim)
+
+
+@lowering(aten.any.default, aten.any.dim, aten.any.dims)
+def _any(self, dim=None, keepdim=False):
+    return jnp.any(self.astype(bool), axis=_axes(dim, self.ndim), keepdims=keepdim)
+
+
+@lowering(aten.all.default, aten.all.dim, aten.all.dims)
+def _all(self, dim=None, keepdim=False):
+    return jnp.all(self.astype(bool), axis=_axes(dim, self.ndim), keepdims=keepdim)
+
+
+@lowering(aten.var.correction, aten.var.dim, aten.var.default)
+def _var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    ddof = _ddof(unbiased, correction)
+    return jnp.var(float_of(self), axis=_axes(dim, self.ndim), ddof=ddof, keepdims=keepdim)
+
+
+@lowering(aten.std.correction, aten.std.dim, aten.std.default)
+def _std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return jnp.sqrt(_var(self, dim, unbiased, keepdim, correction=correction))
+
+
+@lowering(aten.var_mean.correction)
+def _var_mean(self, dim=None, *, correction=None, keepdim=False):
+    x = float_of(self)
+    axes = _axes(dim, self.ndim)
+    return (jnp.var(x, axis=axes, ddof=_ddof(None, correction), keepdims=keepdim),
+            jnp.mean(x, axis=axes, keepdims=keepdim))
+
+
+def _ddof(unbiased, correction):
+    if correction is not None:
+        return correction
+    return 1 if unbiased is None or unbiased else 0
+
+
+@lowering(aten.logsumexp)
+def _logsumexp(self, dim, keepdim=False):
+    return jax.nn.logsumexp(float_of(self), axis=_axes(dim, self.ndim), keepdims=keepdim)
+
+
+@lowering(aten._softmax)
+def _softmax(self, dim, half_to_float):
+    return jax.nn.softmax(self, axis=dim % max(self.ndim, 1) if self.ndim else None)
+
+
+@lowering(aten._log_softmax)
+def _log_softmax(self, dim, half_to_float):
+    return jax.nn.log_softmax(self, axis=dim % max(self.ndim, 1) if self.ndim else None)
+
+
+@lowering(aten._softmax_backward_data)
+def _softmax_backward_data(grad_output, output, dim, input_dtype):
+    g = grad_output * output
+    return g - output * jnp.sum(g, axis=dim, keepdims=True)
+
+
+@lowering(aten._log_softmax_backward_data)
+def _log_softmax_backward_data(grad_output, output, dim, input_dtype):
+    return grad_output - jnp.exp(output) * jnp.sum(grad_output, axis=dim, keepdims=True)
+
+
+@lowering(aten.cumsum)
+def _cumsum(self, dim, *, dtype=None):
+    x = self.astype(_acc_dtype(self, dtype))
+    return jnp.cumsum(x, axis=dim % self.ndim) if self.ndim else x
+
+
+@lowering(aten.cumprod)
+def _cumprod(self, dim, *, dtype=None):
+    x = self.astype(_acc_dtype(self, dtype))
+    return jnp.cumprod(x, axis=dim % self.ndim) if self.ndim else x
+
+
+@lowering(aten.sort.default, aten.sort.stable)
+def _sort(self, dim=-1, descending=False, *, stable=None):
+    if self.ndim == 0:
+        return self, jnp.zeros((), jnp.int64)
+    axis = dim % self.ndim
+    key = -self if descending and not jnp.issubdtype(self.dtype, jnp.unsignedinteger) else self
+    if descending and self.dtype == jnp.bool_:
+        key = ~self
+    idx = jnp.argsort(key, axis=axis, stable=True)
+    return jnp.take_along_axis(self, idx, axis=axis), idx.astype(jnp.int64)
+
+
+@lowering(aten.topk)
+def _topk(self, k, dim=-1, largest=True, sorted=True):  # noqa: A002
+    if self.ndim == 0:
+        return self, jnp.zeros((), jnp.int64)
+    axis = dim % self.ndim
+    x = jnp.moveaxis(self, axis, -1)
+    vals, idx = lax.top_k(x if largest else -x, k)
+    vals = vals if largest else -vals
+    return jnp.moveaxis(vals, -1, axis), jnp.moveaxis(idx.astype(jnp.int64), -1, axis)
+
+
+@lowering(aten.linalg_vector_norm, static=("ord",))
+def _vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    x = float_of(self) if dtype is None else self.astype(to_jax_dtype(dtype))
+    x = jnp.abs(x)
+    axes = _axes(dim, self.ndim)
+    if ord == float("inf"):
+        return jnp.max(x, axis=axes, keepdims=keepdim)
+    if ord == float("-inf"):
+        return jnp.min(x, axis=axes, keepdims=keepdim)
+    if ord == 0:
+        return jnp.sum(x != 0, axis=axes, keepdims=keepdim).astype(x.dtype)
+    if ord == 1:
+        return jnp.sum(x, axis=axes, keepdims=keepdim)
+    if ord == 2:
+        return jnp.sqrt(jnp.sum(x * x, axis=axes, keepdims=keepdim))
+    return jnp.sum(x**ord, axis=axes, keepdims=keepdim) ** (1.0 / ord)

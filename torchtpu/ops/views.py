@@ -1,0 +1,196 @@
+"""View ops, and the strided gather/scatter that keeps views aliased to their base.
+
+A view's geometry is PyTorch's (size, stride, storage offset) into its base's storage, which
+we hold as the base's contiguous value. Reading a stale view gathers through that geometry;
+writing through a view scatters back into the base.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from .registry import lowering
+
+aten = __import__("torch").ops.aten
+
+
+def _contiguous(size, stride) -> bool:
+    acc = 1
+    for n, s in zip(reversed(size), reversed(stride)):
+        if n != 1 and s != acc:
+            return False
+        acc *= n
+    return True
+
+
+def _flat_index(size, stride, offset):
+    idx = jnp.full(size, offset, dtype=jnp.int64)
+    for d, (n, s) in enumerate(zip(size, stride)):
+        if n > 1 and s:
+            idx = idx + lax.broadcasted_iota(jnp.int64, size, d) * s
+    return idx
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def gather_view(base: jax.Array, geometry) -> jax.Array:
+    """The elements of ``base``'s storage that a view with this geometry sees."""
+    size, stride, offset = geometry
+    flat = base.reshape(-1)
+    n = math.prod(size)
+    if _contiguous(size, stride):  # one contiguous run: a slice, not a gather
+        return lax.slice(flat, (offset,), (offset + n,)).reshape(size)
+    return flat[_flat_index(size, stride, offset)]
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def scatter_view(base: jax.Array, value: jax.Array, geometry) -> jax.Array:
+    """``base`` with the elements a view of this geometry sees replaced by ``value``."""
+    size, stride, offset = geometry
+    flat = base.reshape(-1)
+    if _contiguous(size, stride):
+        flat = lax.dynamic_update_slice(flat, value.reshape(-1), (offset,))
+    else:
+        flat = flat.at[_flat_index(size, stride, offset).reshape(-1)].set(value.reshape(-1))
+    return flat.reshape(base.shape)
+
+
+def _dim(d: int, ndim: int) -> int:
+    return d + max(ndim, 1) if d < 0 else d
+
+
+@lowering(aten.view.default, aten._unsafe_view, aten._reshape_alias, aten.reshape,
+          aten.view_copy.default)
+def _view(self, size, stride=None):
+    size = list(size)
+    if -1 in size:
+        i = size.index(-1)
+        known = math.prod(n for n in size if n != -1)
+        size[i] = self.size // known if known else 0
+    return self.reshape(size)
+
+
+@lowering(aten.alias, aten.detach, aten.lift_fresh_copy)
+def _alias(self):
+    return self
+
+
+@lowering(aten.t)
+def _t(self):
+    return self.T if self.ndim == 2 else self
+
+
+@lowering(aten.transpose.int)
+def _transpose(self, dim0, dim1):
+    if self.ndim == 0:
+        return self
+    return jnp.swapaxes(self, _dim(dim0, self.ndim), _dim(dim1, self.ndim))
+
+
+@lowering(aten.permute)
+def _permute(self, dims):
+    return jnp.transpose(self, [_dim(d, self.ndim) for d in dims])
+
+
+@lowering(aten.expand)
+def _expand(self, size, *, implicit=False):
+    lead = len(size) - self.ndim
+    shape = [self.shape[i - lead] if n == -1 else n for i, n in enumerate(size)]
+    return jnp.broadcast_to(self, shape)
+
+
+@lowering(aten.select.int)
+def _select(self, dim, index):
+    dim = _dim(dim, self.ndim)
+    index = index + self.shape[dim] if index < 0 else index
+    return lax.index_in_dim(self, index, dim, keepdims=False)
+
+
+@lowering(aten.slice.Tensor)
+def _slice(self, dim=0, start=None, end=None, step=1):
+    if self.ndim == 0:
+        return self
+    dim = _dim(dim, self.ndim)
+    n = self.shape[dim]
+    start, end, _ = slice(start, end, step).indices(n)
+    end = max(start, end)
+    return lax.slice_in_dim(self, start, end, step, dim)
+
+
+@lowering(aten.unsqueeze)
+def _unsqueeze(self, dim):
+    return jnp.expand_dims(self, _dim(dim, self.ndim + 1))
+
+
+@lowering(aten.squeeze)
+def _squeeze(self, dim=None):
+    if self.ndim == 0:
+        return self
+    if dim is None:
+        dims = tuple(i for i, n in enumerate(self.shape) if n == 1)
+    else:
+        dims = dim if isinstance(dim, tuple) else (dim,)
+        dims = tuple(d for d in (_dim(d, self.ndim) for d in dims) if self.shape[d] == 1)
+    return jnp.squeeze(self, dims)
+
+
+@lowering(aten.split.Tensor)
+def _split(self, split_size, dim=0):
+    dim = _dim(dim, self.ndim)
+    n = self.shape[dim]
+    sizes = [min(split_size, n - i) for i in range(0, n, split_size)] if split_size else [0]
+    return _split_with_sizes(self, sizes or [0], dim)
+
+
+@lowering(aten.split_with_sizes)
+def _split_with_sizes(self, split_sizes, dim=0):
+    dim = _dim(dim, self.ndim)
+    out, start = [], 0
+    for s in split_sizes:
+        out.append(lax.slice_in_dim(self, start, start + s, 1, dim))
+        start += s
+    return out
+
+
+@lowering(aten.unbind.int)
+def _unbind(self, dim=0):
+    dim = _dim(dim, self.ndim)
+    return [lax.index_in_dim(self, i, dim, keepdims=False) for i in range(self.shape[dim])]
+
+
+@lowering(aten.diagonal)
+def _diagonal(self, offset=0, dim1=0, dim2=1):
+    return jnp.diagonal(self, offset, _dim(dim1, self.ndim), _dim(dim2, self.ndim))
+
+
+@lowering(aten.unfold)
+def _unfold(self, dimension, size, step):
+    if self.ndim == 0:
+        return self.reshape(1)
+    d = _dim(dimension, self.ndim)
+    count = (self.shape[d] - size) // step + 1
+    idx = jnp.arange(count)[:, None] * step + jnp.arange(size)[None, :]
+    taken = jnp.take(self, idx.reshape(-1), axis=d)
+    shape = self.shape[:d] + (count, size) + self.shape[d + 1:]
+    return jnp.moveaxis(taken.reshape(shape), d + 1, -1)
+
+
+@lowering(aten.view_as_real)
+def _view_as_real(self):
+    return jnp.stack([jnp.real(self), jnp.imag(self)], axis=-1)
+
+
+@lowering(aten.view_as_complex)
+def _view_as_complex(self):
+    return lax.complex(self[..., 0], self[..., 1])
+
+
+@lowering(aten.view.dtype, skip_meta=True)
+def _view_dtype(self, dtype):
+    from .dtypes import to_jax_dtype
+
+    return lax.bitcast_convert_type(self, to_jax_dtype(dtype))

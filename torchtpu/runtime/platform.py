@@ -1,0 +1,43 @@
+"""Choosing the XLA platform and the device this process drives."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+
+from .. import config
+
+_PREFERENCE = ("tpu", "gpu", "cpu")
+
+
+@functools.cache
+def init() -> jax.Device:
+    """Configure JAX for PyTorch semantics and return the device to run on (cached)."""
+    # int64 and float64 must stay 64-bit as in PyTorch; without x64 JAX silently narrows.
+    jax.config.update("jax_enable_x64", True)
+    wanted = config.get("platform")
+    if wanted and wanted not in _PREFERENCE:
+        raise ValueError(f"TORCHTPU_PLATFORM={wanted!r}: expected one of {_PREFERENCE}")
+    if wanted == "cpu" or not wanted and jax.default_backend() == "cpu":
+        # Per-op dispatch on XLA:CPU is ~2x cheaper synchronously; see docs/architecture.md.
+        jax.config.update("jax_cpu_enable_async_dispatch", config.get("cpu_async"))
+    try:
+        device = jax.devices(wanted)[0] if wanted else jax.devices()[0]
+    except RuntimeError as e:
+        raise RuntimeError(f"torchtpu: no {wanted!r} platform available to JAX ({e})") from e
+    jax.config.update("jax_default_device", device)
+    return device
+
+
+def platform() -> str:
+    return init().platform
+
+
+def device_count() -> int:
+    """Devices this process drives: one (one process per device, as with torchrun)."""
+    return 1
+
+
+def synchronize() -> None:
+    jax.effects_barrier()

@@ -1,0 +1,40 @@
+"""Host <-> device transfers between CPU torch tensors and jax arrays."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import torch
+
+from ..ops.dtypes import to_jax_dtype, to_torch_dtype
+from .platform import init
+
+# numpy has no bfloat16: move it as its bits.
+_BITS = {torch.bfloat16: (torch.int16, np.int16)}
+
+
+def to_device(t: torch.Tensor) -> jax.Array:
+    """Copy a CPU tensor to the device."""
+    t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if t.is_conj():
+        t = t.resolve_conj()
+    if t.is_neg():
+        t = t.resolve_neg()
+    bits = _BITS.get(t.dtype)
+    if bits is not None:
+        host = t.contiguous().view(bits[0]).numpy().view(to_jax_dtype(t.dtype))
+    else:
+        host = t.numpy()
+    return jax.device_put(host, init())
+
+
+def to_host(a: jax.Array) -> torch.Tensor:
+    """Copy a device array to a new CPU tensor."""
+    dtype = to_torch_dtype(a.dtype)
+    host = np.asarray(a)
+    bits = _BITS.get(dtype)
+    if bits is not None:
+        return torch.from_numpy(host.view(bits[1]).copy()).view(dtype)
+    return torch.from_numpy(np.array(host, copy=True))

@@ -1,0 +1,135 @@
+"""The device tensor: a torch wrapper subclass on device 'tpu' whose payload is a jax.Array.
+
+Views alias their base the way PyTorch's do. Every tensor points at a ``Storage`` holding the
+base's value; a view also records its PyTorch geometry (size, stride, storage offset) and a
+cached value tagged with the storage version it was computed at. A write through any tensor
+replaces the storage value (scattering through the view's geometry) and bumps the version, so
+every other view recomputes on its next read. Tensors that cover their storage exactly
+("direct") read the storage value with no check at all: the common, fast case.
+"""
+
+from __future__ import annotations
+
+import jax
+import torch
+
+from .ops.dtypes import JAX_TO_TORCH
+from .ops.views import gather_view, scatter_view
+from .runtime import memory
+
+# PyTorch's autograd engine asserts on a device without an index: always 'tpu:0'.
+DEVICE = torch.device("privateuseone", 0)
+
+_make = torch.Tensor._make_wrapper_subclass
+# The newest result: waiting for it waits for everything queued before it.
+last_value = None
+
+
+class Storage:
+    """The value shared by a base tensor and all its views."""
+
+    __slots__ = ("value", "version", "nbytes", "__weakref__")
+
+    def __init__(self, value: jax.Array):
+        self.value = value
+        self.version = 0
+        self.nbytes = value.size * value.dtype.itemsize
+        memory.add(self.nbytes)
+
+    def __del__(self):
+        memory.sub(self.nbytes)
+
+
+def contiguous_strides(shape) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+class TpuTensor(torch.Tensor):
+    """A tensor on the 'tpu' device. Users never construct it directly."""
+
+    # No __slots__: torch.utils.swap_tensors (model.to keeping Parameters) needs __dict__.
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return _executor(func, args, kwargs)
+
+    def __repr__(self, *, tensor_contents=None) -> str:
+        from ._print import tensor_repr
+
+        return tensor_repr(self)
+
+    def __reduce_ex__(self, protocol):
+        # Pickling (torch.save) goes through the CPU, as for cuda tensors.
+        return (_from_cpu, (self.detach().cpu(), self.requires_grad))
+
+
+def _from_cpu(t: torch.Tensor, requires_grad: bool) -> torch.Tensor:
+    return t.to(DEVICE).requires_grad_(requires_grad)
+
+
+def wrap(value: jax.Array) -> TpuTensor:
+    """A fresh tensor that owns ``value``."""
+    global last_value
+    last_value = value
+    t = _make(TpuTensor, value.shape, dtype=JAX_TO_TORCH[value.dtype], device=DEVICE)
+    t._storage = Storage(value)
+    t._direct = True
+    return t
+
+
+def make_view(storage: Storage, value, size, stride, offset: int) -> TpuTensor:
+    """A tensor aliasing ``storage`` with PyTorch geometry (size, stride, offset)."""
+    size, stride = tuple(size), tuple(stride)
+    t = _make(
+        TpuTensor, size, stride, offset, dtype=JAX_TO_TORCH[value.dtype], device=DEVICE
+    )
+    t._storage = storage
+    base = storage.value
+    t._direct = (
+        offset == 0 and size == base.shape and stride == contiguous_strides(size)
+    )
+    t._geometry = (size, stride, offset)
+    t._cache = value
+    t._cache_version = storage.version
+    return t
+
+
+def read(t: TpuTensor) -> jax.Array:
+    """The tensor's current value."""
+    if t._direct:
+        return t._storage.value
+    s = t._storage
+    if t._cache_version != s.version:
+        t._cache = gather_view(s.value, t._geometry)
+        t._cache_version = s.version
+    return t._cache
+
+
+def write(t: TpuTensor, value: jax.Array) -> None:
+    """Replace the tensor's value; every alias of its storage sees the change."""
+    s = t._storage
+    if t._direct:
+        s.value = value
+    else:
+        s.value = scatter_view(s.value, value, t._geometry)
+        t._cache = value
+    s.version += 1
+    if not t._direct:
+        t._cache_version = s.version
+
+
+def set_executor(fn) -> None:
+    """Install the function every op on a tpu tensor is handed to (eager/dispatch.py)."""
+    global _executor
+    _executor = fn
+
+
+def _no_executor(func, args, kwargs):
+    raise RuntimeError("torchtpu: no executor installed (import torchtpu)")
+
+
+_executor = _no_executor
