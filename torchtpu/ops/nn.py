@@ -8,7 +8,6 @@ import jax
 import jax.numpy as jnp
 import torch
 
-from .linalg import _PRECISION
 from .registry import lowering
 
 aten = torch.ops.aten
