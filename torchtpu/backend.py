@@ -52,6 +52,15 @@ def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memor
     return dispatch(aten.empty_strided.default, (size, stride), {"dtype": dtype})
 
 
+def _copy_from(self, dst, non_blocking=False):
+    # Reached with the Python key excluded (torch.tensor(..., device='tpu') does that).
+    return dispatch(aten.copy_.default, (dst, self), {})
+
+
+def _eye(n, m=None, dtype=None, layout=None, device=None, pin_memory=None):
+    return dispatch(aten.eye.m, (n, n if m is None else m), {"dtype": dtype})
+
+
 def register() -> None:
     """Rename PrivateUse1 to 'tpu' and install torch.tpu; idempotent."""
     global _lib
@@ -72,6 +81,9 @@ def register() -> None:
     _lib.impl("arange", _arange_end, "PrivateUse1")
     _lib.impl("arange.start", _arange_start, "PrivateUse1")
     _lib.impl("arange.start_step", _arange, "PrivateUse1")
+    _lib.impl("eye", _eye, "PrivateUse1")
+    _lib.impl("eye.m", _eye, "PrivateUse1")
+    _lib.impl("_copy_from", _copy_from, "PrivateUse1")
     modes.init_from_env()
 
 

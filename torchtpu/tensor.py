@@ -62,6 +62,17 @@ class TpuTensor(torch.Tensor):
 
         return tensor_repr(self)
 
+    def numpy(self, *, force: bool = False):
+        if force:
+            return self.detach().cpu().numpy()
+        raise TypeError(
+            f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to "
+            "copy the tensor to host memory first."
+        )
+
+    def __array__(self, dtype=None, copy=None):
+        return self.numpy() if dtype is None else self.numpy().astype(dtype)
+
     def __reduce_ex__(self, protocol):
         # Pickling (torch.save) goes through the CPU, as for cuda tensors.
         return (_from_cpu, (self.detach().cpu(), self.requires_grad))

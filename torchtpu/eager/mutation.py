@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from ..ops.dtypes import to_jax_dtype
+from ..ops.dtypes import cast, to_jax_dtype
 from ..ops.registry import LOWERINGS, is_functional
+from ..runtime.transfer import to_device
 from ..tensor import TpuTensor, read, write
 from . import strict
 from .values import unwrap, wrap_out
@@ -54,14 +55,17 @@ def _out_functional(func):
     out_names = {a.name for a in mutated_args(func)}
     want = [a.name for a in func._schema.arguments if a.name not in out_names]
     packet = getattr(aten, func._schema.name.split("::")[1])
+    found = []
     for name in packet.overloads():
         cand = getattr(packet, name)
         if cand is not func and is_functional(cand):
             names = [a.name for a in cand._schema.arguments]
             # Factories (arange, linspace, eye...) add dtype/device options to the out form.
             if names == want or names[: len(want)] == want and set(names[len(want):]) <= _FACTORY:
-                return cand
-    return None
+                found.append(cand)
+    # Overloads differing only in argument types (Scalar vs Tensor): prefer one with a rule.
+    found.sort(key=lambda op: op not in LOWERINGS)
+    return found[0] if found else None
 
 
 def _check_cast(result_dtype, target: torch.Tensor, op) -> None:
@@ -86,6 +90,8 @@ def _store(target: TpuTensor, value, op) -> None:
     """Write ``value`` into ``target`` with PyTorch's in-place shape and cast rules."""
     if isinstance(value, TpuTensor):
         value = read(value)
+    elif isinstance(value, torch.Tensor):
+        value = to_device(value)
     if value.shape != tuple(target.shape):
         raise RuntimeError(
             f"output with shape {list(target.shape)} doesn't match the broadcast shape "
@@ -94,7 +100,7 @@ def _store(target: TpuTensor, value, op) -> None:
     want = to_jax_dtype(target.dtype)
     if value.dtype != want:
         _check_cast(value.dtype, target, op)
-        value = value.astype(want)
+        value = cast(value, want)
     write(target, value)
 
 

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import torch
 
 from ..debug import counters as metrics
-from ..ops.dtypes import to_jax_dtype
+from ..ops.dtypes import cast, to_jax_dtype
 from ..runtime.transfer import to_device, to_host
 from ..tensor import TpuTensor, read, wrap, write
 
@@ -29,7 +29,7 @@ def _copy_(args, kwargs):
     v = _value(src)
     want = to_jax_dtype(dst.dtype)
     if v.dtype != want:
-        v = v.astype(want)
+        v = cast(v, want)
     if v.shape != tuple(dst.shape):
         try:
             torch.broadcast_shapes(v.shape, tuple(dst.shape))
@@ -53,7 +53,7 @@ def _to_copy(args, kwargs):
         return out if dtype is None else out.to(dtype)
     v = read(x)
     if dtype is not None and to_jax_dtype(dtype) != v.dtype:
-        v = v.astype(to_jax_dtype(dtype))
+        v = cast(v, to_jax_dtype(dtype))
     return wrap(v)
 
 

@@ -7,6 +7,7 @@ from . import (  # noqa: F401  (registration side effects)
     conv,
     creation,
     elementwise,
+    foreach,
     indexing,
     linalg,
     nn,

@@ -86,3 +86,15 @@ def default_float() -> np.dtype:
 def float_of(x):
     """x as floating point: integers and bools become the default float dtype, as in PyTorch."""
     return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(default_float())
+
+
+def cast(x, dtype):
+    """``x.astype(dtype)`` with PyTorch's CPU behaviour for floats into narrow integers:
+    through int64, so out-of-range values wrap instead of saturating."""
+    dtype = np.dtype(dtype)
+    if (dtype.kind in "iu" and dtype.itemsize < 8 and np.dtype(x.dtype).kind == "f"):
+        return x.astype(jnp.int64).astype(dtype)
+    return x.astype(dtype)
+
+
+LOW_PRECISION = (np.dtype(jnp.bfloat16), np.dtype(jnp.float16))

@@ -219,13 +219,13 @@ def _lerp(self, end, weight):
 
 
 @lowering(aten.addcmul)
-def _addcmul(self, tensor1, tensor2, *, value=1):
+def _addcmul(self, tensor1, tensor2, value=1):
     a, b, c = promote(self, tensor1, tensor2)
     return a + value * b * c
 
 
 @lowering(aten.addcdiv)
-def _addcdiv(self, tensor1, tensor2, *, value=1):
+def _addcdiv(self, tensor1, tensor2, value=1):
     a, b, c = promote(self, tensor1, tensor2)
     return a + value * (b / c)
 

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import torch
 from jax import lax
 
-from .dtypes import promote
+from .dtypes import LOW_PRECISION, promote
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -16,6 +16,10 @@ _PRECISION = lax.Precision.HIGHEST
 
 
 def _mm(a, b):
+    if a.dtype in LOW_PRECISION:
+        # PyTorch accumulates bf16/fp16 products in fp32 and rounds once.
+        out = jnp.matmul(a, b, precision=_PRECISION, preferred_element_type=jnp.float32)
+        return out.astype(a.dtype)
     return jnp.matmul(a, b, precision=_PRECISION)
 
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import torch
 from jax import lax
 
-from .dtypes import float_of, to_jax_dtype
+from .dtypes import LOW_PRECISION, float_of, to_jax_dtype
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -33,8 +33,10 @@ def _acc_dtype(x, dtype):
 
 @lowering(aten.sum.dim_IntList, aten.sum.default, static=())
 def _sum(self, dim=None, keepdim=False, *, dtype=None):
+    out_dtype = _acc_dtype(self, dtype)
+    acc = jnp.float32 if out_dtype in LOW_PRECISION else out_dtype
     return jnp.sum(self, axis=_axes(dim, self.ndim), keepdims=keepdim,
-                   dtype=_acc_dtype(self, dtype))
+                   dtype=acc).astype(out_dtype)
 
 
 @lowering(aten.mean.dim, aten.mean.default)

@@ -1,0 +1,50 @@
+"""Shared test helpers: every check compares the 'tpu' device with PyTorch on CPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import torchtpu  # noqa: F401  (registers the device)
+
+TPU = "tpu:0"
+
+
+def to_cpu(x):
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu() if x.device.type != "cpu" else x.detach()
+    if isinstance(x, (list, tuple)):
+        return type(x)(to_cpu(v) for v in x)
+    return x
+
+
+def assert_same(actual, expected, *, rtol=1.3e-6, atol=1e-5, check_dtype=True):
+    """``actual`` (from tpu) equals ``expected`` (from CPU): values, dtype and shape."""
+    actual, expected = to_cpu(actual), to_cpu(expected)
+    if isinstance(expected, (list, tuple)):
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            assert_same(a, e, rtol=rtol, atol=atol, check_dtype=check_dtype)
+        return
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor), f"expected a tensor, got {type(actual)}"
+        torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=True,
+                                   check_dtype=check_dtype)
+    else:
+        assert actual == pytest.approx(expected, rel=rtol, abs=atol)
+
+
+def run_both(fn, *inputs, **kwargs):
+    """Run ``fn`` on CPU copies and on tpu copies of ``inputs``; compare the results."""
+    cpu = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+    tpu = [x.to(TPU) if isinstance(x, torch.Tensor) else x for x in inputs]
+    expected = fn(*cpu)
+    actual = fn(*tpu)
+    assert_same(actual, expected, **kwargs)
+    return actual, expected
+
+
+@pytest.fixture(params=["strict", "debug"])
+def eager_mode(request):
+    with torchtpu.set_eager_mode(request.param):
+        yield request.param

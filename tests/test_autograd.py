@@ -1,0 +1,73 @@
+"""Autograd through lowered ops: gradients live on tpu and equal CPU's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import assert_same
+
+CASES = [
+    lambda x, w: (x @ w).tanh().sum(),
+    lambda x, w: F.gelu(x @ w).pow(2).mean(),
+    lambda x, w: F.layer_norm(x @ w, (5,)).sigmoid().sum(),
+    lambda x, w: F.cross_entropy(x @ w, torch.tensor([1, 0, 4], device=x.device)),
+    lambda x, w: F.softmax(x @ w, -1).log().sum(),
+    lambda x, w: (x.t()[1:3] * 2).exp().sum() + w.norm(),
+    lambda x, w: F.silu(x).sum() + F.relu(w).sum() + F.leaky_relu(w, 0.2).sum(),
+    lambda x, w: torch.cat([x, x * 3], 1).max(1).values.sum() + w.abs().sum(),
+    lambda x, w: F.embedding(torch.tensor([[0, 2], [1, 1]], device=x.device), x).sum() + w.sum(),
+    lambda x, w: F.dropout(x, 0.0).mean() + (w / (w.abs() + 1)).var(),
+    lambda x, w: F.mse_loss(x @ w, torch.ones(3, 5, device=x.device)),
+    lambda x, w: x.view(-1)[::2].sum() + w[:, 1].prod(),
+    lambda x, w: F.scaled_dot_product_attention(
+        x[None, None], x[None, None], (x @ w)[None, None, :, :4], is_causal=True).sum(),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_gradients_match_cpu(case, eager_mode):
+    fn = CASES[case]
+    torch.manual_seed(case)
+    x0, w0 = torch.randn(3, 4), torch.randn(4, 5)
+    grads = []
+    for dev in ("cpu", "tpu:0"):
+        x = x0.to(dev).detach().requires_grad_(True)
+        w = w0.to(dev).detach().requires_grad_(True)
+        loss = fn(x, w)
+        loss.backward()
+        assert x.grad.device.type == dev.split(":")[0]
+        grads.append((loss, x.grad, w.grad))
+    assert_same(grads[1], grads[0], rtol=1e-4, atol=1e-5)
+
+
+def test_retain_graph_and_accumulation():
+    out = []
+    for dev in ("cpu", "tpu:0"):
+        x = torch.arange(4.0, device=dev, requires_grad=True)
+        y = (x * x).sum()
+        y.backward(retain_graph=True)
+        y.backward()
+        out.append(x.grad)
+    assert_same(out[1], out[0])
+
+
+def test_no_grad_and_detach():
+    x = torch.ones(3, device="tpu", requires_grad=True)
+    with torch.no_grad():
+        y = x * 2
+    assert not y.requires_grad
+    z = (x * 2).detach()
+    assert not z.requires_grad and z.device.type == "tpu"
+    w = x * 3
+    assert w.requires_grad and w.grad_fn is not None
+
+
+def test_autograd_grad_and_double_backward():
+    res = []
+    for dev in ("cpu", "tpu:0"):
+        x = torch.tensor([0.5, 1.5], device=dev, requires_grad=True)
+        (g,) = torch.autograd.grad((x**3).sum(), x, create_graph=True)
+        (gg,) = torch.autograd.grad(g.sum(), x)
+        res.append((g, gg))
+    assert_same(res[1], res[0])

@@ -1,0 +1,138 @@
+"""The 'tpu' device behaves as 'cuda' does: device module, movement, factories."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import TPU, assert_same
+
+
+def test_device_module_api():
+    assert torch.tpu.is_available()
+    assert torch.tpu.device_count() == 1
+    assert torch.tpu.current_device() == 0
+    torch.tpu.set_device(0)
+    assert isinstance(torch.tpu.get_device_name(), str) and torch.tpu.get_device_name()
+    props = torch.tpu.get_device_properties(0)
+    assert props.total_memory > 0
+    torch.tpu.synchronize()
+    with pytest.raises(RuntimeError, match="one device per process"):
+        torch.tpu.set_device(3)
+
+
+def test_memory_stats_track_allocations():
+    torch.tpu.synchronize()
+    before = torch.tpu.memory_allocated()
+    torch.tpu.reset_peak_memory_stats()
+    x = torch.zeros(1024, 1024, device="tpu")  # 4 MiB
+    assert torch.tpu.memory_allocated() >= before + 4 * 2**20
+    peak = torch.tpu.max_memory_allocated()
+    assert peak >= before + 4 * 2**20
+    del x
+    assert torch.tpu.memory_allocated() < before + 4 * 2**20
+    assert torch.tpu.max_memory_allocated() == peak
+
+
+def test_tensor_movement_round_trip():
+    c = torch.randn(3, 4)
+    for target in ("tpu", "tpu:0", torch.device("tpu"), torch.device("tpu", 0)):
+        t = c.to(target)
+        assert t.device == torch.device(TPU)
+        assert t.is_tpu and not c.is_tpu
+        assert_same(t.cpu(), c)
+        assert_same(t.to("cpu"), c)
+    assert c.tpu().device.type == "tpu"
+
+
+def test_numpy_needs_cpu_first_as_for_cuda():
+    t = torch.ones(2, device="tpu")
+    with pytest.raises(TypeError, match="cpu"):
+        t.numpy()
+    np.testing.assert_array_equal(t.cpu().numpy(), np.ones(2, np.float32))
+
+
+def test_module_to_keeps_parameter_objects():
+    m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    m[1].weight = torch.nn.Parameter(torch.randn(2, 4))
+    params = list(m.parameters())
+    m.to("tpu")
+    assert all(a is b for a, b in zip(params, m.parameters()))
+    assert all(p.device.type == "tpu" and isinstance(p, torch.nn.Parameter) for p in params)
+    m.tpu()
+    assert m[0].weight.device.type == "tpu"
+
+
+def test_tied_weights_stay_tied():
+    emb = torch.nn.Embedding(5, 3)
+    head = torch.nn.Linear(3, 5, bias=False)
+    head.weight = emb.weight
+    m = torch.nn.ModuleDict({"emb": emb, "head": head}).to("tpu")
+    assert m["emb"].weight is m["head"].weight
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda d: torch.zeros(2, 3, device=d),
+        lambda d: torch.ones(2, 3, device=d, dtype=torch.int64),
+        lambda d: torch.full((2, 2), 7.5, device=d),
+        lambda d: torch.full((2,), 3, device=d),
+        lambda d: torch.arange(10, device=d),
+        lambda d: torch.arange(1, 4, 0.5, device=d),
+        lambda d: torch.arange(2, 12, 3, device=d, dtype=torch.float32),
+        lambda d: torch.linspace(0, 1, 7, device=d),
+        lambda d: torch.eye(3, device=d),
+        lambda d: torch.eye(2, 4, device=d),
+        lambda d: torch.tensor([[1, 2], [3, 4]], device=d),
+        lambda d: torch.tensor(3.5, device=d),
+        lambda d: torch.zeros_like(torch.ones(2, 2, device=d)),
+        lambda d: torch.ones_like(torch.ones(2, 2, device=d), dtype=torch.float64),
+        lambda d: torch.full_like(torch.ones(3, device=d), 2.0),
+        lambda d: torch.ones(2, device=d).new_zeros(4),
+        lambda d: torch.ones(2, device=d).new_full((2,), 5),
+        lambda d: torch.empty(2, 3, device=d).shape,
+        lambda d: torch.empty_like(torch.ones(4, device=d)).shape,
+    ],
+)
+def test_factories(make):
+    expected, actual = make("cpu"), make("tpu")
+    if isinstance(actual, torch.Tensor):
+        assert actual.device.type == "tpu"
+    assert_same(actual, expected)
+
+
+def test_random_factories_shapes_and_ranges():
+    torch.manual_seed(0)
+    r = torch.rand(1000, device="tpu")
+    assert r.device.type == "tpu" and r.dtype == torch.float32
+    assert 0 <= r.min().item() and r.max().item() < 1
+    n = torch.randn(4000, device="tpu")
+    assert abs(n.mean().item()) < 0.1 and abs(n.std().item() - 1) < 0.1
+    i = torch.randint(3, 9, (500,), device="tpu")
+    assert i.dtype == torch.int64 and i.min().item() >= 3 and i.max().item() <= 8
+    p = torch.randperm(50, device="tpu")
+    assert sorted(p.cpu().tolist()) == list(range(50))
+
+
+def test_default_device_context():
+    with torch.device("tpu"):
+        x = torch.ones(3)
+        y = torch.arange(3)
+    assert x.device.type == "tpu" and y.device.type == "tpu"
+    assert_same(x + y, torch.ones(3) + torch.arange(3))
+
+
+def test_printing_shows_device():
+    text = repr(torch.tensor([1.0, 2.0], device="tpu"))
+    assert "tensor([1., 2.]" in text and "device='tpu:0'" in text
+    text = repr(torch.ones(2, device="tpu", requires_grad=True))
+    assert "requires_grad=True" in text
+
+
+def test_save_and_load_round_trip(tmp_path):
+    t = torch.arange(6.0, device="tpu").reshape(2, 3)
+    torch.save({"t": t}, tmp_path / "t.pt")
+    loaded = torch.load(tmp_path / "t.pt", weights_only=False)["t"]
+    assert loaded.device.type == "tpu"
+    assert_same(loaded, torch.arange(6.0).reshape(2, 3))

@@ -1,0 +1,77 @@
+"""dtypes report and compute as in PyTorch: promotion, 64-bit, low precision."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import assert_same, run_both
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16,
+          torch.int32, torch.int64, torch.uint8, torch.bool, torch.complex64]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_round_trip_keeps_dtype_and_values(dtype):
+    c = (torch.arange(-3, 9) % 5).to(dtype) if dtype != torch.bool else torch.arange(6) % 2 == 0
+    t = c.to("tpu")
+    assert t.dtype == dtype
+    assert_same(t, c)
+
+
+def test_int64_and_float64_stay_64_bit():
+    big = torch.tensor([2**40 + 1, -(2**50)], dtype=torch.int64)
+    run_both(lambda x: [x + 1, x * 3, x // 7, x.sum()], big)
+    precise = torch.tensor([1.0 + 1e-12, 1e300], dtype=torch.float64)
+    run_both(lambda x: [x - 1, x * 2, x.sqrt()], precise, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a, b: a + b,
+        lambda a, b: a * 2.5,
+        lambda a, b: a / b,
+        lambda a, b: a // b,
+        lambda a, b: a % b,
+        lambda a, b: a > b,
+        lambda a, b: a + True,
+        lambda a, b: a * torch.tensor(2.0),
+        lambda a, b: torch.where(a > 0, a, b),
+    ],
+)
+@pytest.mark.parametrize(
+    "dtypes",
+    [(torch.int64, torch.float32), (torch.int32, torch.int64), (torch.uint8, torch.int8),
+     (torch.bool, torch.int64), (torch.float16, torch.float32), (torch.bfloat16, torch.int64),
+     (torch.float32, torch.float64), (torch.int64, torch.int64)],
+    ids=str,
+)
+def test_type_promotion(fn, dtypes):
+    a = (torch.arange(1, 7) % 4 + 1).to(dtypes[0])
+    b = (torch.arange(2, 8) % 3 + 1).to(dtypes[1])
+    run_both(fn, a, b, rtol=1e-2, atol=1e-2)
+
+
+def test_zero_dim_tensor_does_not_promote_dimensioned():
+    run_both(lambda a, s: [a * s, (a + s).dtype == a.dtype], torch.ones(3, dtype=torch.float16),
+             torch.tensor(3.0, dtype=torch.float64))
+
+
+def test_inplace_cannot_narrow_type():
+    x = torch.ones(3, dtype=torch.int64, device="tpu")
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        x.add_(1.5)
+    y = torch.ones(3, device="tpu")
+    y.add_(torch.ones(3, dtype=torch.int64, device="tpu"))  # widening is fine
+    assert y.dtype == torch.float32
+
+
+def test_bf16_math_within_bf16_tolerance():
+    x = torch.randn(64, 64)
+    run_both(lambda a: [(a @ a.t()).sum(1), a.softmax(-1), a.exp()], x.bfloat16(),
+             rtol=2e-2, atol=2e-2)
+
+
+def test_conversions():
+    run_both(lambda x: [x.long(), x.int(), x.half(), x.bool(), x.double(), x.to(torch.uint8)],
+             torch.tensor([0.0, 1.7, -2.2, 3.5]))

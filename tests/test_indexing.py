@@ -1,0 +1,95 @@
+"""Indexing, masks and data-dependent shapes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import assert_same, run_both
+
+
+def test_bool_mask_assignment_scalar_and_tensor():
+    def fn(x):
+        x[x > 10] = -1.0
+        m = x < 3
+        x[m] = torch.arange(float(m.sum().item()), device=x.device) * 10
+        return x
+
+    run_both(fn, torch.arange(16.0).reshape(4, 4))
+
+
+def test_index_add_assign_and_duplicates():
+    def fn(x, idx):
+        x[idx] += 1
+        x[idx, 1] = 5.0
+        return x
+
+    run_both(fn, torch.zeros(5, 3), torch.tensor([0, 2, 4]))
+
+
+def test_index_put_accumulate_counts_duplicates():
+    def fn(x, idx):
+        return x.index_put((idx,), torch.ones(4, device=x.device), accumulate=True)
+
+    run_both(fn, torch.zeros(5), torch.tensor([1, 1, 3, 1]))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x[torch.tensor([2, 0, -1], device=x.device)],
+        lambda x: x[:, torch.tensor([1, 3], device=x.device)],
+        lambda x: x[torch.tensor([0, 2], device=x.device), torch.tensor([1, 3], device=x.device)],
+        lambda x: x[x > 5],
+        lambda x: x[1:, None, ..., 2],
+        lambda x: x.nonzero(),
+        lambda x: torch.nonzero(x > 7, as_tuple=True),
+        lambda x: x.masked_select(x.remainder(2) == 0),
+        lambda x: torch.unique(x.remainder(3)),
+        lambda x: torch.unique(x.remainder(3), return_inverse=True, return_counts=True),
+        lambda x: torch.where(x > 4, x, torch.zeros_like(x)),
+        lambda x: torch.where(x > 4, x, 0.0),
+        lambda x: x.gather(1, torch.tensor([[0, 1], [2, 3], [1, 1]], device=x.device)),
+        lambda x: x.index_select(0, torch.tensor([2, 0], device=x.device)),
+        lambda x: torch.zeros(3, 5, device=x.device).scatter_(
+            1, torch.tensor([[0, 4], [1, 2], [3, 3]], device=x.device), 1.0),
+        lambda x: torch.zeros(4, device=x.device).scatter_add_(
+            0, torch.tensor([0, 1, 1, 3], device=x.device), torch.ones(4, device=x.device)),
+        lambda x: torch.cat([x, x * 2], dim=1),
+        lambda x: torch.stack([x, x + 1]),
+        lambda x: x.flip(0).roll(1, 1),
+        lambda x: x.sort(dim=1, descending=True),
+        lambda x: x.topk(2, dim=1),
+        lambda x: x.argmax(dim=1),
+        lambda x: torch.nn.functional.one_hot(x.long().remainder(4), 4),
+        lambda x: x.masked_fill(x > 5, float("nan")),
+        lambda x: torch.nn.functional.pad(x, (1, 2, 0, 1), value=-1.0),
+    ],
+)
+def test_indexing_ops(fn):
+    run_both(fn, torch.arange(12.0).reshape(3, 4))
+
+
+def test_out_of_range_index_raises_index_error():
+    x = torch.zeros(3, 4, device="tpu")
+    with pytest.raises(IndexError):
+        x[5]
+    with pytest.raises(IndexError):
+        x.select(1, 9)
+
+
+def test_zero_size_and_scalar_tensors():
+    def fn(x):
+        e = x[:0]
+        return [e.sum(0), e * 2, x[0, 0] * 3, x.sum(), torch.zeros(0, 3, device=x.device).mean()]
+
+    run_both(fn, torch.arange(12.0).reshape(3, 4))
+
+
+def test_nan_and_inf_propagate():
+    v = torch.tensor([0.0, -1.0, 1.0, float("inf"), float("nan")])
+    run_both(lambda x: [x.log(), x.sqrt(), 1 / x, x.exp(), x.isnan(), x.isinf(), x.max()], v)
+
+
+def test_assert_same_catches_differences():
+    with pytest.raises(AssertionError):
+        assert_same(torch.ones(2, device="tpu"), torch.zeros(2))

@@ -1,0 +1,64 @@
+"""RNG: torch.manual_seed makes tpu random ops reproducible; dropout works."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def _draw():
+    return [torch.rand(5, device="tpu"), torch.randn(5, device="tpu"),
+            torch.randint(0, 100, (5,), device="tpu"), torch.randperm(7, device="tpu"),
+            F.dropout(torch.ones(50, device="tpu"), 0.5)]
+
+
+def test_manual_seed_reproduces_every_random_op():
+    torch.manual_seed(123)
+    a = _draw()
+    torch.manual_seed(123)
+    b = _draw()
+    torch.manual_seed(124)
+    c = _draw()
+    for x, y in zip(a, b):
+        assert torch.equal(x.cpu(), y.cpu())
+    assert not torch.equal(a[0].cpu(), c[0].cpu())
+    # successive draws differ
+    assert not torch.equal(a[0].cpu(), torch.rand(5, device="tpu").cpu())
+
+
+def test_rng_state_round_trip():
+    torch.manual_seed(5)
+    state = torch.tpu.get_rng_state()
+    x = torch.rand(4, device="tpu")
+    torch.tpu.set_rng_state(state)
+    assert torch.equal(x.cpu(), torch.rand(4, device="tpu").cpu())
+
+
+def test_dropout_scales_and_zeroes():
+    torch.manual_seed(0)
+    x = torch.ones(20000, device="tpu")
+    y = F.dropout(x, p=0.25, training=True).cpu()
+    kept = y != 0
+    assert torch.allclose(y[kept], torch.full_like(y[kept], 1 / 0.75))
+    assert abs(kept.float().mean().item() - 0.75) < 0.02
+    assert torch.equal(F.dropout(x, p=0.25, training=False).cpu(), x.cpu())
+
+
+def test_dropout_gradient_uses_same_mask():
+    torch.manual_seed(0)
+    x = torch.ones(1000, device="tpu", requires_grad=True)
+    y = F.dropout(x, p=0.5)
+    y.sum().backward()
+    assert torch.equal(x.grad.cpu(), (y.detach().cpu() != 0).float() * 2)
+
+
+def test_distributions():
+    torch.manual_seed(1)
+    u = torch.empty(20000, device="tpu").uniform_(-2, 4).cpu()
+    assert -2 <= u.min() and u.max() < 4 and abs(u.mean() - 1) < 0.05
+    n = torch.empty(20000, device="tpu").normal_(3, 2).cpu()
+    assert abs(n.mean() - 3) < 0.05 and abs(n.std() - 2) < 0.05
+    b = torch.bernoulli(torch.full((20000,), 0.3, device="tpu")).cpu()
+    assert abs(b.mean() - 0.3) < 0.02
+    m = torch.multinomial(torch.tensor([0.1, 0.0, 0.9], device="tpu"), 1000, True).cpu()
+    assert (m != 1).all() and abs((m == 2).float().mean() - 0.9) < 0.04

@@ -1,0 +1,116 @@
+"""Views alias their base: a write through any view is seen by the base and every view."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import assert_same
+
+
+def _both(fn):
+    base = torch.arange(24.0).reshape(4, 6)
+    expected = fn(base.clone())
+    actual = fn(base.to("tpu"))
+    assert_same(actual, expected)
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda x: x[1].add_(100),
+        lambda x: x.t()[2].mul_(-1),
+        lambda x: x.view(24)[5:10].fill_(7),
+        lambda x: x.view(2, 12)[1, ::3].zero_(),
+        lambda x: x.narrow(1, 2, 3).sub_(1),
+        lambda x: x[:, 1:5][1:3, ::2].copy_(torch.full((2, 2), -5.0, device=x.device)),
+        lambda x: x.transpose(0, 1)[::2].mul_(2),
+        lambda x: x.unsqueeze(0)[0, 3].fill_(9),
+        lambda x: x.diagonal().add_(1000),
+        lambda x: x.select(1, 4).copy_(torch.arange(4.0, device=x.device)),
+        lambda x: x[::2, 1::2].neg_(),
+        lambda x: x.view(4, 2, 3).permute(2, 0, 1)[1].add_(0.5),
+        lambda x: x.unbind(0)[2].mul_(3),
+        lambda x: x.split(2, dim=1)[1].add_(1),
+        lambda x: x.chunk(2)[1].clamp_(max=15),
+    ],
+)
+def test_write_through_view_reaches_base(write):
+    def fn(x):
+        write(x)
+        return x
+
+    _both(fn)
+
+
+def test_every_other_view_sees_the_write():
+    def fn(x):
+        row = x[1]
+        col = x[:, 2]
+        flat = x.view(-1)
+        t = x.t()
+        row.add_(10)  # (1, 2) is in both row and col
+        return [x, row, col, flat, t, t[2]]
+
+    _both(fn)
+
+
+def test_chained_views_and_base_writes():
+    def fn(x):
+        v = x[1:3].t()[1:4]
+        w = v[0]
+        x.mul_(2)  # a write through the base is seen by all views
+        w.add_(1)
+        return [x, v, w]
+
+    _both(fn)
+
+
+def test_view_metadata_matches_pytorch():
+    c = torch.zeros(4, 6)
+    t = c.to("tpu")
+    for f in (lambda x: x.t(), lambda x: x[1:3, ::2], lambda x: x[2], lambda x: x.view(3, 8),
+              lambda x: x.expand(2, 4, 6), lambda x: x.unsqueeze(1).transpose(0, 2)):
+        a, e = f(t), f(c)
+        assert a.shape == e.shape
+        assert a.stride() == e.stride()
+        assert a.storage_offset() == e.storage_offset()
+        assert a.is_contiguous() == e.is_contiguous()
+        assert a._base is t or a._base is None and e._base is None
+
+
+def test_invalid_view_raises_pytorch_error():
+    t = torch.zeros(4, 6, device="tpu")
+    with pytest.raises(RuntimeError, match="invalid for input of size 24"):
+        t.view(5, 5)
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        t.t().view(24)
+
+
+def test_contiguous_and_reshape_of_transposed():
+    def fn(x):
+        y = x.t().contiguous()
+        z = x.t().reshape(24)
+        y.add_(1)  # a copy: must not reach the base
+        return [x, y, z]
+
+    _both(fn)
+
+
+def test_detach_shares_storage():
+    def fn(x):
+        d = x.detach()
+        d[0, 0] = 42.0
+        return x
+
+    _both(fn)
+
+
+def test_inplace_on_view_with_autograd():
+    def fn(x):
+        x = x.clone().requires_grad_(True)
+        y = x * 2
+        y[1].mul_(3)
+        y.sum().backward()
+        return [y, x.grad]
+
+    _both(fn)
