@@ -22,7 +22,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from torchtpu.models.llama import Llama, Llama3RopeScaling, LlamaConfig
+from .llama import Llama, Llama3RopeScaling, LlamaConfig
 
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
                  "qwen3": "Qwen3ForCausalLM"}

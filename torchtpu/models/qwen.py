@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torchtpu.models.llama import Llama, LlamaConfig
+from .llama import Llama, LlamaConfig
 
 
 @dataclass
