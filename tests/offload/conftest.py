@@ -41,7 +41,8 @@ def make_steps(steps: int, micro: int, batch: int = 2, seq: int = 16, seed: int 
     return out
 
 
-def train_plain(model: torch.nn.Module, steps, cfg: OffloadConfig) -> list[float]:
+def train_plain(model: torch.nn.Module, steps, cfg: OffloadConfig,
+                logits: Callable = lambda m, ids: m(ids).logits) -> list[float]:
     """Ordinary training: full autograd graph, torch.optim.AdamW, clip_grad_norm_."""
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps,
                             weight_decay=cfg.weight_decay)
@@ -49,7 +50,7 @@ def train_plain(model: torch.nn.Module, steps, cfg: OffloadConfig) -> list[float
     for mbs in steps:
         total = 0.0
         for ids, labels in mbs:
-            loss = causal_lm_loss(model(ids).logits, labels) / len(mbs)
+            loss = causal_lm_loss(logits(model, ids), labels) / len(mbs)
             loss.backward()
             total += loss.item()
         if cfg.max_grad_norm is not None:

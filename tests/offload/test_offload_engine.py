@@ -77,3 +77,21 @@ def test_bf16_autocast_and_bf16_weights_train():
         assert losses[-1] < losses[0] - 0.05, losses
         assert eng.blocks[0].weights.dtype == cfg.weights_dtype
         assert eng.blocks[0].exp_avg.dtype == torch.float32
+
+
+@pytest.mark.parametrize("variant", ["llama", "qwen3"])
+def test_streamed_equals_plain_our_llama(variant):
+    from torchtpu.models.llama import Llama, LlamaConfig
+    from torchtpu.models.qwen import QwenConfig
+
+    torch.manual_seed(0)
+    mcfg = (LlamaConfig.tiny(n_layers=4, vocab_size=128) if variant == "llama"
+            else QwenConfig.qwen3_tiny(n_layers=4, vocab_size=128))
+    model = Llama(mcfg)
+    ref = copy.deepcopy(model)
+    cfg = OffloadConfig(lr=1e-2, weight_decay=0.1, max_grad_norm=0.5)
+    steps = make_steps(5, 2)
+    losses, _ = train_streamed(model, steps, cfg)
+    ref_losses = train_plain(ref, steps, cfg, logits=lambda m, ids: m(ids)[0])
+    torch.testing.assert_close(losses, ref_losses, rtol=1e-5, atol=0)
+    assert_same_weights(model, ref)

@@ -100,8 +100,45 @@ class HFCausalLMAdapter(ModelAdapter):
         return sd
 
 
+class LlamaAdapter(ModelAdapter):
+    """Our `torchtpu.models.llama.Llama` (and Qwen, which is the same class)."""
+
+    blocks_path = "layers"
+    resident_paths = {"embed": "embed_tokens", "norm": "norm", "head": "lm_head",
+                      "rope": "rope"}
+
+    def context(self, res: nn.ModuleDict, hidden: torch.Tensor,
+                input_ids: torch.Tensor) -> dict[str, Any]:
+        return {"rope": res["rope"](torch.arange(hidden.shape[1], device=hidden.device))}
+
+    def call_block(self, block: nn.Module, hidden: torch.Tensor,
+                   ctx: dict[str, Any]) -> torch.Tensor:
+        return block(hidden, ctx["rope"])
+
+    def dims(self) -> dict[str, int]:
+        c = self.model.config
+        return {"hidden": c.hidden_size, "intermediate": c.intermediate_size,
+                "heads": c.n_heads, "vocab": c.vocab_size}
+
+    def hf_state_dict(self) -> dict[str, torch.Tensor]:
+        from torchtpu.models.checkpoint import _hf_name
+
+        tied = self.model.config.tie_word_embeddings
+        return {_hf_name(k): v for k, v in self.model.state_dict().items()
+                if not (tied and k == "lm_head.weight")}
+
+    def hf_config(self) -> dict[str, Any] | None:
+        from torchtpu.models.checkpoint import config_to_hf
+
+        return config_to_hf(self.model.config, self.model.embed_tokens.weight.dtype)
+
+
 def adapter_for(model: nn.Module) -> ModelAdapter:
     """Pick the adapter for a model by its layout."""
+    from torchtpu.models.llama import Llama
+
+    if isinstance(model, Llama):
+        return LlamaAdapter(model)
     inner = getattr(model, "model", None)
     if (inner is not None and hasattr(inner, "layers") and hasattr(inner, "embed_tokens")
             and hasattr(model, "lm_head")):

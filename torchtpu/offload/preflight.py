@@ -90,8 +90,9 @@ def plan_memory(adapter: ModelAdapter, cfg: OffloadConfig, batch: int, seq: int,
         "grad-accum staging": 2 * p_block * 4 if micro_batches > 1 else 0,
         "offloaded activations": n_blocks * act_block if cfg.offload_activations else 0,
     }
-    attn = getattr(getattr(adapter.model, "config", None), "_attn_implementation", None)
-    scores = 3 * batch * heads * seq * seq * ab if attn in (None, "eager") else 0
+    # eager attention materialises the (seq x seq) scores, probabilities and their gradient
+    attn = getattr(getattr(adapter.model, "config", None), "_attn_implementation", "eager")
+    scores = 3 * batch * heads * seq * seq * ab if attn == "eager" else 0
     device = {
         "block weight slots (2)": 2 * p_block * wb,
         "block grad slots (2)": 2 * p_block * 4,
