@@ -382,6 +382,12 @@ class OffloadEngine:
             else:
                 self.version[key] += 1
 
+    def invalidate_device_copies(self) -> None:
+        """Host weights changed behind the engine's back (checkpoint load): re-upload all."""
+        self.synchronize()
+        self.templates.holding = [None] * len(self.templates.holding)
+        self.res_uploaded = -1
+
     def synchronize(self) -> None:
         """Wait for the device and for every pending host optimizer step."""
         self.ops.synchronize()
