@@ -167,8 +167,8 @@ def run_fsdp2(args) -> dict:
     if args.device != "cuda":
         return {"mode": "fsdp2", "skipped": "CPUOffloadPolicy needs a CUDA device"}
     import torch.distributed as dist
-    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29517")
@@ -253,7 +253,8 @@ def main(argv=None) -> list[dict]:
           f"seq={args.seq} cap={args.cap_gb} GB bf16={args.bf16}", flush=True)
     results = [run_child(args, m) for m in args.modes.split(",")]
     ref = next((r for r in results if r["mode"] == "offload" and "step_s" in r), None)
-    print(f"{'mode':<8} {'step s':>8} {'TFLOPS':>8} {'busy':>6} {'peak GB':>8} {'speed/offload':>13}")
+    print(f"{'mode':<8} {'step s':>8} {'TFLOPS':>8} {'busy':>6} {'peak GB':>8} "
+          f"{'speed/offload':>13}")
     for r in results:
         if "skipped" in r:
             print(f"{r['mode']:<8} skipped: {r['skipped']}")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import make_steps, tiny_hf_llama
+from offload_testlib import make_steps, tiny_hf_llama
 from safetensors.torch import load_file
 
 from torchtpu.offload import checkpoint
@@ -76,7 +76,7 @@ def test_save_killed_in_subprocess_leaves_previous_checkpoint(tmp_path):
     script = textwrap.dedent(f"""
         import os, sys
         sys.path[:0] = [{str(tests_dir)!r}, {str(Path.cwd())!r}]
-        from conftest import make_steps, tiny_hf_llama
+        from offload_testlib import make_steps, tiny_hf_llama
         from torchtpu.offload import checkpoint
         from torchtpu.offload.config import OffloadConfig
         from torchtpu.offload.engine import OffloadEngine

@@ -6,7 +6,13 @@ import copy
 
 import pytest
 import torch
-from conftest import assert_same_weights, make_steps, tiny_hf_llama, train_plain, train_streamed
+from offload_testlib import (
+    assert_same_weights,
+    make_steps,
+    tiny_hf_llama,
+    train_plain,
+    train_streamed,
+)
 
 from torchtpu.offload.config import OffloadConfig
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import tiny_hf_llama
+from offload_testlib import tiny_hf_llama
 
 from torchtpu.offload.adapters import adapter_for
 from torchtpu.offload.config import OffloadConfig

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import make_steps, tiny_hf_llama
+from offload_testlib import make_steps, tiny_hf_llama
 
 from torchtpu.offload.config import OffloadConfig
 from torchtpu.offload.device_ops import DeviceOps

@@ -61,7 +61,8 @@ class FlatLayout:
             for s, view in zip(self.slots, self.views(flat), strict=True):
                 view.copy_(params[s.names[0]])
 
-    def bind(self, module: nn.Module, flat: torch.Tensor, requires_grad: bool) -> list[nn.Parameter]:
+    def bind(self, module: nn.Module, flat: torch.Tensor,
+             requires_grad: bool) -> list[nn.Parameter]:
         """Replace the module's parameters by Parameters viewing `flat`; aliases stay tied."""
         params = []
         for s, view in zip(self.slots, self.views(flat), strict=True):

@@ -1,11 +1,12 @@
-"""Tiny models and the plain-PyTorch reference the streamed trainer is compared with."""
+"""Tiny models and the plain-PyTorch reference the streamed trainer is compared with.
+
+A plain module (not conftest.py) so its name cannot clash with another test package's helpers.
+"""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 
-import pytest
 import torch
 
 from torchtpu.offload.config import OffloadConfig
@@ -77,13 +78,3 @@ def assert_same_weights(a: torch.nn.Module, b: torch.nn.Module, rtol: float = 1e
     for k in sa:
         err = ((sa[k] - sb[k]).norm() / sb[k].norm()).item()
         assert err <= rtol, f"{k}: relative error {err:.3g}"
-
-
-@pytest.fixture
-def hf_llama() -> Callable[..., torch.nn.Module]:
-    return tiny_hf_llama
-
-
-@pytest.fixture
-def clone() -> Callable[[torch.nn.Module], torch.nn.Module]:
-    return copy.deepcopy
