@@ -70,10 +70,15 @@ def traced(rule: Lowering):
 
     def run(*args, **kwargs):
         metrics.count("compile", rule.op)
-        out = rule.fn(*args, **kwargs)
         if rule.skip_meta:
-            return out
+            return rule.fn(*args, **kwargs)
+        # PyTorch's checks first: invalid input raises PyTorch's error, not a JAX one.
         expected = pytorch_outputs(rule.op, args, kwargs)
+        try:
+            out = rule.fn(*args, **kwargs)
+        except (TypeError, ValueError) as e:
+            # Python turns a TypeError from an operator into "unsupported operand type".
+            raise RuntimeError(f"torchtpu: lowering of {rule.op} failed: {e}") from e
         return out if expected is None else _conform(rule.op, out, expected)
 
     run.__name__ = rule.fn.__name__

@@ -1,0 +1,107 @@
+"""Bad input: PyTorch's exception types, ops without rules, the CPU fallback."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import torchtpu
+
+
+@pytest.mark.parametrize(
+    "bad, exc",
+    [
+        (lambda d: torch.ones(3, device=d) + torch.ones(4, device=d), RuntimeError),
+        (lambda d: torch.ones(2, 3, device=d) @ torch.ones(2, 3, device=d), RuntimeError),
+        (lambda d: torch.ones(2, 3, device=d).view(4), RuntimeError),
+        (lambda d: torch.ones(2, 3, device=d)[3], IndexError),
+        (lambda d: torch.ones(2, 3, device=d).sum(dim=5), IndexError),
+        (lambda d: torch.cat([torch.ones(2, 3, device=d), torch.ones(2, 4, device=d)]),
+         RuntimeError),
+        (lambda d: torch.ones(3, dtype=torch.int64, device=d).mean(), RuntimeError),
+        (lambda d: torch.ones(3, device=d).add_(torch.ones(2, 3, device=d)), RuntimeError),
+        (lambda d: torch.nn.functional.linear(torch.ones(2, 3, device=d),
+                                              torch.ones(4, 5, device=d)), RuntimeError),
+        (lambda d: torch.ones(3, device=d).reshape(2, 2), RuntimeError),
+        (lambda d: torch.ones(3, device=d).permute(1, 0), RuntimeError),
+    ],
+)
+def test_same_exception_type_as_cpu(bad, exc, eager_mode):
+    with pytest.raises(exc):
+        bad("cpu")
+    with pytest.raises(exc):
+        bad("tpu")
+
+
+def test_mixing_devices_is_an_error():
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ones(3, device="tpu") + torch.ones(3)
+    # A CPU scalar tensor may mix, as with cuda.
+    assert (torch.ones(3, device="tpu") * torch.tensor(2.0)).device.type == "tpu"
+
+
+def _no_rule_op():
+    # An op no rule, decomposition or composite covers (checked in the test).
+    return torch.ops.aten._cdist_forward.default
+
+
+def test_missing_op_names_overload_and_inputs(monkeypatch):
+    monkeypatch.delenv("TORCHTPU_CPU_FALLBACK", raising=False)
+    x = torch.ones(2, 3, device="tpu")
+    with pytest.raises(NotImplementedError) as info:
+        _no_rule_op()(x, x, 2.0, None)
+    text = str(info.value)
+    assert "aten._cdist_forward.default" in text
+    assert "float32[2, 3]" in text and "TORCHTPU_CPU_FALLBACK" in text
+
+
+def test_cpu_fallback_runs_counts_and_reports(monkeypatch):
+    monkeypatch.setenv("TORCHTPU_CPU_FALLBACK", "1")
+    torchtpu.reset_metrics()
+    a, b = torch.randn(3, 4), torch.randn(5, 4)
+    out = _no_rule_op()(a.to("tpu"), b.to("tpu"), 2.0, None)
+    assert out.device.type == "tpu"
+    torch.testing.assert_close(out.cpu(), _no_rule_op()(a, b, 2.0, None))
+    _no_rule_op()(a.to("tpu"), b.to("tpu"), 2.0, None)
+    assert torchtpu.metrics()["fallback"]["aten._cdist_forward.default"] == 2
+    assert "aten._cdist_forward.default: 2" in torchtpu.debug.report()
+
+
+def test_debug_mode_names_op_and_user_line():
+    x = torch.ones(3, device="tpu")
+    with torchtpu.set_eager_mode("debug"):
+        with pytest.raises(RuntimeError) as info:
+            x + torch.ones(4, device="tpu")  # THIS LINE
+    text = str(info.value)
+    assert "aten.add.Tensor" in text
+    assert "test_errors.py" in text and "test_debug_mode_names_op_and_user_line" in text
+    assert torchtpu.get_eager_mode() == "strict"
+
+
+def test_debug_mode_reports_errors_inside_backward():
+    class Bad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g @ torch.ones(7, 7, device=g.device)  # wrong shape on purpose
+
+    x = torch.ones(3, device="tpu", requires_grad=True)
+    with torchtpu.set_eager_mode("debug"):
+        with pytest.raises(Exception) as info:
+            Bad.apply(x).sum().backward()
+    from torchtpu.eager import debug
+
+    message = str(info.value) + str(debug.last_error)
+    assert "aten.mm" in message or "aten.matmul" in message or "aten.mv" in message
+
+
+def test_mode_switch_validates_and_env_default(monkeypatch):
+    with pytest.raises(ValueError, match="strict"):
+        torchtpu.set_eager_mode("fast")
+    torchtpu.set_eager_mode("debug")
+    assert torchtpu.get_eager_mode() == "debug"
+    torchtpu.set_eager_mode("strict")
+    assert torch.tpu.get_eager_mode() == "strict"
