@@ -15,7 +15,8 @@ import torch
 
 from ..ops.decomps import DECOMPOSITIONS
 from ..ops.registry import LOWERINGS
-from ..tensor import set_executor
+from ..tensor import TpuTensor, set_executor
+from ..tensor import wrap as wrap_tensor
 from . import fallback, mutation, special, strict, views
 from .values import unwrap, wrap_out
 
@@ -88,17 +89,28 @@ def _build(func) -> Handler:
 
 def _rule_handler(rule, wrap: bool = True) -> Handler:
     run = strict.compile_rule(rule)
-    post = wrap_out if wrap else (lambda out: out)
     if rule.eager:
-        post = lambda out: wrap_out(_as_arrays(out)) if wrap else out  # noqa: E731
+        post = (lambda out: wrap_out(_as_arrays(out))) if wrap else (lambda out: out)
+    elif not wrap:
+        post = lambda out: out  # noqa: E731
+    elif _returns_one_tensor(rule.op):
+        post = wrap_tensor
+    else:
+        post = wrap_out
 
+    # The hot path of every op: keep it to one list build, one call, one wrap.
     def handler(args, kwargs):
-        a = [unwrap(x) for x in args]
+        a = [x._storage.value if type(x) is TpuTensor and x._direct else unwrap(x) for x in args]
         if kwargs:
             return post(run(*a, **{k: unwrap(v) for k, v in kwargs.items()}))
         return post(run(*a))
 
     return handler
+
+
+def _returns_one_tensor(op) -> bool:
+    returns = op._schema.returns
+    return len(returns) == 1 and str(returns[0].type) == "Tensor"
 
 
 def _as_arrays(out):
