@@ -44,7 +44,7 @@ def run_both(fn, *inputs, **kwargs):
     return actual, expected
 
 
-@pytest.fixture(params=["strict", "debug"])
+@pytest.fixture(params=["strict", "debug", "fused"])
 def eager_mode(request):
     with torchtpu.set_eager_mode(request.param):
         yield request.param

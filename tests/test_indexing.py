@@ -6,6 +6,9 @@ import pytest
 import torch
 from conftest import assert_same, run_both
 
+# Every case runs in every eager mode (strict, debug, fused).
+pytestmark = pytest.mark.usefixtures("eager_mode")
+
 
 def test_bool_mask_assignment_scalar_and_tensor():
     def fn(x):

@@ -6,6 +6,9 @@ import pytest
 import torch
 from conftest import assert_same
 
+# Every case runs in every eager mode (strict, debug, fused).
+pytestmark = pytest.mark.usefixtures("eager_mode")
+
 
 def _both(fn):
     base = torch.arange(24.0).reshape(4, 6)

@@ -27,7 +27,9 @@ FLAGS: dict[str, Flag] = {
     f.name: f
     for f in [
         Flag("platform", "", "XLA platform: tpu, gpu or cpu; empty picks TPU > GPU > CPU."),
-        Flag("eager_mode", "strict", "Eager executor: 'strict' (async per-op) or 'debug'."),
+        Flag("eager_mode", "strict",
+             "Eager executor: 'strict' (async per op), 'debug' (sync) or 'fused'."),
+        Flag("fused_max_ops", 5000, "Fused eager runs what it has recorded at this many ops."),
         Flag("cpu_fallback", False, "Run ops that have no lowering on the CPU (counted)."),
         Flag(
             "cpu_async",

@@ -10,7 +10,7 @@ import torch
 
 from .eager.modes import get_eager_mode, set_eager_mode
 from .ops import random as _random
-from .runtime import memory, platform
+from .runtime import execute, memory, platform
 
 
 def is_available() -> bool:
@@ -56,8 +56,10 @@ def synchronize(device=None) -> None:
     """Wait until every queued op on the device has finished."""
     from . import tensor
 
-    if tensor.last_value is not None:
-        jax.block_until_ready(tensor.last_value)
+    execute.flush_pending()
+    last = execute.concrete(tensor.last_value)
+    if last is not None:
+        jax.block_until_ready(last)
 
 
 def manual_seed(seed: int) -> None:

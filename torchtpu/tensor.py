@@ -73,6 +73,9 @@ class TpuTensor(torch.Tensor):
             "copy the tensor to host memory first."
         )
 
+    def tolist(self):
+        return self.detach().cpu().tolist()
+
     def __array__(self, dtype=None, copy=None):
         return self.numpy() if dtype is None else self.numpy().astype(dtype)
 

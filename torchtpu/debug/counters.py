@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-COUNTERS: dict[str, Counter] = {"compile": Counter(), "fallback": Counter(), "transfer": Counter()}
+COUNTERS: dict[str, Counter] = {
+    kind: Counter() for kind in ("compile", "cache_hit", "execute", "fallback", "transfer")
+}
 
 
 def count(kind: str, op, n: int = 1) -> None:
@@ -24,7 +26,7 @@ def reset_metrics() -> None:
 def report() -> str:
     """A human-readable summary, fallbacks first (they are what a user should fix)."""
     lines = []
-    for kind in ("fallback", "compile", "transfer"):
+    for kind in ("fallback", "compile", "cache_hit", "execute", "transfer"):
         c = COUNTERS[kind]
         lines.append(f"{kind}: {sum(c.values())} total")
         lines.extend(f"  {op}: {n}" for op, n in c.most_common())

@@ -12,9 +12,11 @@ from collections.abc import Callable
 
 import jax
 import torch
+from torch.utils._pytree import tree_map
 
 from ..ops.decomps import DECOMPOSITIONS
 from ..ops.registry import LOWERINGS
+from ..runtime.execute import Pending
 from ..tensor import TpuTensor, set_executor
 from ..tensor import wrap as wrap_tensor
 from . import fallback, mutation, special, strict, views
@@ -24,6 +26,8 @@ Handler = Callable[[tuple, dict], object]
 
 _STRICT: dict = {}
 _DEBUG: dict = {}
+_FUSED: dict = {}
+_TABLES = {"strict": _STRICT, "debug": _DEBUG, "fused": _FUSED}
 _table = _STRICT
 
 
@@ -39,15 +43,17 @@ set_executor(dispatch)
 
 def use_table(mode: str) -> None:
     global _table
-    _table = _DEBUG if mode == "debug" else _STRICT
+    _table = _TABLES[mode]
 
 
 def resolve(func) -> Handler:
-    """The handler for ``func`` in the current mode (strict, or debug wrapping strict)."""
+    """The handler for ``func`` in the current mode."""
     if _table is _DEBUG:
         from .debug import attributed
 
         return attributed(func, _strict_handler(func))
+    if _table is _FUSED:
+        return _build(func, fused=True)
     return _strict_handler(func)
 
 
@@ -61,11 +67,11 @@ def _strict_handler(func) -> Handler:
 def functional_handler(func) -> Handler | None:
     """A handler computing ``func`` if it has a rule or a decomposition, else None."""
     if func in LOWERINGS or func in DECOMPOSITIONS:
-        return _strict_handler(func)
+        return _table[func] if func in _table else resolve(func)
     return None
 
 
-def _build(func) -> Handler:
+def _build(func, fused: bool = False) -> Handler:
     h = special.HANDLERS.get(func)
     if h is not None:
         return h
@@ -74,8 +80,8 @@ def _build(func) -> Handler:
     rule = LOWERINGS.get(func)
     if rule is not None:
         if mutation.mutated_args(func):
-            return mutation.rule_with_mutations(func, _rule_handler(rule, wrap=False))
-        return _rule_handler(rule)
+            return mutation.rule_with_mutations(func, _rule_handler(rule, fused, wrap=False))
+        return _rule_handler(rule, fused)
     derived = mutation.derived_handler(func, functional_handler)
     if derived is not None:
         return derived
@@ -87,9 +93,14 @@ def _build(func) -> Handler:
     return fallback.handler(func)
 
 
-def _rule_handler(rule, wrap: bool = True) -> Handler:
-    run = strict.compile_rule(rule)
+def _rule_handler(rule, fused: bool = False, wrap: bool = True) -> Handler:
+    exe = strict.compile_rule(rule)
+    # Strict calls the jitted function itself; fused calls the executable, which records.
+    # Eager rules run in Python either way (their own executables record).
+    run = exe if fused and not rule.eager else exe.jitted
     if rule.eager:
+        if fused and not rule.records:
+            run = _forcing(exe.jitted)
         post = (lambda out: wrap_out(_as_arrays(out))) if wrap else (lambda out: out)
     elif not wrap:
         post = lambda out: out  # noqa: E731
@@ -108,6 +119,20 @@ def _rule_handler(rule, wrap: bool = True) -> Handler:
     return handler
 
 
+def _forcing(fn):
+    """Run ``fn`` on concrete values: pending inputs are computed first (a sync point)."""
+
+    def run(*args, **kwargs):
+        args, kwargs = tree_map(_force, (args, kwargs))
+        return fn(*args, **kwargs)
+
+    return run
+
+
+def _force(x):
+    return x.force() if type(x) is Pending else x
+
+
 def _returns_one_tensor(op) -> bool:
     returns = op._schema.returns
     return len(returns) == 1 and str(returns[0].type) == "Tensor"
@@ -116,7 +141,9 @@ def _returns_one_tensor(op) -> bool:
 def _as_arrays(out):
     if isinstance(out, (list, tuple)):
         return type(out)(_as_arrays(o) for o in out)
-    return out if out is None or isinstance(out, jax.Array) else jax.numpy.asarray(out)
+    if out is None or isinstance(out, (jax.Array, Pending)):
+        return out
+    return jax.numpy.asarray(out)
 
 
 def block(out) -> None:

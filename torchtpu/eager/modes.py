@@ -6,7 +6,7 @@ import contextlib
 
 from .. import config
 
-MODES = ("strict", "debug")
+MODES = ("strict", "debug", "fused")
 _mode = "strict"
 
 
@@ -18,10 +18,15 @@ def _apply(mode: str) -> None:
     global _mode
     if mode not in MODES:
         raise ValueError(f"torchtpu: eager mode must be one of {MODES}, got {mode!r}")
+    from . import fused
     from .dispatch import use_table
 
+    if _mode == "fused" and mode != "fused":
+        fused.disable()
     _mode = mode
     use_table(mode)
+    if mode == "fused":
+        fused.enable()
 
 
 class set_eager_mode(contextlib.ContextDecorator):  # noqa: N801 (reads as a function)

@@ -115,8 +115,7 @@ def derived_handler(func, functional_handler):
         return None
     rule = LOWERINGS.get(functional)
     if rule is not None and not rule.eager:
-        run = strict.compile_rule(rule)
-        compute = _direct(run)
+        compute = _direct(strict.compile_rule(rule))
     else:
         inner = functional_handler(functional)
         if inner is None:

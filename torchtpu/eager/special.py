@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import torch
 
 from ..debug import counters as metrics
-from ..ops.dtypes import cast, to_jax_dtype
+from ..ops.dtypes import broadcast, cast, to_jax_dtype
 from ..runtime.transfer import to_device, to_host
 from ..tensor import TpuTensor, read, wrap, write
 
@@ -38,7 +38,7 @@ def _copy_(args, kwargs):
                 f"The size of tensor a ({tuple(dst.shape)}) must match the size of tensor b "
                 f"({v.shape}) for copy_"
             ) from None
-        v = jnp.broadcast_to(v, tuple(dst.shape))
+        v = broadcast(v, tuple(dst.shape))
     write(dst, v)
     return dst
 

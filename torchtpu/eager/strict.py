@@ -12,6 +12,7 @@ import torch
 from ..debug import counters as metrics
 from ..ops.dtypes import as_meta, to_jax_dtype
 from ..ops.registry import Lowering
+from ..runtime.execute import Executable
 
 _TENSORISH = ("Tensor", "Scalar", "number")
 
@@ -85,14 +86,22 @@ def traced(rule: Lowering):
     return run
 
 
-def compile_rule(rule: Lowering):
-    """A jitted callable for the rule, with the schema's non-tensor arguments static."""
+_COMPILED: dict = {}
+
+
+def compile_rule(rule: Lowering) -> Executable:
+    """The rule as an executable, with the schema's non-tensor arguments static (cached)."""
+    exe = _COMPILED.get(rule.op)
+    if exe is not None:
+        return exe
     schema = rule.op._schema
     nums = tuple(
         i for i, a in enumerate(schema.arguments) if not a.kwarg_only and not _is_dynamic(a, rule)
     )
     names = tuple(a.name for a in schema.arguments if a.kwarg_only and not _is_dynamic(a, rule))
     if rule.eager:
-        return rule.fn
-    return jax.jit(traced(rule), static_argnums=nums, static_argnames=names)
-
+        exe = Executable(rule.fn, nums, names, jit=False)
+    else:
+        exe = Executable(traced(rule), nums, names)
+    _COMPILED[rule.op] = exe
+    return exe

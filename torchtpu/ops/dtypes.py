@@ -8,6 +8,8 @@ import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as _KIND
 from torch._prims_common import elementwise_dtypes
 
+from ..runtime.execute import Executable
+
 TORCH_TO_JAX: dict[torch.dtype, np.dtype] = {
     torch.float32: np.dtype(jnp.float32),
     torch.float64: np.dtype(jnp.float64),
@@ -88,13 +90,24 @@ def float_of(x):
     return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(default_float())
 
 
-def cast(x, dtype):
-    """``x.astype(dtype)`` with PyTorch's CPU behaviour for floats into narrow integers:
-    through int64, so out-of-range values wrap instead of saturating."""
-    dtype = np.dtype(dtype)
-    if (dtype.kind in "iu" and dtype.itemsize < 8 and np.dtype(x.dtype).kind == "f"):
+def _cast(x, dtype):
+    if dtype.kind in "iu" and dtype.itemsize < 8 and np.dtype(x.dtype).kind == "f":
+        # PyTorch's CPU casts floats into narrow integers through int64: they wrap.
         return x.astype(jnp.int64).astype(dtype)
     return x.astype(dtype)
+
+
+_cast_exe = Executable(_cast, static_argnums=(1,))
+_broadcast_exe = Executable(jnp.broadcast_to, static_argnums=(1,))
+
+
+def cast(x, dtype):
+    """``x.astype(dtype)`` with PyTorch's CPU behaviour for out-of-range float -> int."""
+    return _cast_exe(x, np.dtype(dtype))
+
+
+def broadcast(x, shape: tuple):
+    return _broadcast_exe(x, tuple(shape))
 
 
 LOW_PRECISION = (np.dtype(jnp.bfloat16), np.dtype(jnp.float16))

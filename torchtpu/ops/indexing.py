@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 
 import jax
 import jax.numpy as jnp
@@ -11,6 +10,7 @@ import torch
 from jax import lax
 
 from .dtypes import promote, result_type
+from ..runtime.execute import executable
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -31,12 +31,12 @@ def _key(indices):
     return tuple(slice(None) if i is None else i for i in indices)
 
 
-@jax.jit
+@executable()
 def _index_jit(self, indices):
     return self[_key(indices)]
 
 
-@lowering(aten.index.Tensor, eager=True)
+@lowering(aten.index.Tensor, eager=True, records=True)
 def _index(self, indices):
     indices = _expand_bool(indices)
     _check_count(self, indices)
@@ -50,20 +50,24 @@ def _check_count(self, indices):
         )
 
 
-@functools.partial(jax.jit, static_argnums=3)
+@executable(static_argnums=(3,))
 def _index_put_jit(self, indices, values, accumulate):
     ref = self.at[_key(indices)]
     values = values.astype(self.dtype)
     return ref.add(values) if accumulate else ref.set(values)
 
 
-@lowering(aten.index_put, aten._unsafe_index_put, eager=True)
+@executable()
+def _masked_set_jit(self, mask, values):
+    mask = mask.reshape(mask.shape + (1,) * (self.ndim - mask.ndim))
+    return jnp.where(mask, values.astype(self.dtype), self)
+
+
+@lowering(aten.index_put, aten._unsafe_index_put, eager=True, records=True)
 def _index_put(self, indices, values, accumulate=False):
     if (not accumulate and values.ndim == 0 and len(indices) == 1
             and indices[0] is not None and indices[0].dtype == jnp.bool_):
-        # x[mask] = scalar needs no host sync.
-        mask = indices[0].reshape(indices[0].shape + (1,) * (self.ndim - indices[0].ndim))
-        return jnp.where(mask, values.astype(self.dtype), self)
+        return _masked_set_jit(self, indices[0], values)  # x[mask] = scalar: no host sync
     indices = _expand_bool(indices)
     _check_count(self, indices)
     return _index_put_jit(self, indices, values, bool(accumulate))
@@ -243,7 +247,7 @@ def _diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
 def _as_strided_scatter(self, src, size, stride, storage_offset=None):
     from .views import scatter_view
 
-    return scatter_view(self, src.astype(self.dtype),
+    return scatter_view.jitted(self, src.astype(self.dtype),
                         (tuple(size), tuple(stride), storage_offset or 0))
 
 

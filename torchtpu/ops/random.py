@@ -6,13 +6,14 @@ counters are traced values: a new step or a new seed never recompiles.
 
 from __future__ import annotations
 
-import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import torch
 
-from .dtypes import default_float, to_jax_dtype
+from .dtypes import to_jax_dtype
+from ..runtime.execute import executable
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -40,73 +41,93 @@ def set_state(state: torch.Tensor) -> None:
     _Stream.seed, _Stream.counter = (int(v) for v in state.tolist())
 
 
-def _next():
+def _next() -> tuple[int, int]:
+    # Plain ints: traced as scalars, so a new draw never recompiles and costs no transfer.
     _Stream.counter += 1
-    return jnp.uint32(_Stream.seed & 0xFFFFFFFF), jnp.uint32(_Stream.counter)
+    return _Stream.seed & 0xFFFFFFFF, _Stream.counter & 0xFFFFFFFF
 
 
 def _key(seed, counter):
-    return jax.random.fold_in(jax.random.key(seed), counter)
+    return jax.random.fold_in(jax.random.key(seed.astype(jnp.uint32)), counter.astype(jnp.uint32))
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3))
+def _sample_dtype(dtype):
+    """Draw low-precision floats in float32 (as PyTorch's CPU generator does), then round."""
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f" or dtype.itemsize < 4:
+        return np.dtype(jnp.float32)
+    return dtype
+
+
+@executable(static_argnums=(2, 3))
 def _uniform_jit(seed, counter, shape, dtype, low, high):
-    return jax.random.uniform(_key(seed, counter), shape, dtype, low, high)
+    u = jax.random.uniform(_key(seed, counter), shape, _sample_dtype(dtype), low, high)
+    return u.astype(dtype)
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3))
+@executable(static_argnums=(2, 3))
 def _normal_jit(seed, counter, shape, dtype, mean, std):
-    return mean + std * jax.random.normal(_key(seed, counter), shape, dtype)
+    z = jax.random.normal(_key(seed, counter), shape, _sample_dtype(dtype))
+    return (mean + std * z).astype(dtype)
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3))
+@executable(static_argnums=(2, 3))
 def _randint_jit(seed, counter, shape, dtype, low, high):
     return jax.random.randint(_key(seed, counter), shape, low, high, jnp.int64).astype(dtype)
 
 
-@functools.partial(jax.jit, static_argnums=(2,))
-def _bernoulli_jit(seed, counter, shape, p):
-    return jax.random.uniform(_key(seed, counter), shape) < p
+@executable(static_argnums=(2, 3))
+def _bernoulli_jit(seed, counter, shape, dtype, p):
+    return (jax.random.uniform(_key(seed, counter), shape) < p).astype(dtype)
 
 
-@jax.jit
+@executable()
 def _dropout_jit(seed, counter, x, p):
     keep = jax.random.uniform(_key(seed, counter), x.shape) >= p
     scale = jnp.where(p < 1, 1 / (1 - p), 0).astype(x.dtype)
     return jnp.where(keep, x * scale, 0).astype(x.dtype), keep
 
 
-@functools.partial(jax.jit, static_argnums=(2,))
-def _permutation_jit(seed, counter, n):
-    return jax.random.permutation(_key(seed, counter), n).astype(jnp.int64)
+@executable(static_argnums=(2, 3))
+def _permutation_jit(seed, counter, n, dtype):
+    return jax.random.permutation(_key(seed, counter), n).astype(dtype)
 
 
-def _float_dtype(x):
-    return x.dtype if jnp.issubdtype(x.dtype, jnp.floating) else default_float()
+@executable(static_argnums=(2,))
+def _exponential_jit(seed, counter, dtype, like, lambd):
+    u = jax.random.uniform(_key(seed, counter), like.shape, _sample_dtype(dtype))
+    return (-jnp.log1p(-u) / lambd).astype(dtype)
 
 
-@lowering(aten.uniform, eager=True)
+@executable()
+def _normal_like_jit(seed, counter, mean, std):
+    shape = jnp.broadcast_shapes(jnp.shape(mean), jnp.shape(std))
+    dtype = mean.dtype if hasattr(mean, "dtype") and mean.ndim else std.dtype
+    z = jax.random.normal(_key(seed, counter), shape, _sample_dtype(dtype))
+    return (z * std + mean).astype(dtype)
+
+
+# Random rules run in Python (they draw from the host-side stream) and do their array work
+# through executables, so fused eager can record them without synchronising.
+
+
+@lowering(aten.uniform, eager=True, records=True)
 def _uniform(self, from_=0.0, to=1.0, *, generator=None):
-    dtype = _float_dtype(self)
-    out = _uniform_jit(*_next(), self.shape, jnp.float32 if dtype == jnp.bfloat16 else dtype,
-                       from_, to)
-    return out.astype(self.dtype)
+    return _uniform_jit(*_next(), self.shape, self.dtype, from_, to)
 
 
-@lowering(aten.normal_functional, eager=True)
+@lowering(aten.normal_functional, eager=True, records=True)
 def _normal(self, mean=0.0, std=1.0, *, generator=None):
-    return _normal_jit(*_next(), self.shape, jnp.float32, mean, std).astype(self.dtype)
+    return _normal_jit(*_next(), self.shape, self.dtype, mean, std)
 
 
 @lowering(aten.normal.Tensor_float, aten.normal.float_Tensor, aten.normal.Tensor_Tensor,
-          eager=True)
+          eager=True, records=True)
 def _normal_tensors(mean, std=1.0, *, generator=None):
-    shape = jnp.broadcast_shapes(jnp.shape(mean), jnp.shape(std))
-    dtype = mean.dtype if hasattr(mean, "dtype") else std.dtype
-    return _normal_jit(*_next(), shape, jnp.float32, 0.0, 1.0).astype(dtype) * std + mean
+    return _normal_like_jit(*_next(), mean, std)
 
 
-@lowering(aten.random, eager=True)
+@lowering(aten.random, eager=True, records=True)
 def _random(self, from_=None, to=None, *, generator=None):
     if to is None and from_ is not None:  # random.to(self, to)
         from_, to = 0, from_
@@ -121,17 +142,21 @@ def _random(self, from_=None, to=None, *, generator=None):
     return _randint_jit(*_next(), self.shape, self.dtype, from_, to)
 
 
-@lowering(aten.bernoulli, eager=True)
+@lowering(aten.bernoulli, eager=True, records=True)
 def _bernoulli(self, p=None, *, generator=None):
-    prob = self if p is None else p
-    return _bernoulli_jit(*_next(), self.shape, prob).astype(self.dtype)
+    return _bernoulli_jit(*_next(), self.shape, self.dtype, self if p is None else p)
 
 
-@lowering(aten.native_dropout, eager=True)
+@lowering(aten.native_dropout, eager=True, records=True)
 def _native_dropout(input, p, train):  # noqa: A002
     if train is False or p == 0:
-        return input, jnp.ones(input.shape, bool)
+        return _identity_keep(input)
     return _dropout_jit(*_next(), input, p)
+
+
+@executable()
+def _identity_keep(x):
+    return x, jnp.ones(x.shape, bool)
 
 
 @lowering(aten.native_dropout_backward)
@@ -139,17 +164,17 @@ def _native_dropout_backward(grad_output, mask, scale):
     return grad_output * mask.astype(grad_output.dtype) * scale
 
 
-@lowering(aten.randperm.default, aten.randperm.generator, eager=True)
+@lowering(aten.randperm.default, aten.randperm.generator, eager=True, records=True)
 def _randperm(n, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None):
-    out = _permutation_jit(*_next(), n)
-    return out if dtype is None else out.astype(to_jax_dtype(dtype))
+    return _permutation_jit(*_next(), n, np.dtype(jnp.int64) if dtype is None
+                            else to_jax_dtype(dtype))
 
 
 @lowering(aten.multinomial, eager=True)
 def _multinomial(self, num_samples, replacement=False, *, generator=None):
     seed, counter = _next()
     logits = jnp.log(self.astype(jnp.float32))
-    key = _key(seed, counter)
+    key = _key(jnp.asarray(seed), jnp.asarray(counter))
     if replacement:
         shape = (num_samples,) + self.shape[:-1]
         out = jax.random.categorical(key, logits, axis=-1, shape=shape)
@@ -158,7 +183,6 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
     return jax.lax.top_k(logits + gumbel, num_samples)[1].astype(jnp.int64)
 
 
-@lowering(aten.exponential, eager=True)
+@lowering(aten.exponential, eager=True, records=True)
 def _exponential(self, lambd=1.0, *, generator=None):
-    u = _uniform_jit(*_next(), self.shape, jnp.float32, 0.0, 1.0)
-    return (-jnp.log1p(-u) / lambd).astype(self.dtype)
+    return _exponential_jit(*_next(), self.dtype, self, lambd)

@@ -26,6 +26,9 @@ class Lowering:
     eager: bool = False
     # The rule checks its own dtypes; skip PyTorch's meta kernel at trace time.
     skip_meta: bool = False
+    # An eager rule whose array work all goes through runtime.execute executables: fused
+    # eager can run it on pending values (random ops) instead of synchronising first.
+    records: bool = False
 
 
 LOWERINGS: dict[OpOverload, Lowering] = {}
@@ -47,6 +50,7 @@ def lowering(
     static: tuple[str, ...] = (),
     eager: bool = False,
     skip_meta: bool = False,
+    records: bool = False,
 ) -> Callable[[Callable], Callable]:
     """Register ``fn`` as the lowering of ``ops``; a packet stands for its functional overloads."""
 
@@ -55,7 +59,7 @@ def lowering(
             for op in _overloads(packet):
                 if op in LOWERINGS:
                     raise RuntimeError(f"torchtpu: duplicate lowering for {op}")
-                LOWERINGS[op] = Lowering(op, fn, frozenset(static), eager, skip_meta)
+                LOWERINGS[op] = Lowering(op, fn, frozenset(static), eager, skip_meta, records)
         return fn
 
     return register

@@ -7,13 +7,13 @@ writing through a view scatters back into the base.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
+from ..runtime.execute import executable
 from .registry import lowering
 
 aten = __import__("torch").ops.aten
@@ -36,7 +36,7 @@ def _flat_index(size, stride, offset):
     return idx
 
 
-@functools.partial(jax.jit, static_argnums=1)
+@executable(static_argnums=(1,))
 def gather_view(base: jax.Array, geometry) -> jax.Array:
     """The elements of ``base``'s storage that a view with this geometry sees."""
     size, stride, offset = geometry
@@ -47,7 +47,7 @@ def gather_view(base: jax.Array, geometry) -> jax.Array:
     return flat[_flat_index(size, stride, offset)]
 
 
-@functools.partial(jax.jit, static_argnums=2)
+@executable(static_argnums=(2,))
 def scatter_view(base: jax.Array, value: jax.Array, geometry) -> jax.Array:
     """``base`` with the elements a view of this geometry sees replaced by ``value``."""
     size, stride, offset = geometry

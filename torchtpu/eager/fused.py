@@ -1,0 +1,164 @@
+"""Fused eager: ops are recorded, and at a sync point the pending ops run as one program.
+
+Every executable call (runtime/execute.py) is recorded as a node: the executable, its static
+arguments, and where each array argument comes from (an earlier node's output or an
+external array). Output shapes come from ``jax.eval_shape``, cached per signature. At a sync
+point (`.item()`, `.cpu()`, printing, a data-dependent shape, ``torch.tpu.synchronize()``,
+``torchtpu.sync()``, or the trace growing past ``TORCHTPU_FUSED_MAX_OPS``) the trace becomes
+one jitted function, cached by the trace's signature, so a training loop that syncs once per
+step compiles once and then runs each step as one XLA program. Only outputs some tensor
+still references are returned; intermediates never leave the device program.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import jax
+from jax.tree_util import tree_flatten, tree_unflatten
+
+from .. import config
+from ..debug import counters
+from ..runtime import execute
+from ..runtime.execute import Executable, Pending
+
+
+class _Trace:
+    def __init__(self):
+        self.nodes: list[tuple] = []  # (exe, statics, kw_statics, treedef, wiring)
+        self.keys: list[tuple] = []
+        self.outs: list[list[weakref.ref]] = []
+        self.leaves: list = []
+        self.leaf_index: dict[int, int] = {}
+        self.leaf_avals: list = []
+
+
+_trace = _Trace()
+_AVALS: dict = {}
+_PROGRAMS: dict = {}
+_max_ops = 0
+
+
+def _aval_key(x):
+    if isinstance(x, (bool, int, float, complex)):
+        return type(x)
+    return (x.shape, x.dtype, getattr(x, "weak_type", False))
+
+
+def _abstract(x):
+    if isinstance(x, (bool, int, float, complex)):
+        return x
+    return jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=getattr(x, "weak_type", False))
+
+
+def record(exe: Executable, args: tuple, kwargs: dict):
+    """Record one executable call; returns its outputs as pending values."""
+    nums, names = exe.static_argnums, exe.static_argnames
+    if nums:
+        statics = tuple((i, a) for i, a in enumerate(args) if i in nums)
+        dyn = [a for i, a in enumerate(args) if i not in nums]
+    else:
+        statics, dyn = (), list(args)
+    kw_statics = tuple((k, v) for k, v in kwargs.items() if k in names) if kwargs else ()
+    dyn_kw = {k: v for k, v in kwargs.items() if k not in names} if kwargs else {}
+    leaves, treedef = tree_flatten((dyn, dyn_kw))
+    t = _trace
+    wiring, avals = [], []
+    for leaf in leaves:
+        if type(leaf) is Pending:
+            if leaf.array is None:
+                wiring.append(leaf.src)
+                avals.append((leaf.shape, leaf.dtype, False))
+                continue
+            leaf = leaf.array
+        idx = t.leaf_index.get(id(leaf))
+        if idx is None:
+            idx = t.leaf_index[id(leaf)] = len(t.leaves)
+            t.leaves.append(leaf)
+            t.leaf_avals.append(_aval_key(leaf))
+        wiring.append(idx)
+        avals.append(t.leaf_avals[idx])
+    wiring = tuple(wiring)
+    sig = (exe, statics, kw_statics, treedef, tuple(avals))
+    shape_info = _AVALS.get(sig)
+    if shape_info is None:
+        shape_info = _AVALS[sig] = _eval_shape(exe, args, kwargs, nums, names)
+    out_treedef, out_avals = shape_info
+    node = len(t.nodes)
+    outs = [Pending(a.shape, a.dtype, (node, j)) for j, a in enumerate(out_avals)]
+    t.nodes.append((exe, statics, kw_statics, treedef, wiring))
+    t.keys.append((id(exe), statics, kw_statics, treedef, wiring))
+    t.outs.append([weakref.ref(p) for p in outs])
+    if node + 1 >= _max_ops:
+        flush()
+    return tree_unflatten(out_treedef, outs)
+
+
+def _eval_shape(exe, args, kwargs, nums, names):
+    a = [a if i in nums else jax.tree_util.tree_map(_abstract, a) for i, a in enumerate(args)]
+    k = {n: v if n in names else jax.tree_util.tree_map(_abstract, v) for n, v in kwargs.items()}
+    leaves, treedef = tree_flatten(jax.eval_shape(exe.jitted, *a, **k))
+    return treedef, leaves
+
+
+def _program(nodes, needed):
+    """The recorded trace as one function of its external leaves."""
+
+    def program(*leaves):
+        env = []
+        for exe, statics, kw_statics, treedef, wiring in nodes:
+            values = [leaves[w] if type(w) is int else env[w[0]][w[1]] for w in wiring]
+            dyn, dyn_kw = tree_unflatten(treedef, values)
+            args = list(dyn)
+            for i, v in statics:
+                args.insert(i, v)
+            out = exe.jitted(*args, **dyn_kw, **dict(kw_statics))
+            env.append(jax.tree_util.tree_leaves(out))
+        return [env[i][j] for i, j in needed]
+
+    return jax.jit(program)
+
+
+def flush() -> None:
+    """Run every recorded op as one program (compiled once per trace signature)."""
+    global _trace
+    t = _trace
+    if not t.nodes:
+        return
+    _trace = _Trace()
+    needed = tuple(
+        (i, j) for i, refs in enumerate(t.outs) for j, r in enumerate(refs) if r() is not None
+    )
+    sig = (tuple(t.keys), tuple(t.leaf_avals), needed)
+    prog = _PROGRAMS.get(sig)
+    if prog is None:
+        counters.count("compile", "fused_program")
+        prog = _PROGRAMS[sig] = _program(t.nodes, needed)
+    else:
+        counters.count("cache_hit", "fused_program")
+    counters.count("execute", "fused_program")
+    results = prog(*t.leaves)
+    for (i, j), value in zip(needed, results):
+        p = t.outs[i][j]()
+        if p is not None:
+            p.array = value
+
+
+def enable() -> None:
+    global _max_ops
+    _max_ops = int(config.get("fused_max_ops"))
+    execute.set_recorder(record, flush)
+
+
+def disable() -> None:
+    """Compute what is pending, then leave no pending values behind for the strict path."""
+    flush()
+    execute.set_recorder(None)
+    from ..tensor import Storage, TpuTensor
+
+    for obj in gc.get_objects():
+        if type(obj) is Storage and type(obj.value) is Pending:
+            obj.value = obj.value.array
+        elif type(obj) is TpuTensor and type(getattr(obj, "_cache", None)) is Pending:
+            obj._cache = obj._cache.array

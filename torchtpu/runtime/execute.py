@@ -1,0 +1,104 @@
+"""Running compiled functions: now (strict eager) or recorded for later (fused eager).
+
+Every jitted function the package calls outside a rule is an ``Executable``: calling it runs
+it at once, unless a recorder is installed (fused eager), which records the call and returns
+pending values instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+
+_recorder: Callable | None = None
+_flush: Callable[[], None] = lambda: None
+
+
+class Pending:
+    """A value fused eager has recorded but not computed yet; it looks like an array's
+    abstract value (shape, dtype) and computes the whole recorded program when forced."""
+
+    __slots__ = ("shape", "dtype", "src", "array", "__weakref__")
+    weak_type = False
+
+    def __init__(self, shape: tuple, dtype, src):
+        self.shape = shape
+        self.dtype = dtype
+        self.src = src  # (node index, output index) in the current trace
+        self.array = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def force(self) -> jax.Array:
+        if self.array is None:
+            _flush()
+        return self.array
+
+    def __array__(self, dtype=None, copy=None):
+        import numpy as np
+
+        out = np.asarray(self.force())
+        return out if dtype is None else out.astype(dtype)
+
+    def __repr__(self) -> str:
+        state = "computed" if self.array is not None else "pending"
+        return f"Pending({self.dtype}{list(self.shape)}, {state})"
+
+
+class Executable:
+    """A jitted function plus which of its arguments are static (compile-time) values."""
+
+    __slots__ = ("jitted", "static_argnums", "static_argnames", "name")
+
+    def __init__(self, fn: Callable, static_argnums=(), static_argnames=(), jit: bool = True):
+        self.static_argnums = tuple(static_argnums)
+        self.static_argnames = tuple(static_argnames)
+        self.jitted = (
+            jax.jit(fn, static_argnums=self.static_argnums, static_argnames=self.static_argnames)
+            if jit else fn
+        )
+        self.name = getattr(fn, "__name__", "fn")
+
+    def __call__(self, *args, **kwargs):
+        if _recorder is not None:
+            return _recorder(self, args, kwargs)
+        return self.jitted(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Executable({self.name})"
+
+
+def executable(static_argnums=(), static_argnames=()) -> Callable[[Callable], Executable]:
+    """Decorator form: ``@executable(static_argnums=(1,))``."""
+    return lambda fn: Executable(fn, static_argnums, static_argnames)
+
+
+def set_recorder(recorder: Callable | None, flush: Callable[[], None] | None = None) -> None:
+    """Install (or with None, remove) the fused-eager recorder and its flush."""
+    global _recorder, _flush
+    _recorder = recorder
+    _flush = flush or (lambda: None)
+
+
+def flush_pending() -> None:
+    """Compute everything fused eager has recorded (a no-op in the other modes)."""
+    _flush()
+
+
+def concrete(x):
+    """``x`` as a jax.Array: a pending value is computed (a sync point)."""
+    return x.force() if type(x) is Pending else x
+
+
+def recording() -> bool:
+    return _recorder is not None
