@@ -62,10 +62,10 @@ def train_plain(model: torch.nn.Module, steps, cfg: OffloadConfig,
     return losses
 
 
-def train_streamed(model: torch.nn.Module, steps, cfg: OffloadConfig,
+def train_streamed(model: torch.nn.Module, steps, cfg: OffloadConfig, device: str = "cpu",
                    **kw) -> tuple[list[float], OffloadEngine]:
     batch, seq = steps[0][0][0].shape
-    eng = OffloadEngine(model, "cpu", cfg, batch=batch, seq=seq, micro_batches=len(steps[0]),
+    eng = OffloadEngine(model, device, cfg, batch=batch, seq=seq, micro_batches=len(steps[0]),
                         **kw)
     losses = [eng.train_step(mbs).loss for mbs in steps]
     eng.synchronize()
