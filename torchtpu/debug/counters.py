@@ -1,10 +1,17 @@
-"""Counters the runtime keeps: compiles per op, CPU fallbacks per op, transfers."""
+"""Counters the runtime keeps: compiles per op, CPU fallbacks per op, transfers; for
+torch.compile, graph events ('graph') and compiled-program cache lookups ('cache')."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-COUNTERS: dict[str, Counter] = {"compile": Counter(), "fallback": Counter(), "transfer": Counter()}
+COUNTERS: dict[str, Counter] = {
+    "compile": Counter(),
+    "fallback": Counter(),
+    "transfer": Counter(),
+    "graph": Counter(),
+    "cache": Counter(),
+}
 
 
 def count(kind: str, op, n: int = 1) -> None:
@@ -24,7 +31,7 @@ def reset_metrics() -> None:
 def report() -> str:
     """A human-readable summary, fallbacks first (they are what a user should fix)."""
     lines = []
-    for kind in ("fallback", "compile", "transfer"):
+    for kind in ("fallback", "compile", "transfer", "graph", "cache"):
         c = COUNTERS[kind]
         lines.append(f"{kind}: {sum(c.values())} total")
         lines.extend(f"  {op}: {n}" for op, n in c.most_common())
