@@ -190,7 +190,7 @@ class Program:
 
     def _trace(self, arrays: list, statics: tuple, stream: tuple | None):
         metrics.count("compile", f"graph:{self.name}")
-        metrics.count("graph", "xla_compile")
+        metrics.count("graph", "trace")
         it_arrays, it_statics = iter(arrays), iter(statics)
         inputs = [next(it_arrays) if k == "array" else next(it_statics) for k in self.kinds]
         inputs += list(it_arrays)  # the constants
