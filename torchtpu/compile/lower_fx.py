@@ -122,7 +122,12 @@ def interpret(gm: fx.GraphModule, inputs: list) -> list:
         if isinstance(a, fx.Node):
             return env[a]
         if isinstance(a, (list, tuple)):
-            return type(a)(load(v) for v in a)
+            # As the eager executor passes them: tensor lists as lists, int lists as tuples.
+            # (A size list may hold SymInt nodes: those load as ints, and it stays a tuple.)
+            values = [load(v) for v in a]
+            if any(isinstance(v, jax.Array) for v in values):
+                return values
+            return tuple(values)
         if isinstance(a, dict):
             return {k: load(v) for k, v in a.items()}
         return a
