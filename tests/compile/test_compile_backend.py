@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import torch
+from compile_testlib import fresh_dynamo  # noqa: F401  (autouse fixture)
+from conftest import TPU, assert_same
 from torch import nn
 
 import torchtpu
 from torchtpu.debug import explain_recompile, metrics
-
-from compile_testlib import fresh_dynamo  # noqa: F401  (autouse fixture)
-from conftest import TPU, assert_same
 
 
 def _count(kind: str, key: str) -> int:
@@ -36,7 +35,7 @@ def test_module_forward_backward_matches_cpu():
     compiled = torch.compile(tpu, backend="tpu")
     compiled(x.to(TPU)).square().sum().backward()
     cpu(x).square().sum().backward()
-    for a, b in zip(tpu.parameters(), cpu.parameters()):
+    for a, b in zip(tpu.parameters(), cpu.parameters(), strict=True):
         assert_same(a.grad, b.grad, rtol=1e-5, atol=1e-6)
 
 

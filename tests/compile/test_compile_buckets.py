@@ -33,7 +33,7 @@ def test_gpt_lengths_share_bucket_programs_and_match_cpu():
         assert logits.shape == (2, length, 64)
         torch.testing.assert_close(logits.cpu(), logits_cpu, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(loss.cpu(), loss_cpu, rtol=1e-5, atol=1e-6)
-        for a, b in zip(tpu_model.parameters(), cpu_model.parameters()):
+        for a, b in zip(tpu_model.parameters(), cpu_model.parameters(), strict=True):
             torch.testing.assert_close(a.grad.cpu(), b.grad, rtol=1e-4, atol=1e-6)
             a.grad = b.grad = None
     graph = metrics()["graph"]

@@ -51,5 +51,5 @@ def test_gpt_training_steps_match_cpu_and_second_step_compiles_nothing():
     # (its state now exists, as with any backend); identical steps after it compile nothing.
     assert counts[2:] == [counts[1]] * 8
     assert counts[-1][1] <= 1
-    for a, b in zip(tpu_model.parameters(), cpu_model.parameters()):
+    for a, b in zip(tpu_model.parameters(), cpu_model.parameters(), strict=True):
         torch.testing.assert_close(a.detach().cpu(), b.detach(), rtol=1e-4, atol=2e-4)

@@ -150,7 +150,7 @@ class Bucketed:
         outs = program(*args)
         if sizes == values:
             return outs
-        return [_cut(o, dims, values) for o, dims in zip(outs, self.output_dims)]
+        return [_cut(o, dims, values) for o, dims in zip(outs, self.output_dims, strict=True)]
 
 
 def _traced_value(node: fx.Node, example):
@@ -182,7 +182,7 @@ def compile_bucketed(gm: fx.GraphModule, example_inputs: list, spec: BucketSpec,
                      compile_aten: Callable) -> Callable:
     """The backend's result for ``gm`` with buckets on."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    traced = [_traced_value(n, x) for n, x in zip(placeholders, example_inputs)]
+    traced = [_traced_value(n, x) for n, x in zip(placeholders, example_inputs, strict=True)]
     symbolic = any(
         isinstance(x, torch.SymInt)
         or isinstance(x, torch.Tensor) and any(isinstance(n, torch.SymInt) for n in x.shape)

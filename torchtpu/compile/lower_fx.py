@@ -76,7 +76,7 @@ def check(gm: fx.GraphModule) -> None:
                 raise Unlowerable(f"{t} has no lowering rule")
             if rule.eager and not is_random(rule):
                 raise Unlowerable(f"{t} has a data-dependent output shape")
-        elif not callable(t):
+        elif isinstance(t, torch._ops.HigherOrderOperator) or not callable(t):
             raise Unlowerable(f"call of {t!r}")
 
 
@@ -224,7 +224,7 @@ class Program:
         if len(args) == 1 and type(args[0]) is list:  # graph inputs are never lists
             args = args[0]
         arrays, statics = [], []
-        for kind, a in zip(self.kinds, args):
+        for kind, a in zip(self.kinds, args, strict=True):
             if kind == "array":
                 arrays.append(_to_array(a))
             else:

@@ -33,7 +33,8 @@ _seen_failures: dict[object, int] = {}
 def _describe(x) -> str:
     if isinstance(x, torch.Tensor):
         grad = ", requires_grad" if x.requires_grad else ""
-        return f"{str(x.dtype).removeprefix('torch.')}{list(x.shape)} stride={list(x.stride())}{grad}"
+        dtype = str(x.dtype).removeprefix("torch.")
+        return f"{dtype}{list(x.shape)} stride={list(x.stride())}{grad}"
     return f"{type(x).__name__} {x}"
 
 
@@ -61,7 +62,7 @@ def record_compile(gm, example_inputs) -> CompileRecord:
     frame = getattr(cid, "frame_id", None)
     attempt = getattr(cid, "frame_compile_id", None) or 0
     names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
-    inputs = {n: _describe(x) for n, x in zip(names, example_inputs)}
+    inputs = {n: _describe(x) for n, x in zip(names, example_inputs, strict=False)}
     record = CompileRecord(str(cid), frame if frame is not None else -1, attempt, inputs)
     record.reasons = _new_guard_failures()
     if attempt > 0:
