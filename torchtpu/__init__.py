@@ -11,6 +11,12 @@ from .tensor import TpuTensor  # noqa: E402
 
 _backend.register()
 
+from .compile import register as _register_compile  # noqa: E402
+from .runtime.compile_cache import setup as _setup_compile_cache  # noqa: E402
+
+_setup_compile_cache()
+_register_compile()  # torch.compile(backend="tpu"); Dynamo itself loads only when used
+
 
 def sync() -> None:
     """Wait for every queued op (an explicit sync point)."""

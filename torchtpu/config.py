@@ -37,6 +37,12 @@ FLAGS: dict[str, Flag] = {
             "On the XLA:CPU platform, dispatch asynchronously (slower per op on small "
             "tensors; overlaps Python with compute on large ones).",
         ),
+        Flag(
+            "cache_dir",
+            "auto",
+            "Persistent XLA compile cache folder ('auto': ~/.cache/torchtpu, per user; "
+            "empty: off). A second process running the same model starts warm.",
+        ),
     ]
 }
 

@@ -73,6 +73,10 @@ class TpuTensor(torch.Tensor):
             "copy the tensor to host memory first."
         )
 
+    def __coerce_same_metadata_as_tangent__(self, expected_metadata=None, expected_type=None):
+        # AOTAutograd asks when a backward's incoming gradient is a tpu tensor: it is as is.
+        return self
+
     def tolist(self):
         return self.detach().cpu().tolist()
 

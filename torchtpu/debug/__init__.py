@@ -1,5 +1,6 @@
-"""Debugging tools: metrics and counters."""
+"""Debugging tools: metrics and counters, recompile explanations."""
 
 from .counters import metrics, report, reset_metrics
+from .explain import explain_recompile
 
-__all__ = ["metrics", "report", "reset_metrics"]
+__all__ = ["explain_recompile", "metrics", "report", "reset_metrics"]

@@ -1,11 +1,13 @@
-"""Counters the runtime keeps: compiles per op, CPU fallbacks per op, transfers."""
+"""Counters the runtime keeps: compiles per op, CPU fallbacks per op, transfers; for
+torch.compile, graph events ('graph') and compiled-program cache lookups ('cache')."""
 
 from __future__ import annotations
 
 from collections import Counter
 
 COUNTERS: dict[str, Counter] = {
-    kind: Counter() for kind in ("compile", "cache_hit", "execute", "fallback", "transfer")
+    kind: Counter()
+    for kind in ("compile", "cache_hit", "execute", "fallback", "transfer", "graph", "cache")
 }
 
 
@@ -26,7 +28,7 @@ def reset_metrics() -> None:
 def report() -> str:
     """A human-readable summary, fallbacks first (they are what a user should fix)."""
     lines = []
-    for kind in ("fallback", "compile", "cache_hit", "execute", "transfer"):
+    for kind in ("fallback", "compile", "cache_hit", "execute", "transfer", "graph", "cache"):
         c = COUNTERS[kind]
         lines.append(f"{kind}: {sum(c.values())} total")
         lines.extend(f"  {op}: {n}" for op, n in c.most_common())

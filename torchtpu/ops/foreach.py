@@ -63,3 +63,10 @@ def _foreach_norm(self, ord=2, dtype=None):  # noqa: A002
 @lowering(aten._foreach_max)
 def _foreach_max(self):
     return [jnp.max(t) for t in self]
+
+
+@lowering(aten._foreach_pow.ScalarAndTensor)
+def _foreach_pow_scalar(self, exponent):
+    # AdamW's bias corrections under torch.compile: beta ** step for every parameter's step.
+    fn = LOWERINGS[aten.pow.Scalar].fn
+    return [fn(self, e) for e in exponent]

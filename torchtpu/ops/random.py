@@ -6,6 +6,7 @@ counters are traced values: a new step or a new seed never recompiles.
 
 from __future__ import annotations
 
+import contextlib
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +23,9 @@ aten = torch.ops.aten
 class _Stream:
     seed = 0
     counter = 0
+    # While a compiled graph is traced: [seed, base counter, draws so far] as traced values,
+    # so the graph draws base+1, base+2, ... exactly as the same ops would eagerly.
+    traced: list | None = None
 
 
 def manual_seed(seed: int) -> None:
@@ -41,10 +45,35 @@ def set_state(state: torch.Tensor) -> None:
     _Stream.seed, _Stream.counter = (int(v) for v in state.tolist())
 
 
-def _next() -> tuple[int, int]:
+def _next():
+    t = _Stream.traced
+    if t is not None:
+        t[2] += 1
+        return t[0], t[1] + jnp.uint32(t[2])
     # Plain ints: traced as scalars, so a new draw never recompiles and costs no transfer.
     _Stream.counter += 1
     return _Stream.seed & 0xFFFFFFFF, _Stream.counter & 0xFFFFFFFF
+
+
+def stream_inputs() -> tuple:
+    """The seed and counter a compiled graph takes as inputs (traced, so never recompiling)."""
+    return jnp.uint32(_Stream.seed & 0xFFFFFFFF), jnp.uint32(_Stream.counter)
+
+
+@contextlib.contextmanager
+def traced_stream(seed, counter):
+    """Draws inside this block come from ``(seed, counter + k)``; yields the draw count."""
+    previous = _Stream.traced
+    draws = _Stream.traced = [seed, counter, 0]
+    try:
+        yield draws
+    finally:
+        _Stream.traced = previous
+
+
+def advance(n: int) -> None:
+    """Account for ``n`` draws a compiled graph made."""
+    _Stream.counter += n
 
 
 def _key(seed, counter):

@@ -1,0 +1,131 @@
+"""torch.compile(backend="tpu"): inference, training graphs, mutation, RNG, graph breaks."""
+
+from __future__ import annotations
+
+import torch
+from compile_testlib import fresh_dynamo  # noqa: F401  (autouse fixture)
+from conftest import TPU, assert_same
+from torch import nn
+
+import torchtpu
+from torchtpu.debug import explain_recompile, metrics
+
+
+def _count(kind: str, key: str) -> int:
+    return metrics()[kind].get(key, 0)
+
+
+def test_function_matches_cpu():
+    def f(x, y):
+        return torch.softmax(x @ y.T, -1).sum(0) * 2 + x.mean()
+
+    x, y = torch.randn(4, 8), torch.randn(5, 8)
+    out = torch.compile(f, backend="tpu")(x.to(TPU), y.to(TPU))
+    assert out.device.type == "tpu"
+    assert_same(out, f(x, y))
+
+
+def test_module_forward_backward_matches_cpu():
+    torch.manual_seed(0)
+    cpu = nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 3))
+    tpu = nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 3))
+    tpu.load_state_dict(cpu.state_dict())
+    tpu.to(TPU)
+    x = torch.randn(5, 6)
+    compiled = torch.compile(tpu, backend="tpu")
+    compiled(x.to(TPU)).square().sum().backward()
+    cpu(x).square().sum().backward()
+    for a, b in zip(tpu.parameters(), cpu.parameters(), strict=True):
+        assert_same(a.grad, b.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_batchnorm_running_stats_written_back():
+    torch.manual_seed(0)
+    cpu = nn.BatchNorm1d(4)
+    tpu = nn.BatchNorm1d(4).to(TPU)
+    x = torch.randn(8, 4) * 3 + 1
+    out = torch.compile(tpu, backend="tpu")(x.to(TPU))
+    assert_same(out, cpu(x), rtol=1e-5, atol=1e-5)
+    assert_same(tpu.running_mean, cpu.running_mean, rtol=1e-5, atol=1e-6)
+    assert_same(tpu.running_var, cpu.running_var, rtol=1e-5, atol=1e-6)
+    assert int(tpu.num_batches_tracked.cpu()) == 1
+
+
+def test_dropout_draws_from_the_seeded_stream():
+    def f(x):
+        return nn.functional.dropout(x, 0.5, training=True) + 1
+
+    x = torch.ones(64, 32).to(TPU)
+    compiled = torch.compile(f, backend="tpu")
+    torch.manual_seed(3)
+    a = compiled(x).cpu()
+    b = compiled(x).cpu()  # the stream advanced: a different mask
+    torch.manual_seed(3)
+    eager = f(x).cpu()
+    assert torch.equal(a, eager)  # same seed, same draw as eager tpu
+    assert not torch.equal(a, b)
+    torch.manual_seed(3)
+    assert torch.equal(compiled(x).cpu(), a)
+
+
+def test_graph_breaks_print_and_item(capsys):
+    def f(x):
+        y = x.sin() * 2
+        print("halfway")
+        s = y.sum().item()
+        return y + s
+
+    x = torch.randn(3, 5)
+    out = torch.compile(f, backend="tpu")(x.to(TPU))
+    assert "halfway" in capsys.readouterr().out
+    assert_same(out, f(x), rtol=1e-5, atol=1e-5)
+
+
+def test_recompile_is_counted_and_explained():
+    def f(x):
+        return x.cos() + 1
+
+    compiled = torch.compile(f, backend="tpu", dynamic=False)
+    before = _count("graph", "recompile")
+    compiled(torch.randn(3, 4).to(TPU))
+    compiled(torch.randn(3, 4).to(TPU))
+    assert _count("graph", "recompile") == before
+    compiled(torch.randn(3, 4, dtype=torch.float64).to(TPU))
+    assert _count("graph", "recompile") == before + 1
+    text = explain_recompile()
+    assert "float32[3, 4]" in text and "float64[3, 4]" in text
+    assert "guard failed" in text
+
+
+def test_identical_graph_hits_the_program_cache():
+    def f(x):
+        return (x * 3).tanh()
+
+    x = torch.randn(4, 4).to(TPU)
+    torch.compile(f, backend="tpu")(x)
+    torch._dynamo.reset()  # Dynamo forgets; our program cache does not
+    hits, traces = _count("cache", "hit"), _count("graph", "trace")
+    out = torch.compile(f, backend="tpu")(x)
+    assert _count("cache", "hit") == hits + 1
+    assert _count("graph", "trace") == traces
+    assert_same(out, (x.cpu() * 3).tanh())
+
+
+def test_unknown_option_is_an_error():
+    import pytest
+
+    with pytest.raises(Exception, match="unknown torch.compile option"):
+        torch.compile(lambda x: x + 1, backend="tpu", options={"bukets": [8]})(
+            torch.ones(2).to(TPU)
+        )
+
+
+def test_import_does_not_load_dynamo():
+    import subprocess
+    import sys
+
+    code = "import sys, torchtpu; print('torch._dynamo' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
+    assert torchtpu  # the package under test

@@ -1,0 +1,84 @@
+"""The persistent compile cache: a second process starts warm; damaged entries are survived."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+CHILD = Path(__file__).with_name("cache_child.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _start(cache_dir) -> subprocess.Popen:
+    env = dict(os.environ, TORCHTPU_CACHE_DIR=str(cache_dir), PYTHONPATH=str(ROOT))
+    return subprocess.Popen([sys.executable, str(CHILD)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _finish(p: subprocess.Popen) -> dict:
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _run(cache_dir) -> dict:
+    return _finish(_start(cache_dir))
+
+
+def _entries(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.name.endswith("-cache"))
+
+
+def test_second_process_starts_warm_and_damaged_entries_are_rebuilt(tmp_path):
+    cold = _run(tmp_path)
+    assert cold["cache"].get("persistent_hit", 0) == 0
+    assert cold["cache"]["persistent_write"] > 0
+    warm = _run(tmp_path)
+    assert warm["cache"].get("persistent_miss", 0) == 0
+    assert warm["cache"]["persistent_hit"] == cold["cache"]["persistent_write"]
+    assert warm["out"] == cold["out"]
+    # Entries live under a folder named for the versions they were built with.
+    folder = Path(warm["dir"])
+    assert "jax-" in folder.name and "torch-" in folder.name
+
+    files = _entries(folder)
+    flipped = bytearray(files[0].read_bytes())
+    flipped[len(flipped) // 2] ^= 0xFF
+    files[0].write_bytes(bytes(flipped))
+    files[1].write_bytes(files[1].read_bytes()[:40])  # truncated
+    damaged = _run(tmp_path)
+    # Each damaged entry the process reads is caught (whether a given eager-op entry is
+    # read at all can vary between runs), and nothing damaged is ever used.
+    assert damaged["cache"]["persistent_corrupt"] >= 1
+    assert damaged["out"] == cold["out"]
+    healed = _run(tmp_path)  # the rebuilt entries were written back whole
+    assert healed["cache"].get("persistent_corrupt", 0) == 0
+    assert healed["cache"].get("persistent_miss", 0) == 0
+
+
+def test_concurrent_writers_leave_whole_entries(tmp_path):
+    procs = [_start(tmp_path) for _ in range(2)]
+    results = [_finish(p) for p in procs]
+    assert results[0]["out"] == results[1]["out"]
+    folder = Path(results[0]["dir"])
+    assert not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
+    after = _run(tmp_path)
+    assert after["cache"].get("persistent_corrupt", 0) == 0
+    assert after["cache"].get("persistent_miss", 0) == 0
+
+
+def test_empty_cache_dir_turns_it_off(monkeypatch):
+    from torchtpu.runtime import compile_cache
+
+    before = compile_cache.active_dir()
+    monkeypatch.setenv("TORCHTPU_CACHE_DIR", "")
+    try:
+        assert compile_cache.setup() is None
+        assert compile_cache.active_dir() is None
+    finally:
+        monkeypatch.undo()
+        if before is not None:
+            compile_cache.setup()  # back to what the process had

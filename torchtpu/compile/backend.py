@@ -1,0 +1,96 @@
+"""The ``torch.compile(..., backend="tpu")`` backend.
+
+Dynamo hands us a torch-level FX graph with FakeTensor example inputs. AOTAutograd turns it
+into functional ATen graphs -- one for inference, or a forward and a backward for training --
+decomposing ops that have no lowering rule (ops/decomps.py). Each ATen graph becomes one jax
+program (lower_fx.py), looked up first in an in-process cache. AOTAutograd's runtime wrapper
+does the rest in eager tpu code: it writes mutated inputs back with ``copy_`` (optimizer
+state, BatchNorm's running stats) and rebuilds outputs that alias inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from torch import fx
+
+from ..debug import counters as metrics
+from ..debug import explain
+from ..ops.decomps import DECOMPOSITIONS
+from ..ops.registry import LOWERINGS
+from . import buckets as bucketing
+from .cache_key import graph_key
+from .lower_fx import Program, Unlowerable, eager_runner
+
+# Compiled programs by graph key; a hit skips lowering and JAX's tracing and compiling.
+PROGRAMS: dict[str, Callable] = {}
+
+_KNOWN_OPTIONS = {"buckets"}
+
+
+def _decompositions() -> dict:
+    # A rule is one fused computation; decomposing an op that has one only adds ops.
+    return {op: fn for op, fn in DECOMPOSITIONS.items() if op not in LOWERINGS}
+
+
+def _graph_compiler(kind: str, options: tuple) -> Callable:
+    def compile_graph(gm: fx.GraphModule, example_inputs) -> Callable:
+        key = graph_key(gm, kind, options)
+        program = PROGRAMS.get(key)
+        if program is not None:
+            metrics.count("cache", "hit")
+            return program
+        metrics.count("cache", "miss")
+        try:
+            program = Program(gm, kind)
+        except Unlowerable as e:
+            # Correct, just slower: every op goes through the eager executor.
+            metrics.count("graph", "eager_graph")
+            explain.note(f"{kind} graph runs eagerly: {e}")
+            program = eager_runner(gm)
+        PROGRAMS[key] = program
+        return program
+
+    if kind == "backward":
+        # Dynamo would wrap a backward compiler in ``disable`` to keep it from tracing the
+        # generated code, hiding the program's boxed calling convention. Our runtime is on
+        # Dynamo's skip list already (dynamo_tensor.py), so that wrapper is not needed.
+        compile_graph._is_wrapped_bw_compiler = True
+    return compile_graph
+
+
+def compile_aten(gm: fx.GraphModule, example_inputs: list, options: tuple = ()) -> Callable:
+    """AOTAutograd over ``gm``, with every ATen graph lowered to a jax program."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    backend = aot_autograd(
+        fw_compiler=_graph_compiler("forward", options),
+        bw_compiler=_graph_compiler("backward", options),
+        inference_compiler=_graph_compiler("inference", options),
+        decompositions=_decompositions(),
+    )
+    return backend(gm, example_inputs)
+
+
+def tpu_backend(
+    gm: fx.GraphModule, example_inputs: list, *, options: dict[str, Any] | None = None,
+    mode: str | None = None,
+) -> Callable:
+    """The Dynamo backend. ``options``: ``{"buckets": ...}`` (see compile/buckets.py)."""
+    options = dict(options or {})
+    unknown = set(options) - _KNOWN_OPTIONS
+    if unknown:
+        raise ValueError(
+            f"torchtpu: unknown torch.compile option(s) {sorted(unknown)} for backend 'tpu'; "
+            f"known: {sorted(_KNOWN_OPTIONS)}"
+        )
+    metrics.count("graph", "dynamo_graph")
+    explain.record_compile(gm, example_inputs)
+    spec = bucketing.parse(options.get("buckets"))
+    if spec is not None:
+        return bucketing.compile_bucketed(gm, example_inputs, spec, compile_aten)
+    return compile_aten(gm, example_inputs)
+
+
+__all__ = ["PROGRAMS", "compile_aten", "tpu_backend"]

@@ -1,0 +1,195 @@
+"""Bounded dynamic shapes: pad a varying dimension up to the next bucket size.
+
+``torch.compile(model, backend="tpu", options={"buckets": {"sizes": (32, 64, 128),
+"pad": {"targets": -100}}})``
+
+When a dimension varies between calls (a sequence length), Dynamo traces the graph once
+with that size symbolic: on the second distinct shape by itself, or at once after
+``torch._dynamo.mark_dynamic(x, dim)``. Each call then pads every input along its symbolic
+dimensions to the smallest bucket that fits, runs the program compiled for that bucket
+(one per bucket, with static shapes), and slices the outputs back to the true size. The
+padding and slicing are ordinary tpu ops, so autograd carries gradients through both.
+
+Padding is only correct if the model ignores the padded positions, and that is what the
+pad values are for: inputs are padded with 0 unless ``pad`` names another value, by
+argument name (a compiled function's parameter) or position (a compiled module's
+``forward`` argument). The usual cases: causal attention (a position never sees later
+ones), targets padded with ``ignore_index`` (-100) so the loss skips them, an attention
+mask padded with 0. Sizes beyond the largest bucket run unpadded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import fx
+
+from ..debug import counters as metrics
+from ..debug import explain
+
+
+@dataclass(frozen=True)
+class BucketSpec:
+    sizes: tuple[int, ...]
+    pad: dict = field(default_factory=dict)
+
+    def bucket(self, n: int) -> int:
+        for s in self.sizes:
+            if s >= n:
+                return s
+        return n  # beyond the largest bucket: exact size
+
+
+def parse(spec) -> BucketSpec | None:
+    """``None``, a list of sizes, or ``{"sizes": [...], "pad": {name_or_position: value}}``."""
+    if spec is None:
+        return None
+    if isinstance(spec, dict):
+        unknown = set(spec) - {"sizes", "pad"}
+        if unknown:
+            raise ValueError(f"torchtpu: unknown bucket option(s) {sorted(unknown)}")
+        sizes, pad = spec.get("sizes"), dict(spec.get("pad") or {})
+    else:
+        sizes, pad = spec, {}
+    sizes = tuple(sorted(int(s) for s in sizes or ()))
+    if not sizes or sizes[0] <= 0:
+        raise ValueError(f"torchtpu: buckets need positive sizes, got {spec!r}")
+    return BucketSpec(sizes, pad)
+
+
+def _symbol(size):
+    """The symbol a size is, if it is exactly one (s0), else None (static or an expression)."""
+    if isinstance(size, torch.SymInt):
+        expr = size.node.expr
+        if getattr(expr, "is_Symbol", False):
+            return expr
+    return None
+
+
+def _has_symbols(size) -> bool:
+    return isinstance(size, torch.SymInt) and bool(size.node.expr.free_symbols)
+
+
+def _aliases(node: fx.Node) -> set:
+    """The names and positions a user would use for this graph input."""
+    grapharg = node.meta.get("grapharg")
+    source = getattr(grapharg, "source", None)
+    text = source.name if isinstance(getattr(source, "name", None), str) else ""
+    if callable(getattr(source, "name", None)):
+        text = source.name()
+    found: set = set(re.findall(r"L\['(\w+)'\]$", text))
+    found |= {int(i) for i in re.findall(r"L\['args'\]\[(\d+)\]$", text)}
+    return found
+
+
+class Bucketed:
+    """The callable the backend returns for a graph with symbolic sizes and buckets on."""
+
+    def __init__(self, gm: fx.GraphModule, example_inputs: list, spec: BucketSpec,
+                 compile_aten: Callable):
+        self.gm, self.spec, self.compile_aten = gm, spec, compile_aten
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        # Where each symbol's value can be read at run time, and what to pad.
+        self.readers: dict = {}
+        self.tensor_dims: list[tuple[int, list[tuple[int, object]], float]] = []
+        self.int_inputs: list[tuple[int, object]] = []
+        for i, node in enumerate(placeholders):
+            x = _traced_value(node, example_inputs[i])
+            if isinstance(x, torch.Tensor):
+                dims = [(d, _symbol(n)) for d, n in enumerate(x.shape) if _symbol(n) is not None]
+                if dims:
+                    value = next((self.spec.pad[a] for a in _aliases(node) if a in spec.pad), 0)
+                    self.tensor_dims.append((i, dims, value))
+                    for d, sym in dims:
+                        self.readers.setdefault(sym, ("tensor", i, d))
+            elif isinstance(x, torch.SymInt) and _symbol(x) is not None:
+                self.int_inputs.append((i, _symbol(x)))
+                self.readers.setdefault(_symbol(x), ("int", i, None))
+        self.output_dims, self.sliceable = self._output_dims(gm)
+        # Every symbol an output is cut by must be readable from the inputs.
+        self.sliceable &= all(s in self.readers for d in self.output_dims for _, s in d)
+        self.programs: dict[tuple, Callable] = {}
+
+    def _output_dims(self, gm: fx.GraphModule):
+        out = next(n for n in gm.graph.nodes if n.op == "output")
+        dims, ok = [], True
+        for v in out.args[0]:
+            val = v.meta.get("example_value", v.meta.get("val")) if isinstance(v, fx.Node) else v
+            if isinstance(val, torch.Tensor):
+                d = [(k, _symbol(n)) for k, n in enumerate(val.shape) if _symbol(n) is not None]
+                # A dimension like s0 * 4 cannot be cut back by slicing; run such graphs unpadded.
+                ok &= all(_symbol(n) is not None or not _has_symbols(n) for n in val.shape)
+                dims.append(d)
+            else:
+                dims.append([])
+        return dims, ok
+
+    def __call__(self, *args):
+        values = {}
+        for sym, (kind, i, d) in self.readers.items():
+            values[sym] = int(args[i].shape[d]) if kind == "tensor" else int(args[i])
+        sizes = {sym: self.spec.bucket(v) for sym, v in values.items()}
+        if not self.sliceable or sizes == values:
+            sizes = dict(values)  # nothing to pad (or nothing we could cut back)
+        key = tuple(sorted((str(s), n) for s, n in sizes.items()))
+        args = list(args)
+        for i, dims, value in self.tensor_dims:
+            args[i] = _pad(args[i], [(d, sizes[s]) for d, s in dims], value)
+        for i, sym in self.int_inputs:
+            args[i] = sizes[sym]
+        program = self.programs.get(key)
+        if program is None:
+            metrics.count("graph", "bucket_compile")
+            explain.note(f"bucket {dict(key)} compiled")
+            program = self.programs[key] = self.compile_aten(self.gm, args)
+        else:
+            metrics.count("cache", "bucket_hit")
+        outs = program(*args)
+        if sizes == values:
+            return outs
+        return [_cut(o, dims, values) for o, dims in zip(outs, self.output_dims, strict=True)]
+
+
+def _traced_value(node: fx.Node, example):
+    """What Dynamo traced the input as (a FakeTensor with symbolic sizes); the backend's
+    example inputs are the real tensors of the first call."""
+    return node.meta.get("example_value", example)
+
+
+def _pad(x: torch.Tensor, dims: list[tuple[int, int]], value) -> torch.Tensor:
+    widths = [0] * (2 * x.dim())
+    for d, size in dims:
+        # F.pad lists (left, right) pairs from the last dimension backwards.
+        widths[2 * (x.dim() - 1 - d) + 1] = size - x.shape[d]
+    if not any(widths):
+        return x
+    return torch.nn.functional.pad(x, widths, value=value)
+
+
+def _cut(x, dims, values):
+    if not isinstance(x, torch.Tensor):
+        return x
+    for d, sym in dims:
+        if x.shape[d] != values[sym]:
+            x = x.narrow(d, 0, values[sym])
+    return x
+
+
+def compile_bucketed(gm: fx.GraphModule, example_inputs: list, spec: BucketSpec,
+                     compile_aten: Callable) -> Callable:
+    """The backend's result for ``gm`` with buckets on."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    traced = [_traced_value(n, x) for n, x in zip(placeholders, example_inputs, strict=True)]
+    symbolic = any(
+        isinstance(x, torch.SymInt)
+        or isinstance(x, torch.Tensor) and any(isinstance(n, torch.SymInt) for n in x.shape)
+        for x in traced
+    )
+    if not symbolic:
+        # Static shapes: one program, as without buckets. Dynamo makes the varying
+        # dimension symbolic when it first sees a second size.
+        return compile_aten(gm, example_inputs)
+    return Bucketed(gm, example_inputs, spec, compile_aten)

@@ -1,0 +1,66 @@
+"""Letting Dynamo trace programs whose inputs are tpu tensors.
+
+Dynamo turns every tensor it meets into a FakeTensor and traces on those. It only does that
+for ``torch.Tensor`` itself, a few built-in types, and "traceable" wrapper subclasses (those
+with ``__tensor_flatten__``). Any other subclass that overrides ``__torch_dispatch__`` --
+TpuTensor does -- is treated as an opaque user object: every method call graph-breaks, and
+Dynamo even tries to trace our dispatcher.
+
+TpuTensor is not a subclass in that sense: it is how a Python backend represents a tensor on
+the PrivateUse1 device, the way a C++ backend uses a plain TensorImpl. FakeTensorMode already
+fake-ifies it correctly (meta storage, device ``tpu:0``, requires_grad kept), so all Dynamo
+needs is to be told to wrap it like a plain tensor. Dynamo picks the wrapping by exact type
+in ``VariableBuilder._type_dispatch``; we add TpuTensor beside ``torch.Tensor`` there.
+Its guards are then the ordinary tensor guards (type, dtype, device, shape, strides,
+requires_grad), and the backend receives FakeTensors on ``tpu:0``.
+
+AOTAutograd checks at backward time that each incoming gradient has the type it traced
+(``torch.Tensor``); a tensor may declare itself equivalent through
+``__coerce_same_metadata_as_tangent__``. A TpuTensor is the plain tensor of its device, so
+it returns itself. (That method belongs on TpuTensor in tensor.py; until it is there we
+attach it here.)
+
+Dynamo must also never trace the runtime itself. Between graphs (after a graph break, or
+inside ``loss.backward()``) eager tpu ops run our dispatcher and JAX in Python frames that
+Dynamo would otherwise try to compile; those packages go on Dynamo's skip list. The
+reference models in torchtpu.models are user code and stay traceable.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from ..tensor import TpuTensor
+
+# Frames Dynamo must run as they are: our runtime, and JAX under it.
+_SKIPPED = (
+    "torchtpu.eager", "torchtpu.ops", "torchtpu.runtime", "torchtpu.compile", "torchtpu.debug",
+    "torchtpu.tensor", "torchtpu.backend", "torchtpu.device_module", "torchtpu._print",
+    "torchtpu.config", "jax", "jaxlib", "ml_dtypes", "opt_einsum",
+)
+
+
+def install() -> None:
+    """Make Dynamo wrap TpuTensor as a plain tensor; idempotent."""
+    from torch._dynamo.variables.builder import VariableBuilder
+
+    dispatch_impl = getattr(VariableBuilder, "_type_dispatch_impl", None)
+    if dispatch_impl is None or not hasattr(VariableBuilder, "wrap_tensor"):
+        raise RuntimeError(
+            "torchtpu: this PyTorch's Dynamo has no VariableBuilder._type_dispatch_impl; "
+            "torch.compile cannot trace tpu tensors (report this with your torch version)"
+        )
+    from torch._dynamo import trace_rules
+
+    for name in _SKIPPED:
+        if importlib.util.find_spec(name) is not None:
+            trace_rules.add(name)
+    if not hasattr(TpuTensor, "__coerce_same_metadata_as_tangent__"):
+        TpuTensor.__coerce_same_metadata_as_tangent__ = _same_as_tangent
+    # The table is built once per trace_numpy setting and cached; patch both.
+    for trace_numpy in (False, True):
+        dispatch_impl(trace_numpy)[TpuTensor] = VariableBuilder.wrap_tensor
+
+
+def _same_as_tangent(self, expected_metadata=None, expected_type=None):
+    return self

@@ -1,0 +1,254 @@
+"""Lowering a functional ATen FX graph (what AOTAutograd hands a backend) to one jax function.
+
+Each ``call_function`` node runs its op's lowering rule (ops/registry.py) on jax values, with
+its non-tensor arguments as the Python values the graph holds. The whole walk happens inside
+one ``jax.jit`` trace, so the graph becomes a single XLA program.
+
+Shapes are static inside a program. A graph traced with symbolic sizes (Dynamo's automatic
+dynamic shapes) still lowers: its SymInt inputs arrive as Python ints and become static jit
+arguments, so each concrete shape is one program (see compile/buckets.py to bound them).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import torch
+from torch import fx
+
+from ..debug import counters as metrics
+from ..ops import random as rng
+from ..ops.dtypes import to_jax_dtype
+from ..ops.registry import LOWERINGS
+from ..runtime.transfer import to_device
+from ..tensor import TpuTensor, read, wrap
+
+aten = torch.ops.aten
+
+
+class Unlowerable(Exception):
+    """The graph holds an op no rule can run inside a program (the graph then runs eagerly)."""
+
+
+# Asserts and hints the graph carries for other compilers; nothing to compute.
+_NO_OPS = {
+    aten._assert_tensor_metadata.default,
+    aten._assert_async.default,
+    aten._assert_async.msg,
+    aten._assert_scalar.default,
+    aten.sym_constrain_range.default,
+    aten.sym_constrain_range_for_size.default,
+}
+
+_SYM_QUERIES = {
+    aten.sym_size.int: lambda x, d: x.shape[d],
+    aten.sym_numel.default: lambda x: x.size,
+    aten.sym_stride.int: None,  # strides do not exist for jax arrays; see _check
+    aten.sym_storage_offset.default: lambda x: 0,
+}
+
+_RANDOM_MODULE = rng.__name__
+
+
+def is_random(rule) -> bool:
+    return rule.fn.__module__ == _RANDOM_MODULE
+
+
+def check(gm: fx.GraphModule) -> None:
+    """Raise Unlowerable if any node cannot run inside a program."""
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        t = node.target
+        if t in _NO_OPS or t is operator.getitem:
+            continue
+        if t in _SYM_QUERIES:
+            if _SYM_QUERIES[t] is None:
+                raise Unlowerable(f"{t} (strides are not modelled inside programs)")
+            continue
+        if isinstance(t, torch._ops.OpOverload):
+            rule = LOWERINGS.get(t)
+            if rule is None:
+                raise Unlowerable(f"{t} has no lowering rule")
+            if rule.eager and not is_random(rule):
+                raise Unlowerable(f"{t} has a data-dependent output shape")
+        elif isinstance(t, torch._ops.HigherOrderOperator) or not callable(t):
+            raise Unlowerable(f"call of {t!r}")
+
+
+def has_random(gm: fx.GraphModule) -> bool:
+    return any(
+        n.op == "call_function" and n.target in LOWERINGS and is_random(LOWERINGS[n.target])
+        for n in gm.graph.nodes
+    )
+
+
+def _conform(node: fx.Node, out):
+    """Cast a rule's result to the dtype PyTorch's meta says the node has."""
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor) and isinstance(out, jax.Array):
+        want = to_jax_dtype(val.dtype)
+        if out.dtype != want:
+            out = out.astype(want)
+        shape = tuple(val.shape)
+        if all(isinstance(n, int) for n in shape) and out.shape != shape:
+            raise AssertionError(
+                f"torchtpu: lowering of {node.target} produced shape {out.shape}, "
+                f"PyTorch gives {shape}"
+            )
+        return out
+    if isinstance(val, (list, tuple)) and isinstance(out, (list, tuple)):
+        fixed = []
+        for i, o in enumerate(out):
+            v = val[i] if i < len(val) else None
+            if isinstance(v, torch.Tensor) and o is not None:
+                want = to_jax_dtype(v.dtype)
+                o = o if o.dtype == want else o.astype(want)
+            fixed.append(o)
+        return type(out)(fixed)
+    return out
+
+
+def interpret(gm: fx.GraphModule, inputs: list) -> list:
+    """Evaluate the graph on jax values (inside a trace): the graph's outputs, flattened."""
+    env: dict[fx.Node, Any] = {}
+    it = iter(inputs)
+
+    def load(a):
+        if isinstance(a, fx.Node):
+            return env[a]
+        if isinstance(a, (list, tuple)):
+            # As the eager executor passes them: tensor lists as lists, int lists as tuples.
+            # (A size list may hold SymInt nodes: those load as ints, and it stays a tuple.)
+            values = [load(v) for v in a]
+            if any(isinstance(v, jax.Array) for v in values):
+                return values
+            return tuple(values)
+        if isinstance(a, dict):
+            return {k: load(v) for k, v in a.items()}
+        return a
+
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            env[node] = next(it)
+        elif node.op == "get_attr":
+            env[node] = next(it)  # constants are passed in as inputs, after placeholders
+        elif node.op == "call_function":
+            t = node.target
+            args, kwargs = load(node.args), load(node.kwargs)
+            if t in _NO_OPS:
+                env[node] = None
+            elif t in _SYM_QUERIES:
+                env[node] = _SYM_QUERIES[t](*args, **kwargs)
+            elif isinstance(t, torch._ops.OpOverload):
+                env[node] = _conform(node, LOWERINGS[t].fn(*args, **kwargs))
+            else:  # operator.getitem, operator.mul on sizes, math functions, ...
+                env[node] = t(*args, **kwargs)
+        elif node.op == "output":
+            return list(load(node.args[0]))
+        else:
+            raise Unlowerable(f"FX node kind {node.op}")
+    raise AssertionError("graph without an output node")
+
+
+def _arg_kinds(gm: fx.GraphModule) -> list[str]:
+    """'array' for tensor placeholders, 'static' for ints (symbolic sizes) and the like."""
+    kinds = []
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            val = node.meta.get("val")
+            is_tensor = val is None or isinstance(val, torch.Tensor)
+            kinds.append("array" if is_tensor else "static")
+    return kinds
+
+
+def _to_array(x) -> jax.Array:
+    if type(x) is TpuTensor:
+        return x._storage.value if x._direct else read(x)
+    if isinstance(x, TpuTensor):
+        return read(x)
+    if isinstance(x, torch.Tensor):
+        return to_device(x)
+    return jnp.asarray(x)
+
+
+class Program:
+    """A lowered graph: call it with the graph's runtime inputs, get its outputs as tensors."""
+
+    def __init__(self, gm: fx.GraphModule, name: str):
+        check(gm)
+        self.gm = gm
+        self.name = name
+        self.kinds = _arg_kinds(gm)
+        self.constants = [
+            _to_array(getattr(gm, n.target)) for n in gm.graph.nodes if n.op == "get_attr"
+        ]
+        self.random = has_random(gm)
+        # Per static-argument signature: the draws the program makes, its non-array outputs.
+        self._draws: dict[tuple, int] = {}
+        self._layout: dict[tuple, list] = {}
+        self._jit = jax.jit(self._trace, static_argnums=(1,))
+
+    def _trace(self, arrays: list, statics: tuple, stream: tuple | None):
+        metrics.count("compile", f"graph:{self.name}")
+        metrics.count("graph", "trace")
+        it_arrays, it_statics = iter(arrays), iter(statics)
+        inputs = [next(it_arrays) if k == "array" else next(it_statics) for k in self.kinds]
+        inputs += list(it_arrays)  # the constants
+        if stream is not None:
+            with rng.traced_stream(*stream) as draws:
+                outs = interpret(self.gm, inputs)
+            self._draws[statics] = draws[2]
+        else:
+            outs = interpret(self.gm, inputs)
+        # A program returns arrays only; ints and Nones in the output are fixed per signature.
+        layout, arrays_out = [], []
+        for o in outs:
+            if isinstance(o, jax.Array):
+                layout.append(None)
+                arrays_out.append(o)
+            else:
+                layout.append(("const", o))
+        self._layout[statics] = layout
+        return arrays_out
+
+    # AOTAutograd's boxed convention: one list argument, which we may clear early. Its
+    # backward wrapper (Dynamo's ``disable``) hides the flag and passes inputs unboxed.
+    _boxed_call = True
+
+    def __call__(self, *args) -> list:
+        if len(args) == 1 and type(args[0]) is list:  # graph inputs are never lists
+            args = args[0]
+        arrays, statics = [], []
+        for kind, a in zip(self.kinds, args, strict=True):
+            if kind == "array":
+                arrays.append(_to_array(a))
+            else:
+                statics.append(a)
+        if type(args) is list:
+            args.clear()  # drop references to the inputs once we hold their arrays
+        arrays += self.constants
+        statics = tuple(statics)
+        stream = rng.stream_inputs() if self.random else None
+        outs = self._jit(arrays, statics, stream)
+        if stream is not None:
+            rng.advance(self._draws[statics])
+        it = iter(outs)
+        return [wrap(next(it)) if slot is None else slot[1] for slot in self._layout[statics]]
+
+
+def eager_runner(gm: fx.GraphModule) -> Callable:
+    """Run the graph op by op on the eager tpu executor (for graphs a program cannot hold)."""
+
+    def run(*args):
+        if len(args) == 1 and type(args[0]) is list:
+            args = args[0]
+        metrics.count("graph", "eager_graph_run")
+        return gm(*args)
+
+    run._boxed_call = True
+    return run

@@ -1,0 +1,73 @@
+"""Registering the "tpu" torch.compile backend without importing Dynamo up front.
+
+``import torch._dynamo`` costs about a second, and most programs never call torch.compile,
+so ``import torchtpu`` must not pay for it. The backend registry lives inside Dynamo, so
+we register the moment Dynamo is imported by anyone (torch.compile imports it before it
+looks the backend up): an import hook waits for ``torch._dynamo`` and runs ``_on_dynamo``
+right after the module finishes loading. If Dynamo is already loaded we register at once.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import sys
+
+BACKEND_NAME = "tpu"
+_TARGET = "torch._dynamo"
+_done = False
+
+
+def _on_dynamo() -> None:
+    global _done
+    if _done:
+        return
+    _done = True
+    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+
+    from .dynamo_tensor import install
+
+    install()
+    if BACKEND_NAME not in _COMPILER_FNS:
+        register_backend(compiler_fn=_lazy_backend, name=BACKEND_NAME)
+
+
+def _lazy_backend(gm, example_inputs, **kwargs):
+    # The backend module imports AOTAutograd; load it on the first compile, not at import.
+    from .backend import tpu_backend
+
+    return tpu_backend(gm, example_inputs, **kwargs)
+
+
+_lazy_backend.__name__ = "tpu"
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, inner: importlib.abc.Loader):
+        self._inner = inner
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self._inner.exec_module(module)
+        _on_dynamo()
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path, target=None):
+        if fullname != _TARGET:
+            return None
+        sys.meta_path.remove(self)  # one shot; also keeps find_spec below from recursing
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _Loader(spec.loader)
+        return spec
+
+
+def register() -> None:
+    """Register the backend now if Dynamo is loaded, else as soon as it is."""
+    if _TARGET in sys.modules and hasattr(sys.modules[_TARGET], "optimize"):
+        _on_dynamo()
+    elif not any(isinstance(f, _Finder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Finder())
