@@ -16,9 +16,7 @@ requires_grad), and the backend receives FakeTensors on ``tpu:0``.
 
 AOTAutograd checks at backward time that each incoming gradient has the type it traced
 (``torch.Tensor``); a tensor may declare itself equivalent through
-``__coerce_same_metadata_as_tangent__``. A TpuTensor is the plain tensor of its device, so
-it returns itself. (That method belongs on TpuTensor in tensor.py; until it is there we
-attach it here.)
+``__coerce_same_metadata_as_tangent__``, which TpuTensor does (tensor.py).
 
 Dynamo must also never trace the runtime itself. Between graphs (after a graph break, or
 inside ``loss.backward()``) eager tpu ops run our dispatcher and JAX in Python frames that
@@ -55,12 +53,6 @@ def install() -> None:
     for name in _SKIPPED:
         if importlib.util.find_spec(name) is not None:
             trace_rules.add(name)
-    if not hasattr(TpuTensor, "__coerce_same_metadata_as_tangent__"):
-        TpuTensor.__coerce_same_metadata_as_tangent__ = _same_as_tangent
     # The table is built once per trace_numpy setting and cached; patch both.
     for trace_numpy in (False, True):
         dispatch_impl(trace_numpy)[TpuTensor] = VariableBuilder.wrap_tensor
-
-
-def _same_as_tangent(self, expected_metadata=None, expected_type=None):
-    return self
