@@ -71,3 +71,21 @@ def test_autograd_grad_and_double_backward():
         (gg,) = torch.autograd.grad(g.sum(), x)
         res.append((g, gg))
     assert_same(res[1], res[0])
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_forward_and_backward(mode):
+    torch.manual_seed(0)
+    w0 = torch.randn(10, 3)
+    idx = torch.tensor([1, 2, 4, 5, 4, 3, 9, 0])
+    off = torch.tensor([0, 2, 2, 5])  # bag 1 is empty
+    psw = torch.rand(8) if mode == "sum" else None
+    res = []
+    for dev in ("cpu", "tpu"):
+        w = w0.to(dev).detach().requires_grad_(True)
+        out = torch.nn.functional.embedding_bag(
+            idx.to(dev), w, off.to(dev), mode=mode,
+            per_sample_weights=None if psw is None else psw.to(dev))
+        (out * torch.arange(3.0, device=dev)).sum().backward()
+        res.append((out, w.grad))
+    assert_same(res[1], res[0])

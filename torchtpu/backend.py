@@ -7,6 +7,7 @@ from torch.utils.backend_registration import _setup_privateuseone_for_python_bac
 
 from .eager import modes
 from .eager.dispatch import dispatch
+from .runtime.transfer import to_device
 from .tensor import wrap
 
 aten = torch.ops.aten
@@ -61,6 +62,22 @@ def _eye(n, m=None, dtype=None, layout=None, device=None, pin_memory=None):
     return dispatch(aten.eye.m, (n, n if m is None else m), {"dtype": dtype})
 
 
+def _via_cpu(op):
+    """A PrivateUse1 kernel for a small factory: build it on the CPU, then move it over."""
+
+    def kernel(*args, **kwargs):
+        kwargs["device"] = "cpu"
+        kwargs.pop("pin_memory", None)
+        return wrap(to_device(op(*args, **kwargs)))
+
+    return kernel
+
+
+# Small index and window factories: cheaper built once on the host than compiled.
+_HOST_FACTORIES = ("tril_indices", "triu_indices", "hann_window", "hamming_window",
+                   "blackman_window", "bartlett_window", "kaiser_window")
+
+
 def register() -> None:
     """Rename PrivateUse1 to 'tpu' and install torch.tpu; idempotent."""
     global _lib
@@ -84,6 +101,12 @@ def register() -> None:
     _lib.impl("eye", _eye, "PrivateUse1")
     _lib.impl("eye.m", _eye, "PrivateUse1")
     _lib.impl("_copy_from", _copy_from, "PrivateUse1")
+    for name in _HOST_FACTORIES:
+        packet = getattr(aten, name)
+        for overload in packet.overloads():
+            if overload != "out":
+                qualified = name if overload == "default" else f"{name}.{overload}"
+                _lib.impl(qualified, _via_cpu(getattr(packet, overload)), "PrivateUse1")
     modes.init_from_env()
 
 

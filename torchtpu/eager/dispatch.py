@@ -79,8 +79,9 @@ def _build(func, fused: bool = False) -> Handler:
         return views.handler(func)
     rule = LOWERINGS.get(func)
     if rule is not None:
-        if mutation.mutated_args(func):
-            return mutation.rule_with_mutations(func, _rule_handler(rule, fused, wrap=False))
+        if mutation.mutated_args(func) or rule.mutates:
+            inner = _rule_handler(rule, fused, wrap=False)
+            return mutation.rule_with_mutations(func, inner, rule.mutates)
         return _rule_handler(rule, fused)
     derived = mutation.derived_handler(func, functional_handler)
     if derived is not None:
@@ -106,6 +107,8 @@ def _rule_handler(rule, fused: bool = False, wrap: bool = True) -> Handler:
         post = lambda out: out  # noqa: E731
     elif _returns_one_tensor(rule.op):
         post = wrap_tensor
+    elif len(rule.op._schema.returns) > 1:
+        post = _wrap_n(rule.op)
     else:
         post = wrap_out
 
@@ -117,6 +120,19 @@ def _rule_handler(rule, fused: bool = False, wrap: bool = True) -> Handler:
         return post(run(*a))
 
     return handler
+
+
+def _wrap_n(op):
+    n = len(op._schema.returns)
+
+    def post(out):
+        # PyTorch's C++ side trusts the count: a wrong one would crash the process.
+        if len(out) != n:
+            raise AssertionError(f"torchtpu: lowering of {op} returned {len(out)} outputs, "
+                                 f"its schema has {n}")
+        return wrap_out(out)
+
+    return post
 
 
 def _forcing(fn):

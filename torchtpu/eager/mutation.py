@@ -169,13 +169,13 @@ def _out_handler(func, compute, out_names):
     return handler
 
 
-def rule_with_mutations(func, compute):
+def rule_with_mutations(func, compute, names: tuple[str, ...] = ()):
     """A rule for an op that mutates inputs (batch norm's running stats) returns its outputs
     followed by the new values of those inputs; write them back and return the outputs."""
     schema = func._schema
     n_out = len(schema.returns)
     positions = [(i, a) for i, a in enumerate(schema.arguments)
-                 if a.alias_info is not None and a.alias_info.is_write]
+                 if a.name in names or a.alias_info is not None and a.alias_info.is_write]
 
     def handler(args, kwargs):
         out = compute(args, kwargs)

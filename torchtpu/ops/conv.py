@@ -243,7 +243,8 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
     return out, empty, empty, running_mean, running_var
 
 
-@lowering(aten.native_batch_norm, aten._native_batch_norm_legit.default)
+@lowering(aten.native_batch_norm, mutates=("running_mean", "running_var"))
+@lowering(aten._native_batch_norm_legit.default)
 def _native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum,  # noqa: A002
                        eps):
     out, mean, invstd, rm, rv = _batch_norm(input, weight, bias, running_mean, running_var,

@@ -29,6 +29,9 @@ class Lowering:
     # An eager rule whose array work all goes through runtime.execute executables: fused
     # eager can run it on pending values (random ops) instead of synchronising first.
     records: bool = False
+    # Inputs the op updates in place although its schema does not say so
+    # (native_batch_norm's running statistics); the rule returns their new values last.
+    mutates: tuple[str, ...] = ()
 
 
 LOWERINGS: dict[OpOverload, Lowering] = {}
@@ -51,6 +54,7 @@ def lowering(
     eager: bool = False,
     skip_meta: bool = False,
     records: bool = False,
+    mutates: tuple[str, ...] = (),
 ) -> Callable[[Callable], Callable]:
     """Register ``fn`` as the lowering of ``ops``; a packet stands for its functional overloads."""
 
@@ -59,7 +63,9 @@ def lowering(
             for op in _overloads(packet):
                 if op in LOWERINGS:
                     raise RuntimeError(f"torchtpu: duplicate lowering for {op}")
-                LOWERINGS[op] = Lowering(op, fn, frozenset(static), eager, skip_meta, records)
+                LOWERINGS[op] = Lowering(
+                    op, fn, frozenset(static), eager, skip_meta, records, tuple(mutates)
+                )
         return fn
 
     return register
