@@ -3,7 +3,7 @@ PYTHON ?= python3
 # Where torch is missing, take the CPU wheel this machine keeps on disk.
 TORCH ?= torch==2.13.0
 
-.PHONY: install train test test-slow bench lint
+.PHONY: install train test test-slow bench bench-offload lint
 
 .install-stamp: pyproject.toml
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install "$(TORCH)"
@@ -23,6 +23,11 @@ test-slow: .install-stamp
 
 bench: .install-stamp
 	$(PYTHON) benchmarks/eager_overhead.py
+	$(PYTHON) benchmarks/train_step.py
+
+# For a CUDA machine: the streaming trainer against FSDP2 CPU offload.
+bench-offload: .install-stamp
+	$(PYTHON) benchmarks/offload_gpu.py
 
 lint:
 	$(PYTHON) -m ruff check torchtpu tests benchmarks examples

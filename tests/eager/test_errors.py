@@ -105,3 +105,22 @@ def test_mode_switch_validates_and_env_default(monkeypatch):
     assert torchtpu.get_eager_mode() == "debug"
     torchtpu.set_eager_mode("strict")
     assert torch.tpu.get_eager_mode() == "strict"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda x, i: x[i],
+        lambda x, i: x.index_select(0, i),
+        lambda x, i: torch.nn.functional.embedding(i, x),
+        lambda x, i: x.gather(0, i[:, None].expand(2, 4)),
+        lambda x, i: x.index_put((i,), torch.zeros(2, 4, device=x.device)),
+    ],
+)
+def test_debug_mode_raises_index_error_for_out_of_range_indices(bad):
+    x = torch.zeros(3, 4)
+    i = torch.tensor([0, 7])
+    with pytest.raises((IndexError, RuntimeError)) as on_cpu:
+        bad(x, i)
+    with torchtpu.set_eager_mode("debug"), pytest.raises(on_cpu.type, match="out of bounds"):
+        bad(x.to("tpu"), i.to("tpu"))

@@ -7,6 +7,7 @@ import traceback
 
 import torch
 
+from . import bounds
 from .dispatch import block
 from .fallback import describe
 
@@ -30,6 +31,7 @@ def attributed(func, inner):
     def run(args, kwargs):
         global last_error
         try:
+            bounds.check(func, args, kwargs)
             out = inner(args, kwargs)
             block(out)
             return out
