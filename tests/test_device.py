@@ -136,3 +136,16 @@ def test_save_and_load_round_trip(tmp_path):
     loaded = torch.load(tmp_path / "t.pt", weights_only=False)["t"]
     assert loaded.device.type == "tpu"
     assert_same(loaded, torch.arange(6.0).reshape(2, 3))
+
+
+def test_module_to_while_a_cpu_graph_holds_the_parameters():
+    emb = torch.nn.Embedding(5, 3)
+    head = torch.nn.Linear(3, 5, bias=False)
+    head.weight = emb.weight
+    model = torch.nn.Sequential(emb, torch.nn.Linear(3, 3), head)
+    out = model(torch.tensor([1, 2]))  # keeps a CPU autograd graph that saved the weights
+    model.to("tpu")
+    assert all(p.device.type == "tpu" for p in model.parameters())
+    assert model[0].weight is model[2].weight  # still tied
+    out.sum().backward()  # the CPU graph still works
+    assert_same(model(torch.tensor([1, 2], device="tpu")), out)

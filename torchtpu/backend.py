@@ -78,6 +78,48 @@ _HOST_FACTORIES = ("tril_indices", "triu_indices", "hann_window", "hamming_windo
                    "blackman_window", "bartlett_window", "kaiser_window")
 
 
+_module_apply = torch.nn.Module._apply
+_apply_depth = 0
+
+
+def _apply_keeping_ties(self, fn, recurse=True):
+    """``Module._apply`` that survives parameters a live autograd graph still holds.
+
+    Swapping tensors in place (what keeps Parameter objects and ties across ``.to('tpu')``)
+    refuses a parameter that a CPU graph has saved. Then the outermost call converts the rest
+    as PyTorch does without swapping (new Parameters) and re-ties what was one object.
+    """
+    global _apply_depth
+    if _apply_depth:
+        return _module_apply(self, fn, recurse)
+    owners: dict[int, list] = {}
+    for module in self.modules():
+        for name, p in module._parameters.items():
+            if p is not None:
+                owners.setdefault(id(p), []).append((module, name))
+    _apply_depth += 1
+    try:
+        return _module_apply(self, fn, recurse)
+    except RuntimeError as e:
+        if "Couldn't swap" not in str(e):
+            raise
+    finally:
+        _apply_depth -= 1
+    previous = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(False)
+    _apply_depth += 1
+    try:
+        _module_apply(self, fn, recurse)
+    finally:
+        _apply_depth -= 1
+        torch.__future__.set_swap_module_params_on_conversion(previous)
+    for places in owners.values():
+        first = places[0][0]._parameters[places[0][1]]
+        for module, name in places[1:]:
+            module._parameters[name] = first
+    return self
+
+
 def register() -> None:
     """Rename PrivateUse1 to 'tpu' and install torch.tpu; idempotent."""
     global _lib
@@ -91,6 +133,7 @@ def register() -> None:
     # model.to('tpu') must keep each Parameter object, as on cuda; PyTorch only swaps
     # tensors in place for Python backends when this is on.
     torch.__future__.set_swap_module_params_on_conversion(True)
+    torch.nn.Module._apply = _apply_keeping_ties
     _lib = torch.library.Library("aten", "IMPL")
     _lib.impl("empty.memory_format", _empty_memory_format, "PrivateUse1")
     _lib.impl("empty_strided", _empty_strided, "PrivateUse1")

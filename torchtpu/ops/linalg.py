@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import torch
 from jax import lax
 
-from .dtypes import LOW_PRECISION, promote
+from .dtypes import LOW_PRECISION, promote, to_jax_dtype
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -115,3 +115,32 @@ def _cholesky_ex(self, *, upper=False, check_errors=False):
     lower = jnp.linalg.cholesky(self)
     out = jnp.conj(jnp.swapaxes(lower, -1, -2)) if upper else lower
     return out, jnp.zeros(self.shape[:-2], jnp.int32)
+
+
+def _group_ids(offs, n):
+    """Group of each of n positions, from cumulative group end offsets."""
+    return jnp.searchsorted(offs, jnp.arange(n), side="right")
+
+
+@lowering(aten._grouped_mm, skip_meta=True)  # the meta kernel only admits bf16 (CUDA's rule)
+def _grouped_mm(self, mat2, offs=None, bias=None, out_dtype=None):
+    """Mixture-of-experts matmul: rows (or the contraction) split into groups by ``offs``."""
+    a, b = self, mat2
+    if offs is None:
+        out = _mm(a, b)  # batched: one matrix pair per group
+    elif a.ndim == 2 and b.ndim == 3:  # tokens sorted by expert @ per-expert weights
+        gid = jnp.minimum(_group_ids(offs, a.shape[0]), b.shape[0] - 1)
+        every = jnp.einsum("nk,gkm->gnm", a, b, precision=_PRECISION)
+        out = jnp.take_along_axis(every, gid[None, :, None], axis=0)[0]
+        out = jnp.where((jnp.arange(a.shape[0]) < offs[-1])[:, None], out, 0)
+    elif a.ndim == 2 and b.ndim == 2:  # the contraction is grouped: per-group weight grads
+        gid = _group_ids(offs, a.shape[1])
+        masks = gid[None, :] == jnp.arange(offs.shape[0])[:, None]
+        out = jnp.einsum("kn,gn,nm->gkm", a, masks.astype(a.dtype), b, precision=_PRECISION)
+    else:  # 3D @ 2D: columns of the result grouped
+        gid = jnp.minimum(_group_ids(offs, b.shape[1]), a.shape[0] - 1)
+        every = jnp.einsum("gnk,km->gnm", a, b, precision=_PRECISION)
+        out = jnp.take_along_axis(every, gid[None, None, :], axis=0)[0]
+    if bias is not None:
+        out = out + bias
+    return out if out_dtype is None else out.astype(to_jax_dtype(out_dtype))
