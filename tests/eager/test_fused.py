@@ -127,3 +127,20 @@ def test_size_limit_flushes(monkeypatch, fused):
             x = x + 1
         assert _programs("execute") >= 2
         assert x.sum().item() == 100
+
+
+@pytest.mark.parametrize("donate", [True, False])
+def test_inputs_updated_in_place_are_donated(donate, fused, monkeypatch):
+    from torchtpu.eager import fused as fused_mode
+
+    monkeypatch.setattr(fused_mode, "_donate", donate)
+    w = torch.ones(1000, device="tpu")
+    kept = torch.ones(3, device="tpu")
+    torch.tpu.synchronize()
+    torchtpu.reset_metrics()
+    w.mul_(2).add_(1)  # w's old value is referenced by nothing but the trace now
+    (kept * 2).sum()  # kept is still referenced: never donated
+    torch.tpu.synchronize()
+    donated = torchtpu.metrics()["execute"].get("donated_buffers", 0)
+    assert donated == (1 if donate else 0)
+    assert w.sum().item() == 3000 and kept.sum().item() == 3

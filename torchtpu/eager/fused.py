@@ -13,7 +13,9 @@ still references are returned; intermediates never leave the device program.
 from __future__ import annotations
 
 import gc
+import sys
 import weakref
+from collections import Counter
 
 import jax
 from jax.tree_util import tree_flatten, tree_unflatten
@@ -38,6 +40,7 @@ _trace = _Trace()
 _AVALS: dict = {}
 _PROGRAMS: dict = {}
 _max_ops = 0
+_donate = True
 
 
 def _aval_key(x):
@@ -102,7 +105,7 @@ def _eval_shape(exe, args, kwargs, nums, names):
     return treedef, leaves
 
 
-def _program(nodes, needed):
+def _program(nodes, needed, donated):
     """The recorded trace as one function of its external leaves."""
 
     def program(*leaves):
@@ -117,7 +120,25 @@ def _program(nodes, needed):
             env.append(jax.tree_util.tree_leaves(out))
         return [env[i][j] for i, j in needed]
 
-    return jax.jit(program)
+    return jax.jit(program, donate_argnums=donated)
+
+
+def _donatable(leaves: list, outputs: list) -> tuple[int, ...]:
+    """Leaves nothing else references any more (an input updated in place, a temporary)
+    whose buffer an output of the same shape can reuse, so memory does not double."""
+    if not _donate:
+        return ()
+    free = Counter((p.shape, p.dtype) for p in outputs)
+    out = []
+    for i in range(len(leaves)):
+        # No local name for the leaf: the only references allowed are the list's and
+        # getrefcount's own argument.
+        if isinstance(leaves[i], jax.Array) and sys.getrefcount(leaves[i]) <= 2:
+            aval = (leaves[i].shape, leaves[i].dtype)
+            if free[aval] > 0:
+                free[aval] -= 1
+                out.append(i)
+    return tuple(out)
 
 
 def flush() -> None:
@@ -130,14 +151,20 @@ def flush() -> None:
     needed = tuple(
         (i, j) for i, refs in enumerate(t.outs) for j, r in enumerate(refs) if r() is not None
     )
-    sig = (tuple(t.keys), tuple(t.leaf_avals), needed)
+    t.leaf_index.clear()
+    outputs = [t.outs[i][j]() for i, j in needed]
+    donated = _donatable(t.leaves, [p for p in outputs if p is not None])
+    del outputs
+    sig = (tuple(t.keys), tuple(t.leaf_avals), needed, donated)
     prog = _PROGRAMS.get(sig)
     if prog is None:
         counters.count("compile", "fused_program")
-        prog = _PROGRAMS[sig] = _program(t.nodes, needed)
+        prog = _PROGRAMS[sig] = _program(t.nodes, needed, donated)
     else:
         counters.count("cache_hit", "fused_program")
     counters.count("execute", "fused_program")
+    if donated:
+        counters.count("execute", "donated_buffers", len(donated))
     results = prog(*t.leaves)
     for (i, j), value in zip(needed, results):
         p = t.outs[i][j]()
