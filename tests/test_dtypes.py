@@ -75,3 +75,21 @@ def test_bf16_math_within_bf16_tolerance():
 def test_conversions():
     run_both(lambda x: [x.long(), x.int(), x.half(), x.bool(), x.double(), x.to(torch.uint8)],
              torch.tensor([0.0, 1.7, -2.2, 3.5]))
+
+
+def test_autocast_bf16_matches_cpu_autocast():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    x, y = torch.randn(5, 4), torch.tensor([0, 1, 2, 0, 1])
+    results = []
+    for device in ("cpu", "tpu"):
+        model.to(device)
+        model.zero_grad()
+        with torch.autocast(device, dtype=torch.bfloat16):
+            out = model(x.to(device))
+            loss = torch.nn.functional.cross_entropy(out, y.to(device))
+        loss.backward()
+        assert out.dtype == torch.bfloat16 and loss.dtype == torch.float32
+        results.append((out, loss, model[0].weight.grad.clone()))
+    assert results[1][2].dtype == torch.float32
+    assert_same(results[1], results[0], rtol=2e-2, atol=2e-2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
+from . import autocast
 from .eager import modes
 from .eager.dispatch import dispatch
 from .runtime.transfer import to_device
@@ -12,6 +13,7 @@ from .tensor import wrap
 
 aten = torch.ops.aten
 _lib: torch.library.Library | None = None
+_autocast_lib: torch.library.Library | None = None
 
 
 class _Hooks(torch._C._acc.PrivateUse1Hooks):
@@ -122,7 +124,7 @@ def _apply_keeping_ties(self, fn, recurse=True):
 
 def register() -> None:
     """Rename PrivateUse1 to 'tpu' and install torch.tpu; idempotent."""
-    global _lib
+    global _lib, _autocast_lib
     if _lib is not None:
         return
     from . import device_module
@@ -150,6 +152,7 @@ def register() -> None:
             if overload != "out":
                 qualified = name if overload == "default" else f"{name}.{overload}"
                 _lib.impl(qualified, _via_cpu(getattr(packet, overload)), "PrivateUse1")
+    _autocast_lib = autocast.register(_lib)
     modes.init_from_env()
 
 
