@@ -70,10 +70,11 @@ def traced(rule: Lowering):
 
     def run(*args, **kwargs):
         metrics.count("compile", rule.op)
-        out = rule.fn(*args, **kwargs)
         if rule.skip_meta:
-            return out
+            return rule.fn(*args, **kwargs)
+        # PyTorch's checks first: invalid arguments raise PyTorch's error, not the rule's.
         expected = pytorch_outputs(rule.op, args, kwargs)
+        out = rule.fn(*args, **kwargs)
         return out if expected is None else _conform(rule.op, out, expected)
 
     run.__name__ = rule.fn.__name__
