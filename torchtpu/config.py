@@ -35,6 +35,8 @@ FLAGS: dict[str, Flag] = {
             "On the XLA:CPU platform, dispatch asynchronously (slower per op on small "
             "tensors; overlaps Python with compute on large ones).",
         ),
+        Flag("coverage_results", "", "Where the OpInfo sweep writes its results for "
+             "`python -m torchtpu.debug.coverage`; empty: ~/.cache/torchtpu."),
     ]
 }
 

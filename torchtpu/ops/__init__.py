@@ -7,12 +7,15 @@ from . import (  # noqa: F401  (registration side effects)
     conv,
     creation,
     elementwise,
+    fft,
     foreach,
     indexing,
     linalg,
+    linalg_factor,
     nn,
     random,
     reduction,
+    special,
     views,
 )
 from .registry import LOWERINGS, Lowering, lowering

@@ -33,7 +33,8 @@ def initial_seed() -> int:
 
 
 def get_state() -> torch.Tensor:
-    return torch.tensor([_Stream.seed, _Stream.counter], dtype=torch.int64)
+    # On the host whatever the default device is: the state is Python integers.
+    return torch.tensor([_Stream.seed, _Stream.counter], dtype=torch.int64, device="cpu")
 
 
 def set_state(state: torch.Tensor) -> None:
@@ -162,3 +163,28 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
 def _exponential(self, lambd=1.0, *, generator=None):
     u = _uniform_jit(*_next(), self.shape, jnp.float32, 0.0, 1.0)
     return (-jnp.log1p(-u) / lambd).astype(self.dtype)
+
+
+def _like(self, dtype):
+    return jnp.zeros(self.shape, self.dtype if dtype is None else to_jax_dtype(dtype))
+
+
+@lowering(aten.rand_like, eager=True)
+def _rand_like(self, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None,
+               memory_format=None):
+    return _uniform(_like(self, dtype))
+
+
+@lowering(aten.randn_like, eager=True)
+def _randn_like(self, *, generator=None, dtype=None, layout=None, device=None,
+                pin_memory=None, memory_format=None):
+    return _normal(_like(self, dtype))
+
+
+@lowering(aten.randint_like.default, aten.randint_like.Tensor, aten.randint_like.low_dtype,
+          eager=True)
+def _randint_like(self, low, high=None, *, generator=None, dtype=None, layout=None,
+                  device=None, pin_memory=None, memory_format=None):
+    if high is None:
+        low, high = 0, low
+    return _random(_like(self, dtype), int(low), int(high))
