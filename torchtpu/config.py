@@ -43,6 +43,8 @@ FLAGS: dict[str, Flag] = {
             "Persistent XLA compile cache folder ('auto': ~/.cache/torchtpu, per user; "
             "empty: off). A second process running the same model starts warm.",
         ),
+        Flag("coverage_results", "", "Where the OpInfo sweep writes its results for "
+             "`python -m torchtpu.debug.coverage`; empty: ~/.cache/torchtpu."),
     ]
 }
 

@@ -7,13 +7,16 @@ from . import (  # noqa: F401  (registration side effects)
     conv,
     creation,
     elementwise,
+    fft,
     foreach,
     indexing,
     linalg,
+    linalg_factor,
     nn,
     nn_embedding_bag,
     random,
     reduction,
+    special,
     views,
 )
 from .registry import LOWERINGS, Lowering, lowering

@@ -5,6 +5,8 @@ Backward rules take the VJP of the forward rule: one definition, and XLA fuses t
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import torch
@@ -113,7 +115,7 @@ def _max_pool_with_indices(self, kernel_size, stride=(), padding=(0,), dilation=
     out = _max_pool(self, kernel_size, stride, padding, dilation, ceil_mode, nd)
     # Indices: flat position within each spatial plane of the max element.
     spatial = self.shape[-nd:]
-    plane = jnp.arange(int(jnp.prod(jnp.asarray(spatial))), dtype=jnp.float64).reshape(spatial)
+    plane = jnp.arange(math.prod(spatial), dtype=jnp.float64).reshape(spatial)
     plane = jnp.broadcast_to(plane, self.shape)
     window, strides, pads, dil = _pool_cfg(self, kernel_size, stride, padding, dilation, nd)
     pads = _ceil_pad(self, window, strides, pads, dil, ceil_mode)

@@ -25,3 +25,21 @@ DECOMPOSITIONS: dict = {
     for op, fn in table.items()
     if isinstance(op, torch._ops.OpOverload) and op not in _EXCLUDED
 }
+
+
+# Ops that return Python values (a bool) cannot be rules (rules return arrays): they are
+# written here over ops that have rules, and read one scalar back, as PyTorch does on cuda.
+
+
+def _equal(self, other):
+    if self.shape != other.shape:
+        return False
+    return bool(torch.eq(self, other).all())
+
+
+def _allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return bool(torch.isclose(self, other, rtol, atol, equal_nan).all())
+
+
+DECOMPOSITIONS[aten.equal.default] = _equal
+DECOMPOSITIONS[aten.allclose.default] = _allclose

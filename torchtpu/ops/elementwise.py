@@ -341,3 +341,8 @@ def _hardswish(self):
 def _mish(self):
     return self * jnp.tanh(jax.nn.softplus(self))
 
+
+
+@lowering(aten._conj_physical)
+def _conj_physical(self):
+    return jnp.conj(self)

@@ -147,7 +147,21 @@ def _scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     return _scatter_reduce_apply(base, idx, src, reduce)
 
 
+def _as_vector(rule):
+    """A 0-d ``self`` is indexed as a 1-element vector, as PyTorch does."""
+
+    def run(self, dim, index, source, **kwargs):
+        if self.ndim:
+            return rule(self, dim, index, source, **kwargs)
+        src = jnp.reshape(source, (-1,)) if hasattr(source, "ndim") and source.ndim else source
+        return rule(self.reshape(1), 0, index.reshape(-1), src, **kwargs).reshape(())
+
+    run.__name__ = rule.__name__
+    return run
+
+
 @lowering(aten.index_add)
+@_as_vector
 def _index_add(self, dim, index, source, *, alpha=1):
     dim = dim % max(self.ndim, 1)
     key = (slice(None),) * dim + (index,)
@@ -155,12 +169,14 @@ def _index_add(self, dim, index, source, *, alpha=1):
 
 
 @lowering(aten.index_copy)
+@_as_vector
 def _index_copy(self, dim, index, source):
     dim = dim % max(self.ndim, 1)
     return self.at[(slice(None),) * dim + (index,)].set(source.astype(self.dtype))
 
 
 @lowering(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)
+@_as_vector
 def _index_fill(self, dim, index, value):
     dim = dim % max(self.ndim, 1)
     return self.at[(slice(None),) * dim + (index,)].set(jnp.asarray(value, self.dtype))
@@ -265,6 +281,8 @@ def _masked_scatter(self, mask, source):
 @lowering(aten.nonzero, eager=True)
 def _nonzero(self):
     host = np.asarray(self)
+    if host.ndim == 0:  # a 0-d tensor has one element and no dimensions to index
+        return jnp.zeros((int(host != 0), 0), jnp.int64)
     return jnp.asarray(np.stack(np.nonzero(host), axis=1).astype(np.int64).reshape(-1, host.ndim))
 
 

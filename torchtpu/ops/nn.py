@@ -117,3 +117,85 @@ def _nll_loss_backward(grad_output, self, target, weight, reduction, ignore_inde
                        total_weight):
     _, vjp = jax.vjp(lambda x: _nll(x, target, weight, reduction, ignore_index)[0], self)
     return vjp(grad_output.astype(self.dtype))[0]
+
+
+# Backward rules for ops that forward through decompositions: autograd calls them directly.
+
+
+def _replication_pad(x, padding):
+    """Edge padding of the last len(padding)//2 dims; negative pads crop."""
+    nd = len(padding) // 2
+    for i in range(nd):
+        axis = x.ndim - 1 - i
+        lo, hi = padding[2 * i], padding[2 * i + 1]
+        n = x.shape[axis]
+        idx = jnp.clip(jnp.arange(-lo, n + hi), 0, n - 1)
+        x = jnp.take(x, idx, axis=axis)
+    return x
+
+
+@lowering(aten.replication_pad1d_backward, aten.replication_pad2d_backward,
+          aten.replication_pad3d_backward)
+def _replication_pad_backward(grad_output, self, padding):
+    _, vjp = jax.vjp(lambda x: _replication_pad(x, tuple(padding)), self)
+    return vjp(grad_output.astype(self.dtype))[0]
+
+
+def _adaptive_max_pool(x, output_size):
+    """Max over PyTorch's adaptive windows, one spatial dim at a time (max is separable; the
+    first maximum in row-major order wins, as on CPU), with flat indices per plane."""
+    nd = len(output_size)
+    spatial = x.shape[-nd:]
+    idx = jnp.broadcast_to(jnp.arange(math.prod(spatial)).reshape(spatial), x.shape)
+    low = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
+    val = x
+    for k in reversed(range(nd)):
+        axis = x.ndim - nd + k
+        n_in, n_out = val.shape[axis], output_size[k]
+        o, i = jnp.arange(n_out)[:, None], jnp.arange(n_in)[None, :]
+        member = (i >= (o * n_in) // n_out) & (i < ((o + 1) * n_in + n_out - 1) // n_out)
+        v = jnp.where(member, jnp.moveaxis(val, axis, -1)[..., None, :], low)
+        key = jnp.where(jnp.isnan(v), jnp.inf, v) if jnp.issubdtype(v.dtype, jnp.floating) else v
+        j = jnp.argmax(key, axis=-1)[..., None]
+        ix = jnp.broadcast_to(jnp.moveaxis(idx, axis, -1)[..., None, :], v.shape)
+        val = jnp.moveaxis(jnp.take_along_axis(v, j, -1)[..., 0], -1, axis)
+        idx = jnp.moveaxis(jnp.take_along_axis(ix, j, -1)[..., 0], -1, axis)
+    return val, idx.astype(jnp.int64)
+
+
+@lowering(aten.adaptive_max_pool2d, aten.adaptive_max_pool3d)
+def _adaptive_max_pool_rule(self, output_size):
+    return _adaptive_max_pool(self, tuple(output_size))
+
+
+def _adaptive_max_pool_backward(grad_output, self, indices, nd):
+    """Each output's gradient goes to the input position its index names, per plane."""
+    lead = self.shape[:-nd]
+    plane = math.prod(self.shape[-nd:])
+    rows = math.prod(lead)
+    g = grad_output.reshape(rows, -1)
+    idx = indices.reshape(rows, -1)
+    out = jnp.zeros((rows, plane), grad_output.dtype)
+    out = jax.vmap(lambda o, i, v: o.at[i].add(v))(out, idx, g)
+    return out.reshape(self.shape)
+
+
+@lowering(aten.adaptive_max_pool2d_backward)
+def _adaptive_max_pool2d_backward(grad_output, self, indices):
+    return _adaptive_max_pool_backward(grad_output, self, indices, 2)
+
+
+@lowering(aten.adaptive_max_pool3d_backward)
+def _adaptive_max_pool3d_backward(grad_output, self, indices):
+    return _adaptive_max_pool_backward(grad_output, self, indices, 3)
+
+
+@lowering(aten.masked_scatter_backward)
+def _masked_scatter_backward(grad_output, mask, sizes):
+    """The source's gradient: the masked elements of grad_output in order, then zeros."""
+    shape = jnp.broadcast_shapes(mask.shape, grad_output.shape)
+    m = jnp.broadcast_to(mask, shape).reshape(-1)
+    g = jnp.broadcast_to(grad_output, shape).reshape(-1)
+    n = math.prod(sizes)
+    pos = jnp.where(m, jnp.cumsum(m) - 1, n)
+    return jnp.zeros((n,), g.dtype).at[pos].add(g, mode="drop").reshape(tuple(sizes))

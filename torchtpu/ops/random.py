@@ -38,7 +38,8 @@ def initial_seed() -> int:
 
 
 def get_state() -> torch.Tensor:
-    return torch.tensor([_Stream.seed, _Stream.counter], dtype=torch.int64)
+    # On the host whatever the default device is: the state is Python integers.
+    return torch.tensor([_Stream.seed, _Stream.counter], dtype=torch.int64, device="cpu")
 
 
 def set_state(state: torch.Tensor) -> None:
@@ -215,3 +216,29 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
 @lowering(aten.exponential, eager=True, records=True)
 def _exponential(self, lambd=1.0, *, generator=None):
     return _exponential_jit(*_next(), self.dtype, self, lambd)
+
+
+def _like(self, dtype):
+    # The random rules read only shape and dtype: no array is made for the template.
+    return jax.ShapeDtypeStruct(self.shape, self.dtype if dtype is None else to_jax_dtype(dtype))
+
+
+@lowering(aten.rand_like, eager=True, records=True)
+def _rand_like(self, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None,
+               memory_format=None):
+    return _uniform(_like(self, dtype))
+
+
+@lowering(aten.randn_like, eager=True, records=True)
+def _randn_like(self, *, generator=None, dtype=None, layout=None, device=None,
+                pin_memory=None, memory_format=None):
+    return _normal(_like(self, dtype))
+
+
+@lowering(aten.randint_like.default, aten.randint_like.Tensor, aten.randint_like.low_dtype,
+          eager=True, records=True)
+def _randint_like(self, low, high=None, *, generator=None, dtype=None, layout=None,
+                  device=None, pin_memory=None, memory_format=None):
+    if high is None:
+        low, high = 0, low
+    return _random(_like(self, dtype), int(low), int(high))

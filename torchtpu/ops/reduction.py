@@ -231,3 +231,129 @@ def _histc(self, bins=100, min=0, max=0):  # noqa: A002
     inside = (x >= lo) & (x <= hi)
     idx = jnp.clip(((x - lo) * bins / (hi - lo)).astype(jnp.int64), 0, bins - 1)
     return jnp.zeros((bins,), x.dtype).at[idx.reshape(-1)].add(inside.reshape(-1).astype(x.dtype))
+
+
+# Scans that carry an index, and order statistics.
+
+
+def _cum_extreme(self, dim, better):
+    """Running max/min with the index of the latest best element; NaN beats everything."""
+    if self.ndim == 0:
+        return self, jnp.zeros((), jnp.int64)
+    axis = dim % self.ndim
+    idx = lax.broadcasted_iota(jnp.int64, self.shape, axis)
+    is_nan = jnp.isnan(self) if jnp.issubdtype(self.dtype, jnp.inexact) else None
+
+    def combine(a, b):
+        (va, ia), (vb, ib) = a, b
+        take_b = better(vb, va)
+        if is_nan is not None:
+            take_b = jnp.isnan(vb) | (~jnp.isnan(va) & take_b)
+        return jnp.where(take_b, vb, va), jnp.where(take_b, ib, ia)
+
+    return lax.associative_scan(combine, (self, idx), axis=axis)
+
+
+@lowering(aten.cummax)
+def _cummax(self, dim):
+    return _cum_extreme(self, dim, lambda b, a: b >= a)
+
+
+@lowering(aten.cummin)
+def _cummin(self, dim):
+    return _cum_extreme(self, dim, lambda b, a: b <= a)
+
+
+@lowering(aten.logcumsumexp)
+def _logcumsumexp(self, dim):
+    if self.ndim == 0:
+        return self
+    return lax.cumlogsumexp(float_of(self), axis=dim % self.ndim)
+
+
+def _sorted_along(self, axis):
+    """Values sorted ascending along ``axis`` (NaN last) and their original indices."""
+    idx = jnp.argsort(self, axis=axis, stable=True)
+    return jnp.take_along_axis(self, idx, axis=axis), idx.astype(jnp.int64)
+
+
+def _pick(values, idx, k, axis, keepdim):
+    k = jnp.expand_dims(jnp.asarray(k), axis) if jnp.ndim(k) else jnp.asarray(k).reshape(
+        (1,) * values.ndim)
+    v = jnp.take_along_axis(values, k, axis=axis)
+    i = jnp.take_along_axis(idx, k, axis=axis)
+    if not keepdim:
+        v, i = jnp.squeeze(v, axis), jnp.squeeze(i, axis)
+    return v, i
+
+
+@lowering(aten.kthvalue)
+def _kthvalue(self, k, dim=-1, keepdim=False):
+    if self.ndim == 0:
+        return self, jnp.zeros((), jnp.int64)
+    axis = dim % self.ndim
+    values, idx = _sorted_along(self, axis)
+    return _pick(values, idx, k - 1, axis, keepdim)
+
+
+def _median(self, dim, keepdim, ignore_nan):
+    if self.ndim == 0:
+        return self, jnp.zeros((), jnp.int64)
+    axis = dim % self.ndim
+    values, idx = _sorted_along(self, axis)
+    n = self.shape[axis]
+    if jnp.issubdtype(self.dtype, jnp.inexact):
+        nans = jnp.sum(jnp.isnan(self), axis=axis)
+        if ignore_nan:  # the lower median of the non-NaN values
+            k = jnp.maximum((n - nans - 1) // 2, 0)
+        else:  # NaN if there is one: NaNs sort last, so the first of them
+            k = jnp.where(nans > 0, n - nans, (n - 1) // 2)
+    else:
+        k = jnp.full(values.shape[:axis] + values.shape[axis + 1:], (n - 1) // 2)
+    return _pick(values, idx, k, axis, keepdim)
+
+
+@lowering(aten.median.dim)
+def _median_dim(self, dim, keepdim=False):
+    return _median(self, dim, keepdim, ignore_nan=False)
+
+
+@lowering(aten.nanmedian.dim)
+def _nanmedian_dim(self, dim, keepdim=False):
+    return _median(self, dim, keepdim, ignore_nan=True)
+
+
+@lowering(aten.median.default)
+def _median_all(self):
+    return _median(self.reshape(-1), 0, False, ignore_nan=False)[0]
+
+
+@lowering(aten.nanmedian.default)
+def _nanmedian_all(self):
+    return _median(self.reshape(-1), 0, False, ignore_nan=True)[0]
+
+
+@lowering(aten.mode)
+def _mode(self, dim=-1, keepdim=False):
+    """The most frequent value (the smallest among ties) and the last index holding it."""
+    if self.ndim == 0:
+        return self, jnp.zeros((), jnp.int64)
+    axis = dim % self.ndim
+    x = jnp.moveaxis(self, axis, -1)
+    n = x.shape[-1]
+    if n == 0:
+        shape = x.shape[:-1] + ((1,) if keepdim else ())
+        return jnp.zeros(shape, self.dtype), jnp.zeros(shape, jnp.int64)
+    same = x[..., :, None] == x[..., None, :]
+    counts = jnp.sum(same, axis=-1)
+    # Rank by count, then by smaller value: sort values, take the first maximal count.
+    values, _ = _sorted_along(x, x.ndim - 1)
+    sorted_counts = jnp.sum(values[..., :, None] == x[..., None, :], axis=-1)
+    best = jnp.argmax(sorted_counts, axis=-1)
+    mode = jnp.take_along_axis(values, best[..., None], axis=-1)
+    pos = jnp.arange(n)
+    last = jnp.max(jnp.where((x == mode) & (counts > 0), pos, -1), axis=-1).astype(jnp.int64)
+    mode = mode[..., 0]
+    if keepdim:
+        mode, last = jnp.expand_dims(mode, axis), jnp.expand_dims(last, axis)
+    return mode, last

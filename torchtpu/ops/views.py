@@ -194,3 +194,4 @@ def _view_dtype(self, dtype):
     from .dtypes import to_jax_dtype
 
     return lax.bitcast_convert_type(self, to_jax_dtype(dtype))
+

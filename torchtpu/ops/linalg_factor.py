@@ -1,0 +1,250 @@
+"""Matrix factorisations and solvers: LU, QR, SVD, eigh, Cholesky, triangular solves.
+
+On XLA:CPU these reach LAPACK as PyTorch's CPU kernels do; on TPU XLA's own algorithms.
+LAPACK's conventions are kept: 1-based int32 pivots and an int32 ``info`` per matrix.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import torch
+from jax import lax
+
+from .registry import lowering
+
+aten = torch.ops.aten
+
+_HIGHEST = lax.Precision.HIGHEST
+
+
+def _mT(x):  # noqa: N802 (PyTorch's name)
+    return jnp.swapaxes(x, -1, -2)
+
+
+def _mH(x):  # noqa: N802
+    return jnp.conj(_mT(x))
+
+
+def _info(A):
+    return jnp.zeros(A.shape[:-2], jnp.int32)
+
+
+def _matmul(a, b):
+    return jnp.matmul(a, b, precision=_HIGHEST)
+
+
+def _lu(A):
+    """LU with partial pivoting: (LU, 1-based int32 pivots, row permutation)."""
+    lu, pivots, perm = lax.linalg.lu(A)
+    return lu, pivots.astype(jnp.int32) + 1, perm
+
+
+def _perm_from_pivots(pivots, m):
+    """The row order ``perm`` with A[perm] = L @ U, from LAPACK's 1-based row swaps."""
+    batch = pivots.shape[:-1]
+    if 0 in pivots.shape:
+        return jnp.broadcast_to(jnp.arange(m, dtype=jnp.int32), batch + (m,))
+    piv = pivots.reshape(-1, pivots.shape[-1]).astype(jnp.int32) - 1
+
+    def one(p):
+        def swap(i, perm):
+            j = p[i]
+            a, b = perm[i], perm[j]
+            return perm.at[i].set(b).at[j].set(a)
+
+        return lax.fori_loop(0, p.shape[0], swap, jnp.arange(m, dtype=jnp.int32))
+
+    return jax.vmap(one)(piv).reshape(batch + (m,))
+
+
+def _permutation_matrix(perm, dtype):
+    """P with A = P @ L @ U, given A[perm] = L @ U."""
+    return _mT(jax.nn.one_hot(perm, perm.shape[-1], dtype=dtype))
+
+
+def _unpack(lu):
+    m, n = lu.shape[-2:]
+    k = min(m, n)
+    lower = jnp.tril(lu[..., :, :k], -1) + jnp.eye(m, k, dtype=lu.dtype)
+    upper = jnp.triu(lu[..., :k, :])
+    return lower, upper
+
+
+@lowering(aten.linalg_lu_factor_ex)
+def _linalg_lu_factor_ex(A, *, pivot=True, check_errors=False):
+    lu, pivots, _ = _lu(A)
+    return lu, pivots, _info(A)
+
+
+@lowering(aten.linalg_lu)
+def _linalg_lu(A, *, pivot=True):
+    lu, _, perm = _lu(A)
+    lower, upper = _unpack(lu)
+    return _permutation_matrix(perm, A.dtype), lower, upper
+
+
+@lowering(aten.lu_unpack)
+def _lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):  # noqa: N803
+    m = LU_data.shape[-2]
+    lower, upper = _unpack(LU_data)
+    perm = _perm_from_pivots(LU_pivots, m)
+    return _permutation_matrix(perm, LU_data.dtype), lower, upper
+
+
+def _lu_solve(lu, perm, B, adjoint):
+    """Solve A X = B (or A^H X = B) for A = P L U, given A[perm] = L U."""
+    if not adjoint:
+        x = jnp.take_along_axis(B, perm[..., None], axis=-2)
+        x = lax.linalg.triangular_solve(lu, x, left_side=True, lower=True, unit_diagonal=True)
+        return lax.linalg.triangular_solve(lu, x, left_side=True, lower=False)
+    x = lax.linalg.triangular_solve(lu, B, left_side=True, lower=False, transpose_a=True,
+                                    conjugate_a=True)
+    x = lax.linalg.triangular_solve(lu, x, left_side=True, lower=True, transpose_a=True,
+                                    conjugate_a=True, unit_diagonal=True)
+    inverse = jnp.argsort(perm, axis=-1)
+    return jnp.take_along_axis(x, inverse[..., None], axis=-2)
+
+
+def _broadcast_batch(A, B):
+    batch = jnp.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    return (jnp.broadcast_to(A, batch + A.shape[-2:]), jnp.broadcast_to(B, batch + B.shape[-2:]))
+
+
+@lowering(aten.linalg_lu_solve)
+def _linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False):  # noqa: N803
+    perm = _perm_from_pivots(pivots, LU.shape[-1])
+    if not left:  # X A = B  <=>  A^H X^H = B^H
+        return _mH(_linalg_lu_solve(LU, pivots, _mH(B), left=True, adjoint=not adjoint))
+    batch = jnp.broadcast_shapes(LU.shape[:-2], B.shape[:-2])
+    LU = jnp.broadcast_to(LU, batch + LU.shape[-2:])  # noqa: N806
+    perm = jnp.broadcast_to(perm, batch + perm.shape[-1:])
+    B = jnp.broadcast_to(B, batch + B.shape[-2:])  # noqa: N806
+    return _lu_solve(LU, perm, B, adjoint)
+
+
+@lowering(aten._linalg_solve_ex)
+def _linalg_solve_ex(A, B, *, left=True, check_errors=False):
+    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
+    b = B[..., None] if vector else B
+    lu, pivots, perm = _lu(A)
+    if left:
+        a, b2 = _broadcast_batch(lu, b)
+        p = jnp.broadcast_to(perm, a.shape[:-1])
+        x = _lu_solve(a, p, b2, adjoint=False)
+    else:
+        a, b2 = _broadcast_batch(lu, _mT(b))
+        p = jnp.broadcast_to(perm, a.shape[:-1])
+        # X A = B  <=>  A^T X^T = B^T
+        x = _mT(_lu_solve(jnp.conj(a), p, jnp.conj(b2), adjoint=True).conj())
+    return (x[..., 0] if vector else x), lu, pivots, _info(A)
+
+
+@lowering(aten.linalg_solve_triangular)
+def _linalg_solve_triangular(self, B, *, upper, left=True, unitriangular=False):
+    a, b = _broadcast_batch(self, B)
+    return lax.linalg.triangular_solve(a, b, left_side=left, lower=not upper,
+                                       unit_diagonal=unitriangular)
+
+
+@lowering(aten.triangular_solve)
+def _triangular_solve(self, A, upper=True, transpose=False, unitriangular=False):
+    b, a = _broadcast_batch(self, A)
+    x = lax.linalg.triangular_solve(a, b, left_side=True, lower=not upper,
+                                    transpose_a=transpose, unit_diagonal=unitriangular)
+    return x, a
+
+
+@lowering(aten.cholesky)
+def _cholesky(self, upper=False):
+    lower = jnp.linalg.cholesky(self)
+    return _mH(lower) if upper else lower
+
+
+@lowering(aten.cholesky_solve)
+def _cholesky_solve(self, input2, upper=False):
+    b, c = _broadcast_batch(self, input2)
+    lower = _mH(c) if upper else c
+    y = lax.linalg.triangular_solve(lower, b, left_side=True, lower=True)
+    return lax.linalg.triangular_solve(lower, y, left_side=True, lower=True, transpose_a=True,
+                                       conjugate_a=True)
+
+
+@lowering(aten.cholesky_inverse)
+def _cholesky_inverse(self, upper=False):
+    eye = jnp.broadcast_to(jnp.eye(self.shape[-1], dtype=self.dtype), self.shape)
+    return _cholesky_solve(eye, self, upper)
+
+
+@lowering(aten.linalg_qr, static=("mode",))
+def _linalg_qr(A, mode="reduced"):
+    if mode == "r":
+        r = jnp.linalg.qr(A, mode="r")
+        return jnp.zeros((0,), A.dtype), r
+    q, r = jnp.linalg.qr(A, mode=mode)
+    return q, r
+
+
+@lowering(aten._linalg_svd, static=("full_matrices", "compute_uv", "driver"))
+def _linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
+    if not compute_uv:
+        s = jnp.linalg.svd(A, compute_uv=False)
+        empty = jnp.zeros((0,), A.dtype)
+        return empty, s, empty
+    u, s, vh = jnp.linalg.svd(A, full_matrices=full_matrices)
+    return u, s, vh
+
+
+@lowering(aten._linalg_eigh, static=("UPLO", "compute_v"))
+def _linalg_eigh(A, UPLO="L", compute_v=True):  # noqa: N803
+    w, v = jnp.linalg.eigh(A, UPLO=UPLO, symmetrize_input=False)
+    return w, (v if compute_v else jnp.zeros((0,), A.dtype))
+
+
+@lowering(aten.linalg_eig)
+def _linalg_eig(self):
+    w, v = jnp.linalg.eig(self)
+    return w, v
+
+
+@lowering(aten._linalg_slogdet)
+def _linalg_slogdet(A):
+    sign, logabsdet = jnp.linalg.slogdet(A)
+    lu, pivots, _ = _lu(A)
+    return sign, logabsdet, lu, pivots
+
+
+@lowering(aten.linalg_matrix_exp)
+def _linalg_matrix_exp(self):
+    return jax.scipy.linalg.expm(self)
+
+
+@lowering(aten.linalg_pinv.atol_rtol_tensor, static=("hermitian",))
+def _linalg_pinv(self, *, atol=None, rtol=None, hermitian=False):
+    m, n = self.shape[-2:]
+    if hermitian:
+        w, v = jnp.linalg.eigh(self, symmetrize_input=False)
+        s, u, vh = jnp.abs(w), v * jnp.sign(w)[..., None, :], _mH(v)
+    else:
+        u, s, vh = jnp.linalg.svd(self, full_matrices=False)
+    smax = jnp.max(s, axis=-1, keepdims=True, initial=0.0)
+    real = s.dtype
+    if rtol is None:
+        eps = jnp.finfo(real).eps * max(m, n)
+        rtol = jnp.where(atol is not None and jnp.any(jnp.asarray(atol) > 0), 0.0, eps) \
+            if atol is not None else eps
+    atol = 0.0 if atol is None else atol
+    atol, rtol = jnp.asarray(atol, real), jnp.asarray(rtol, real)
+    cutoff = jnp.maximum(atol[..., None] if atol.ndim else atol,
+                         (rtol[..., None] if rtol.ndim else rtol) * smax)
+    inv = jnp.where(s > cutoff, 1 / jnp.where(s > cutoff, s, 1), 0).astype(u.dtype)
+    return _matmul(_mH(vh) * inv[..., None, :], _mH(u))
+
+
+@lowering(aten._linalg_check_errors, eager=True)
+def _linalg_check_errors(info, api_name, *, is_matrix):
+    # The rules above report info = 0; a nonzero info (from elsewhere) raises as on CPU.
+    if bool(jnp.any(info != 0)):
+        raise torch.linalg.LinAlgError(f"{api_name}: The factorization could not be completed "
+                                       "because the input is not full rank or not positive-"
+                                       "definite.")
