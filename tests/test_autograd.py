@@ -20,6 +20,7 @@ CASES = [
     lambda x, w: F.dropout(x, 0.0).mean() + (w / (w.abs() + 1)).var(),
     lambda x, w: F.mse_loss(x @ w, torch.ones(3, 5, device=x.device)),
     lambda x, w: x.view(-1)[::2].sum() + w[:, 1].prod(),
+    lambda x, w: torch.cdist(x, w.t()).sum(),
     lambda x, w: F.scaled_dot_product_attention(
         x[None, None], x[None, None], (x @ w)[None, None, :, :4], is_causal=True).sum(),
 ]

@@ -66,6 +66,10 @@ def test_index_put_accumulate_counts_duplicates():
         lambda x: torch.nn.functional.one_hot(x.long().remainder(4), 4),
         lambda x: x.masked_fill(x > 5, float("nan")),
         lambda x: torch.nn.functional.pad(x, (1, 2, 0, 1), value=-1.0),
+        lambda x: torch.nn.functional.interpolate(x[None, None], size=(5, 7), mode="bilinear"),
+        lambda x: torch.view_as_real(torch.complex(x, -x)),
+        lambda x: x.to(torch.int64).to(torch.float16),
+        lambda x: torch.cdist(x, x[:2] + 1),
     ],
 )
 def test_indexing_ops(fn):

@@ -40,31 +40,39 @@ def test_mixing_devices_is_an_error():
     assert (torch.ones(3, device="tpu") * torch.tensor(2.0)).device.type == "tpu"
 
 
+_NO_RULE = "aten._compute_linear_combination.default"
+
+
 def _no_rule_op():
-    # An op no rule, decomposition or composite covers (checked in the test).
-    return torch.ops.aten._cdist_forward.default
+    # An obscure op no rule, decomposition or composite covers.
+    from torchtpu.ops.decomps import DECOMPOSITIONS
+    from torchtpu.ops.registry import LOWERINGS
+
+    op = torch.ops.aten._compute_linear_combination.default
+    assert op not in LOWERINGS and op not in DECOMPOSITIONS
+    return op
 
 
 def test_missing_op_names_overload_and_inputs(monkeypatch):
     monkeypatch.delenv("TORCHTPU_CPU_FALLBACK", raising=False)
     x = torch.ones(2, 3, device="tpu")
     with pytest.raises(NotImplementedError) as info:
-        _no_rule_op()(x, x, 2.0, None)
+        _no_rule_op()(x, torch.ones(4, 2, device="tpu"))
     text = str(info.value)
-    assert "aten._cdist_forward.default" in text
+    assert _NO_RULE in text
     assert "float32[2, 3]" in text and "TORCHTPU_CPU_FALLBACK" in text
 
 
 def test_cpu_fallback_runs_counts_and_reports(monkeypatch):
     monkeypatch.setenv("TORCHTPU_CPU_FALLBACK", "1")
     torchtpu.reset_metrics()
-    a, b = torch.randn(3, 4), torch.randn(5, 4)
-    out = _no_rule_op()(a.to("tpu"), b.to("tpu"), 2.0, None)
+    a, b = torch.randn(3, 4), torch.randn(5, 3)
+    out = _no_rule_op()(a.to("tpu"), b.to("tpu"))
     assert out.device.type == "tpu"
-    torch.testing.assert_close(out.cpu(), _no_rule_op()(a, b, 2.0, None))
-    _no_rule_op()(a.to("tpu"), b.to("tpu"), 2.0, None)
-    assert torchtpu.metrics()["fallback"]["aten._cdist_forward.default"] == 2
-    assert "aten._cdist_forward.default: 2" in torchtpu.debug.report()
+    torch.testing.assert_close(out.cpu(), _no_rule_op()(a, b))
+    _no_rule_op()(a.to("tpu"), b.to("tpu"))
+    assert torchtpu.metrics()["fallback"][_NO_RULE] == 2
+    assert f"{_NO_RULE}: 2" in torchtpu.debug.report()
 
 
 def test_debug_mode_names_op_and_user_line():

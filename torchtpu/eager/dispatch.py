@@ -75,9 +75,12 @@ def _build(func, fused: bool = False) -> Handler:
     h = special.HANDLERS.get(func)
     if h is not None:
         return h
-    if func.is_view:
-        return views.handler(func)
     rule = LOWERINGS.get(func)
+    composite = torch._C._dispatch_has_kernel_for_dispatch_key(
+        func.name(), "CompositeImplicitAutograd")
+    # Maybe-aliasing composites (to.dtype, reshape) decompose into real views or copies.
+    if func.is_view and (rule is not None or not composite):
+        return views.handler(func)
     if rule is not None:
         if mutation.mutated_args(func) or rule.mutates:
             inner = _rule_handler(rule, fused, wrap=False)
@@ -89,7 +92,7 @@ def _build(func, fused: bool = False) -> Handler:
     decomp = DECOMPOSITIONS.get(func)
     if decomp is not None:
         return lambda args, kwargs: decomp(*args, **kwargs)
-    if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
+    if composite:
         return lambda args, kwargs: func.decompose(*args, **kwargs)
     return fallback.handler(func)
 

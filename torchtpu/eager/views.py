@@ -36,7 +36,8 @@ def handler(func):
 
     def view(args, kwargs):
         base = args[0]
-        meta = func(*[_meta_arg(a) for a in args], **kwargs)
+        meta_base = _meta_arg(base)
+        meta = func(meta_base, *[_meta_arg(a) for a in args[1:]], **kwargs)
         storage = base._storage
         if run is not None:
             a = [unwrap(x) for x in args]
@@ -46,8 +47,9 @@ def handler(func):
         else:
             value = [gather_view(storage.value, _geometry(m)) for m in meta]
         if isinstance(meta, torch.Tensor):
-            if meta.dtype != base.dtype:
-                # A view that reinterprets dtype (view_as_real, view(dtype)) is a copy here.
+            if meta.dtype != base.dtype or not torch._C._is_alias_of(meta, meta_base):
+                # A view that reinterprets dtype (view_as_real, view(dtype)) is a copy here,
+                # as is what an aliasing-if-possible op returned as a copy.
                 return wrap(value)
             return make_view(storage, value, *_geometry(meta))
         return [make_view(storage, v, *_geometry(m)) for v, m in zip(value, meta)]

@@ -346,3 +346,14 @@ def _mish(self):
 @lowering(aten._conj_physical)
 def _conj_physical(self):
     return jnp.conj(self)
+
+
+@lowering(aten.complex)
+def _complex(real, imag):
+    # Directly: its decomposition writes through view_as_real, which is a copy here.
+    return jax.lax.complex(real, imag)
+
+
+@lowering(aten.polar)
+def _polar(abs, angle):  # noqa: A002
+    return jax.lax.complex(abs * jnp.cos(angle), abs * jnp.sin(angle))

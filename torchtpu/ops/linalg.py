@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import torch
 from jax import lax
@@ -144,3 +145,28 @@ def _grouped_mm(self, mat2, offs=None, bias=None, out_dtype=None):
     if bias is not None:
         out = out + bias
     return out if out_dtype is None else out.astype(to_jax_dtype(out_dtype))
+
+
+def _cdist(x1, x2, p):
+    diff = jnp.abs(x1[..., :, None, :] - x2[..., None, :, :])
+    if p == 0:
+        return jnp.sum(diff != 0, axis=-1).astype(x1.dtype)
+    if p == float("inf"):
+        return jnp.max(diff, axis=-1)
+    if p == 2:
+        # sqrt'(0) is infinite: keep the gradient of coincident points at zero, as PyTorch does.
+        sq = jnp.sum(diff * diff, axis=-1)
+        safe = jnp.where(sq > 0, sq, 1)
+        return jnp.where(sq > 0, jnp.sqrt(safe), 0)
+    return jnp.sum(diff**p, axis=-1) ** (1.0 / p)
+
+
+@lowering(aten._cdist_forward)
+def _cdist_forward(x1, x2, p, compute_mode):
+    return _cdist(x1, x2, p)
+
+
+@lowering(aten._cdist_backward)
+def _cdist_backward(grad, x1, x2, p, cdist):
+    _, vjp = jax.vjp(lambda a: _cdist(a, x2, p), x1)
+    return vjp(grad)[0]

@@ -63,8 +63,7 @@ def _dim(d: int, ndim: int) -> int:
     return d + max(ndim, 1) if d < 0 else d
 
 
-@lowering(aten.view.default, aten._unsafe_view, aten._reshape_alias, aten.reshape,
-          aten.view_copy.default)
+@lowering(aten.view.default, aten._unsafe_view, aten._reshape_alias, aten.view_copy.default)
 def _view(self, size, stride=None):
     size = list(size)
     if -1 in size:
