@@ -346,3 +346,13 @@ def _mish(self):
 @lowering(aten._conj_physical)
 def _conj_physical(self):
     return jnp.conj(self)
+
+
+@lowering(aten.softshrink_backward)
+def _softshrink_backward(grad_output, self, lambd):
+    return jnp.where(jnp.abs(self) > lambd, grad_output, jnp.zeros((), grad_output.dtype))
+
+
+@lowering(aten.hardshrink_backward)
+def _hardshrink_backward(grad_out, self, lambd):
+    return jnp.where(jnp.abs(self) > lambd, grad_out, jnp.zeros((), grad_out.dtype))
