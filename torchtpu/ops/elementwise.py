@@ -357,3 +357,13 @@ def _complex(real, imag):
 @lowering(aten.polar)
 def _polar(abs, angle):  # noqa: A002
     return jax.lax.complex(abs * jnp.cos(angle), abs * jnp.sin(angle))
+
+
+@lowering(aten.softshrink_backward)
+def _softshrink_backward(grad_output, self, lambd):
+    return jnp.where(jnp.abs(self) > lambd, grad_output, jnp.zeros((), grad_output.dtype))
+
+
+@lowering(aten.hardshrink_backward)
+def _hardshrink_backward(grad_out, self, lambd):
+    return jnp.where(jnp.abs(self) > lambd, grad_out, jnp.zeros((), grad_out.dtype))

@@ -1,0 +1,414 @@
+"""Conformance against PyTorch's OpInfo database: every op gives CPU's answer on tpu.
+
+For each OpInfo and dtype (float32, bfloat16, int64, bool where supported) the sample inputs
+run on CPU and on tpu: values, dtypes and shapes must agree (random ops: shape, dtype and
+distribution). Gradients are compared for differentiable ops in float32, and invalid
+arguments (``error_inputs``) must raise CPU's exception type. Known failures live in
+``expectations.py``; an entry whose test passes fails the run until it is removed.
+
+The default suite runs the first samples of each op; ``-m slow`` runs every sample. An op
+with an expected failure always runs every sample, so its entry is checked in both.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import time
+import types
+import unittest
+
+import pytest
+import torch
+from torch.utils._pytree import tree_flatten
+
+import torchtpu
+
+if "expecttest" not in sys.modules:
+    try:
+        import expecttest  # noqa: F401
+    except ImportError:
+        # PyTorch's OpInfo module imports expecttest (a test-only dependency of PyTorch) for
+        # its TestCase base class, which the sweep never uses.
+        _shim = types.ModuleType("expecttest")
+        _shim.TestCase = unittest.TestCase
+        _shim.ACCEPT = False
+        sys.modules["expecttest"] = _shim
+
+from expectations import EXPECTED, key_of  # noqa: E402
+from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
+
+from torchtpu.debug import coverage  # noqa: E402
+
+TPU = "tpu:0"
+DTYPES = (torch.float32, torch.bfloat16, torch.int64, torch.bool)
+MODES = ("strict", "debug")
+# Samples per op in the default suite (fixed: the first ones the OpInfo yields).
+FAST_SAMPLES = {"forward": 1, "grad": 1, "errors": 3}
+
+# Ops whose values are random (compared by distribution) or undefined (shape and dtype only).
+RANDOM = {
+    "bernoulli", "cauchy", "exponential", "geometric", "log_normal", "multinomial", "normal",
+    "uniform", "randn", "randn_like", "rand_like", "randint", "randint_like",
+    "nn.functional.dropout", "nn.functional.dropout2d", "nn.functional.dropout3d",
+    "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout",
+    "nn.functional.rrelu",
+}
+UNDEFINED = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided",
+             "empty_permuted"}
+# Positional arguments that PyTorch wants on the host for any device (as on cuda).
+HOST_ARGS = {"tensor_split": (0,)}
+# Low-rank factorisations draw a random sketch: their factors differ by more than rounding.
+NO_GRAD_CHECK = {"svd_lowrank", "pca_lowrank"}
+
+# torch.testing's defaults for float32 are tighter than XLA's transcendental functions
+# (a few ulps apart from Sleef's); bfloat16 rounds once per op on both sides.
+TOLERANCE = {
+    torch.float32: dict(rtol=1e-5, atol=1e-5),
+    torch.complex64: dict(rtol=1e-5, atol=1e-5),
+    torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2),
+}
+GRAD_TOLERANCE = dict(rtol=1e-4, atol=1e-4)
+
+# op_db entries, one test id each: "name" or "name.variant".
+OPS = {(op.name + ("." + op.variant_test_name if op.variant_test_name else "")): op
+       for op in op_db}
+
+
+def _params(test: str):
+    out = []
+    for op_id, op in OPS.items():
+        if test == "grad":
+            ok = op.supports_autograd and torch.float32 in op.supported_backward_dtypes("cpu")
+            dtypes = (torch.float32,) if ok and op.name not in NO_GRAD_CHECK else ()
+        elif test == "errors":
+            dtypes = (None,) if op.error_inputs_func is not None else ()
+        else:
+            supported = op.supported_dtypes("cpu")
+            dtypes = tuple(d for d in DTYPES if d in supported)
+        for dtype in dtypes:
+            out.append(pytest.param(op_id, dtype, id=f"{op_id}-{_dtype_name(dtype)}"))
+    return out
+
+
+def _dtype_name(dtype) -> str:
+    return "any" if dtype is None else str(dtype).removeprefix("torch.")
+
+
+# Comparison.
+
+
+def _to_tpu(x, grad=False):
+    if isinstance(x, torch.Tensor):
+        t = x.detach().to(TPU)
+        return t.requires_grad_(x.requires_grad) if grad else t
+    return x
+
+
+def _is_cpu_device(x) -> bool:
+    return (isinstance(x, torch.device) and x.type == "cpu") or x == "cpu"
+
+
+def _on_tpu(op, s, grad=False):
+    """The sample with its tensors on tpu, and any device argument naming tpu."""
+    keep = HOST_ARGS.get(op.name, ())
+    t = s.transform(lambda x: _to_tpu(x, grad))
+    t.args = tuple(TPU if _is_cpu_device(a) else s.args[i] if i in keep else a
+                   for i, a in enumerate(t.args))
+    t.kwargs = {k: TPU if _is_cpu_device(v) else v for k, v in t.kwargs.items()}
+    return t
+
+
+def _leaves(out):
+    leaves, _ = tree_flatten(out)
+    return leaves
+
+
+def _compare(actual, expected, dtype, what="output"):
+    a, e = _leaves(actual), _leaves(expected)
+    assert len(a) == len(e), f"{what}: {len(a)} leaves on tpu, {len(e)} on CPU"
+    tol = TOLERANCE.get(dtype, dict(rtol=0, atol=0))
+    for i, (x, y) in enumerate(zip(a, e, strict=False)):
+        where = f"{what}[{i}]"
+        if isinstance(y, torch.Tensor):
+            assert isinstance(x, torch.Tensor), f"{where}: {type(x)} on tpu, a tensor on CPU"
+            assert x.device.type == "tpu", f"{where}: on {x.device}, not tpu"
+            x = x.detach().cpu()
+            y = y.detach()
+            assert x.dtype == y.dtype, f"{where}: dtype {x.dtype} on tpu, {y.dtype} on CPU"
+            assert x.shape == y.shape, f"{where}: shape {tuple(x.shape)} on tpu, {tuple(y.shape)}"
+            inexact = y.is_floating_point() or y.is_complex()
+            t = TOLERANCE.get(y.dtype, tol) if inexact else dict(rtol=0, atol=0)
+            torch.testing.assert_close(x, y, equal_nan=True, check_stride=False,
+                                       msg=lambda m, where=where: f"{where}: {m}", **t)
+        elif isinstance(y, float) and not math.isnan(y):
+            assert x == pytest.approx(y, rel=1e-5, abs=1e-5), f"{where}: {x} on tpu, {y} on CPU"
+        elif not (isinstance(y, float) and math.isnan(y) and math.isnan(x)):
+            assert x == y, f"{where}: {x!r} on tpu, {y!r} on CPU"
+
+
+def _compare_meta(actual, expected):
+    """Shape and dtype only: for ops whose values are undefined."""
+    a, e = _leaves(actual), _leaves(expected)
+    assert len(a) == len(e)
+    for x, y in zip(a, e, strict=False):
+        if isinstance(y, torch.Tensor):
+            assert x.device.type == "tpu" and x.dtype == y.dtype and x.shape == y.shape
+
+
+def _compare_distribution(actual, expected):
+    """Same shapes and dtypes, and a two-sample Kolmogorov-Smirnov test on the values."""
+    _compare_meta(actual, expected)
+    for x, y in zip(_leaves(actual), _leaves(expected), strict=False):
+        if not isinstance(y, torch.Tensor):
+            continue
+        x = x.detach().cpu().double().flatten()
+        y = y.detach().double().flatten()
+        assert x.isfinite().eq(y.isfinite()).all() or not y.isfinite().all(), "non-finite"
+        n = x.numel()
+        if n < 20:
+            continue
+        xs, _ = x.sort()
+        grid = torch.cat([xs, y.sort()[0]])
+        cdf_x = torch.searchsorted(xs, grid, right=True) / n
+        cdf_y = torch.searchsorted(y.sort()[0], grid, right=True) / n
+        d = (cdf_x - cdf_y).abs().max().item()
+        # Critical value at alpha = 1e-3: seeds are fixed, so the outcome is too.
+        limit = 1.95 * math.sqrt(2 / n)
+        assert d <= limit, f"distribution differs from CPU's: KS statistic {d:.3f} > {limit:.3f}"
+
+
+# Running samples.
+
+
+def _samples(op, dtype, test, full):
+    if test == "grad":
+        it = op.sample_inputs("cpu", dtype, requires_grad=True)
+    else:
+        it = op.sample_inputs("cpu", dtype)
+    limit = None if full else FAST_SAMPLES[test]
+    for i, s in enumerate(it):
+        if limit is not None and i >= limit:
+            return
+        yield s
+
+
+def _call(op, s, device="cpu"):
+    # Factories called without a device (linspace, arange...) create on the default device.
+    with torch.device(device):
+        return op(s.input, *s.args, **s.kwargs)
+
+
+def _run_forward(op, dtype, full):
+    n = 0
+    for s in _samples(op, dtype, "forward", full):
+        t = _on_tpu(op, s)
+        torch.manual_seed(0)
+        try:
+            expected = _call(op, s)
+        except Exception as e:  # the sample is invalid on CPU: tpu must refuse it alike
+            with pytest.raises(type(e)):
+                _call(op, t, TPU)
+            n += 1
+            continue
+        torch.manual_seed(0)
+        actual = _call(op, t, TPU)
+        if op.name in RANDOM:
+            _compare_distribution(actual, expected)
+        elif op.name in UNDEFINED:
+            _compare_meta(actual, expected)
+        else:
+            _compare(actual, expected, dtype)
+        n += 1
+    return n
+
+
+def _grad_inputs(s):
+    return [x for x in _leaves((s.input, s.args, s.kwargs))
+            if isinstance(x, torch.Tensor) and x.requires_grad]
+
+
+def _grads(op, s, device="cpu", cotangents=None):
+    with torch.device(device):
+        out = op.gradcheck_wrapper(op.get_op(), s.input, *s.args, **s.kwargs)
+    out = s.output_process_fn_grad(out)
+    outs = [o for o in _leaves(out) if isinstance(o, torch.Tensor) and o.requires_grad]
+    inputs = _grad_inputs(s)
+    if not outs or not inputs:
+        return None, None
+    if cotangents is None:
+        g = torch.Generator().manual_seed(0)
+        cotangents = [torch.randn(o.shape, generator=g, dtype=o.dtype) for o in outs]
+        cotangents = [c.real if c.is_complex() else c for c in cotangents]
+    ct = [c.to(o.device) for c, o in zip(cotangents, outs, strict=False)]
+    # Complex outputs contribute their real part: a real loss, the same on both devices.
+    loss = sum(torch.real((o * c).sum()) if o.is_complex() else (o * c).sum()
+               for o, c in zip(outs, ct, strict=False))
+    return torch.autograd.grad(loss, inputs, allow_unused=True), cotangents
+
+
+def _run_grad(op, dtype, full):
+    n = 0
+    for s in _samples(op, dtype, "grad", full):
+        expected, cts = _grads(op, s)
+        if expected is None:
+            continue
+        t = _on_tpu(op, s, grad=True)
+        actual, _ = _grads(op, t, TPU, cts)
+        assert actual is not None, "no differentiable output on tpu"
+        for i, (a, e) in enumerate(zip(actual, expected, strict=False)):
+            assert (a is None) == (e is None), f"grad[{i}]: {a is None=} {e is None=}"
+            if e is not None:
+                assert a.device.type == "tpu"
+                torch.testing.assert_close(a.cpu(), e, equal_nan=True, **GRAD_TOLERANCE,
+                                           msg=lambda m, i=i: f"grad[{i}]: {m}")
+        n += 1
+    return n
+
+
+def _run_errors(op, dtype, full):
+    n = 0
+    inputs = op.error_inputs("cpu")
+    for i, ei in enumerate(inputs):
+        if not full and i >= FAST_SAMPLES["errors"]:
+            break
+        s = ei.sample_input
+        try:
+            _call(op, s)
+        except Exception as e:
+            if not isinstance(e, ei.error_type):
+                continue  # CPU itself disagrees with the OpInfo: nothing to hold tpu to
+        else:
+            continue
+        t = _on_tpu(op, s)
+        try:
+            _call(op, t, TPU)
+        except ei.error_type:
+            n += 1
+            continue
+        except Exception as e:
+            raise AssertionError(f"error input {i}: tpu raised {type(e).__name__} ({e}), "
+                                 f"CPU raised {ei.error_type.__name__}") from e
+        raise AssertionError(f"error input {i}: tpu raised nothing, CPU raised "
+                             f"{ei.error_type.__name__}")
+    return n
+
+
+RUNNERS = {"forward": _run_forward, "grad": _run_grad, "errors": _run_errors}
+DTYPE_NAMES = {_dtype_name(d): d for d in DTYPES + (None,)}
+
+
+def _run(test, op_id, dtype, mode, full, isolate):
+    if not isolate:
+        with torchtpu.set_eager_mode(mode):
+            return RUNNERS[test](OPS[op_id], dtype, full)
+    # The failure aborts the process (expectations.py says "crash"): run it in a child.
+    cmd = [sys.executable, __file__, test, op_id, _dtype_name(dtype), mode, str(int(full))]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=os.environ)
+    if proc.returncode:
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+        raise AssertionError(f"child process exited with {proc.returncode}: {' | '.join(tail)}")
+    return int(proc.stdout.strip().splitlines()[-1])
+
+
+def _check(request, test, op_id, dtype, mode):
+    op = OPS[op_id]
+    key = key_of(op.name, op.variant_test_name, _dtype_name(dtype), test)
+    reason = EXPECTED.get(key)
+    full = reason is not None or _is_slow(request)
+    if (reason or "").startswith("crash") and not _is_slow(request):
+        # A child process per crash costs seconds; the slow sweep checks these entries.
+        pytest.xfail(reason)
+    record = {"op": op.name, "variant": op.variant_test_name, "dtype": _dtype_name(dtype),
+              "test": test, "mode": mode, "full": full}
+    start = time.perf_counter()
+    try:
+        n = _run(test, op_id, dtype, mode, full, isolate=(reason or "").startswith("crash"))
+    except Exception as e:
+        line = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        coverage.record(record | {"outcome": "xfail" if reason else "fail",
+                                  "reason": reason or line[:200],
+                                  "seconds": time.perf_counter() - start})
+        if reason:
+            pytest.xfail(reason)
+        raise
+    coverage.record(record | {"outcome": "pass" if n else "skip", "reason": "",
+                              "seconds": time.perf_counter() - start})
+    if reason:
+        pytest.fail(f"{key} passes but is listed in expectations.py ({reason}): remove the entry")
+    if n == 0:
+        pytest.skip("no sample applies")
+
+
+def _is_slow(request) -> bool:
+    return request.node.get_closest_marker("slow") is not None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _write_results():
+    yield
+    coverage.save_results()
+
+
+def _default(test: str, every: int, always=(torch.float32,)):
+    """The default suite's fixed subset: dtypes in ``always`` for every op, the rest for every
+    ``every``-th parameter, and whatever the expectations table names (so it stays true)."""
+    out = []
+    for i, p in enumerate(_params(test)):
+        op_id, dtype = p.values
+        op = OPS[op_id]
+        listed = key_of(op.name, op.variant_test_name, _dtype_name(dtype), test) in EXPECTED
+        if dtype in always or listed or i % every == 0:
+            out.append(p)
+    return out
+
+
+# The default suite: the first samples, strict mode, and debug mode for float32 forward.
+@pytest.mark.parametrize("op_id,dtype", _default("forward", 6))
+def test_forward(request, op_id, dtype):
+    _check(request, "forward", op_id, dtype, "strict")
+
+
+@pytest.mark.parametrize("op_id,dtype", [p for p in _params("forward")
+                                         if p.values[1] == torch.float32])
+def test_forward_debug(request, op_id, dtype):
+    _check(request, "forward", op_id, dtype, "debug")
+
+
+@pytest.mark.parametrize("op_id,dtype", _default("grad", 2, always=()))
+def test_grad(request, op_id, dtype):
+    _check(request, "grad", op_id, dtype, "strict")
+
+
+@pytest.mark.parametrize("op_id,dtype", _params("errors"))
+def test_errors(request, op_id, dtype):
+    _check(request, "errors", op_id, dtype, "strict")
+
+
+# The full sweep: every sample, in every eager mode.
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("op_id,dtype", _params("forward"))
+def test_forward_full(request, op_id, dtype, mode):
+    _check(request, "forward", op_id, dtype, mode)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("op_id,dtype", _params("grad"))
+def test_grad_full(request, op_id, dtype, mode):
+    _check(request, "grad", op_id, dtype, mode)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("op_id,dtype", _params("errors"))
+def test_errors_full(request, op_id, dtype, mode):
+    _check(request, "errors", op_id, dtype, mode)
+
+
+if __name__ == "__main__":  # one isolated check: test op_id dtype mode full
+    _test, _op_id, _dtype, _mode, _full = sys.argv[1:]
+    print(_run(_test, _op_id, DTYPE_NAMES[_dtype], _mode, _full == "1", isolate=False))
