@@ -49,12 +49,6 @@ def example_scalar(x):
     return {"b": True, "i": 1, "u": 1, "f": 1.0, "c": 1j}[kind]
 
 
-def is_python_scalar(x) -> bool:
-    return isinstance(x, (bool, int, float, complex)) or (
-        getattr(x, "weak_type", False) and x.ndim == 0
-    )
-
-
 def as_meta(x):
     """A meta tensor (or a Python scalar) with x's shape and dtype, for PyTorch's own rules."""
     if isinstance(x, (bool, int, float, complex)):
@@ -75,10 +69,6 @@ def promote(*operands):
     """Cast arrays and scalars to their PyTorch result dtype."""
     dtype = result_type(*operands)
     return [None if x is None else jnp.asarray(x, dtype) for x in operands]
-
-
-def is_floating(x) -> bool:
-    return jnp.issubdtype(x.dtype, jnp.inexact)
 
 
 def default_float() -> np.dtype:

@@ -37,7 +37,3 @@ def platform() -> str:
 def device_count() -> int:
     """Devices this process drives: one (one process per device, as with torchrun)."""
     return 1
-
-
-def synchronize() -> None:
-    jax.effects_barrier()
