@@ -15,7 +15,6 @@ REPORT = "https://github.com/torchtpu/torchtpu/issues"
 
 def describe(args, kwargs) -> str:
     """Input dtypes and shapes, as a user reads them: float32[2, 3], int64[5], 2.0, ..."""
-    parts = []
 
     def one(x):
         if isinstance(x, torch.Tensor):

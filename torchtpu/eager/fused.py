@@ -29,7 +29,6 @@ from ..runtime.execute import Executable, Pending
 class _Trace:
     def __init__(self):
         self.nodes: list[tuple] = []  # (exe, statics, kw_statics, treedef, wiring)
-        self.keys: list[tuple] = []
         self.outs: list[list[weakref.ref]] = []
         self.leaves: list = []
         self.leaf_index: dict[int, int] = {}
@@ -91,7 +90,6 @@ def record(exe: Executable, args: tuple, kwargs: dict):
     node = len(t.nodes)
     outs = [Pending(a.shape, a.dtype, (node, j)) for j, a in enumerate(out_avals)]
     t.nodes.append((exe, statics, kw_statics, treedef, wiring))
-    t.keys.append((id(exe), statics, kw_statics, treedef, wiring))
     t.outs.append([weakref.ref(p) for p in outs])
     if node + 1 >= _max_ops:
         flush()
@@ -155,7 +153,8 @@ def flush() -> None:
     outputs = [t.outs[i][j]() for i, j in needed]
     donated = _donatable(t.leaves, [p for p in outputs if p is not None])
     del outputs
-    sig = (tuple(t.keys), tuple(t.leaf_avals), needed, donated)
+    # A node's executable hashes by identity, so the nodes themselves are the trace's key.
+    sig = (tuple(t.nodes), tuple(t.leaf_avals), needed, donated)
     prog = _PROGRAMS.get(sig)
     if prog is None:
         counters.count("compile", "fused_program")

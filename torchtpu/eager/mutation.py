@@ -14,7 +14,7 @@ from ..ops.registry import LOWERINGS, is_functional
 from ..runtime.transfer import to_device
 from ..tensor import TpuTensor, read, write
 from . import strict
-from .values import unwrap, wrap_out
+from .values import call_unwrapped, wrap_out
 
 aten = torch.ops.aten
 
@@ -115,7 +115,8 @@ def derived_handler(func, functional_handler):
         return None
     rule = LOWERINGS.get(functional)
     if rule is not None and not rule.eager:
-        compute = _direct(strict.compile_rule(rule))
+        exe = strict.compile_rule(rule)
+        compute = lambda args, kwargs: call_unwrapped(exe, args, kwargs)  # noqa: E731
     else:
         inner = functional_handler(functional)
         if inner is None:
@@ -129,16 +130,6 @@ def derived_handler(func, functional_handler):
 def _inplace_name(func) -> bool:
     name = func._schema.name.split("::")[1]
     return name.endswith("_") or name.startswith("__i")
-
-
-def _direct(run):
-    def compute(args, kwargs):
-        a = [unwrap(x) for x in args]
-        if kwargs:
-            return run(*a, **{k: unwrap(v) for k, v in kwargs.items()})
-        return run(*a)
-
-    return compute
 
 
 def _inplace_handler(func, compute):

@@ -22,6 +22,14 @@ def unwrap(x):
     return x
 
 
+def call_unwrapped(run, args, kwargs):
+    """``run`` on the rule arguments for these dispatch arguments."""
+    a = [unwrap(x) for x in args]
+    if kwargs:
+        return run(*a, **{k: unwrap(v) for k, v in kwargs.items()})
+    return run(*a)
+
+
 def _foreign(x: torch.Tensor):
     if isinstance(x, TpuTensor):
         return read(x)

@@ -13,7 +13,7 @@ from ..ops.registry import LOWERINGS
 from ..ops.views import gather_view
 from ..tensor import TpuTensor, make_view, wrap
 from . import strict
-from .values import unwrap
+from .values import call_unwrapped
 
 
 def _meta_base(t: TpuTensor) -> torch.Tensor:
@@ -40,8 +40,7 @@ def handler(func):
         meta = func(meta_base, *[_meta_arg(a) for a in args[1:]], **kwargs)
         storage = base._storage
         if run is not None:
-            a = [unwrap(x) for x in args]
-            value = run(*a, **{k: unwrap(v) for k, v in kwargs.items()})
+            value = call_unwrapped(run, args, kwargs)
         elif isinstance(meta, torch.Tensor):
             value = gather_view(storage.value, _geometry(meta))
         else:
