@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
-from . import autocast
+from . import autocast, backward_errors
+from .backward_errors import take_pending_exception
 from .eager import modes
 from .eager.dispatch import dispatch
 from .runtime.transfer import to_device
@@ -29,6 +30,8 @@ class _Hooks(torch._C._acc.PrivateUse1Hooks):
 
 class _Guard(torch._C._acc.DeviceGuard):
     def type_(self):
+        # Called while the autograd engine unwinds from an op error (see backward_errors).
+        take_pending_exception()
         return torch._C._autograd.DeviceType.PrivateUse1
 
 
@@ -153,6 +156,7 @@ def register() -> None:
                 qualified = name if overload == "default" else f"{name}.{overload}"
                 _lib.impl(qualified, _via_cpu(getattr(packet, overload)), "PrivateUse1")
     _autocast_lib = autocast.register(_lib)
+    backward_errors.install()
     modes.init_from_env()
 
 

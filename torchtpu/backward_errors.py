@@ -1,0 +1,71 @@
+"""Carrying an op's exception out of a C++ backward formula instead of aborting.
+
+When an op raised inside a C++ autograd formula (``SinBackward0`` calling ``aten.cos``), its
+Python exception is still pending while the engine unwinds. The unwinding restores the
+'tpu' stream through our Python device guard (``torch._C._acc.DeviceGuard``), whose call
+into Python fails with that error pending; the failure happens inside a ``noexcept``
+destructor, so the process aborted ("terminate called without an active exception").
+
+The guard's ``type_`` therefore takes a pending exception off the indicator (keeping it
+here), so the unwinding completes. PyTorch then reports "run_backward returned NULL without
+setting an exception"; the wrapped ``_engine_run_backward`` replaces that SystemError with
+the op's own exception.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import threading
+
+import torch
+
+# A C callable that CPython never specialises into an unchecked call: calling it with an
+# exception pending raises SystemError whose __cause__ is that exception.
+_probe = operator.attrgetter("real")
+_lock = threading.Lock()
+_taken: list[BaseException] = []
+
+
+def take_pending_exception() -> None:
+    """Move a pending Python exception off the error indicator, keeping it for the caller."""
+    try:
+        _probe(0)
+    except SystemError as e:
+        if e.__cause__ is not None:
+            with _lock:
+                _taken.append(e.__cause__)
+
+
+def _pop_taken() -> BaseException | None:
+    with _lock:
+        err = _taken[0] if _taken else None
+        _taken.clear()
+    return err
+
+
+def _reraising_op_errors(run_backward):
+    @functools.wraps(run_backward)
+    def run(*args, **kwargs):
+        _pop_taken()
+        try:
+            return run_backward(*args, **kwargs)
+        except SystemError:
+            err = _pop_taken()
+            if err is None:
+                raise
+            raise err.with_traceback(err.__traceback__) from None
+
+    run._torchtpu_wrapped = True
+    return run
+
+
+def install() -> None:
+    """Wrap the autograd engine's entry point (``backward`` and ``grad`` both call it)."""
+    import torch.autograd.graph as graph
+
+    if getattr(graph._engine_run_backward, "_torchtpu_wrapped", False):
+        return
+    run = _reraising_op_errors(graph._engine_run_backward)
+    graph._engine_run_backward = run
+    torch.autograd._engine_run_backward = run
