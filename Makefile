@@ -3,7 +3,7 @@ PYTHON ?= python3
 # Where torch is missing, take the CPU wheel this machine keeps on disk.
 TORCH ?= torch==2.13.0
 
-.PHONY: install train test test-slow bench bench-offload lint
+.PHONY: install train test test-slow test-gpu bench bench-offload lint
 
 .install-stamp: pyproject.toml
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install "$(TORCH)"
@@ -20,6 +20,10 @@ test: .install-stamp
 
 test-slow: .install-stamp
 	$(PYTHON) -m pytest -q -m slow
+
+# CUDA checks of the streaming trainer (a GPU machine); 'tpu' unregistered: see docs/offload.md
+test-gpu: .install-stamp
+	TORCHTPU_REGISTER_DEVICE=0 JAX_PLATFORMS=cpu $(PYTHON) -m pytest -q -m gpu tests/offload
 
 bench: .install-stamp
 	$(PYTHON) benchmarks/eager_overhead.py

@@ -43,6 +43,10 @@ FLAGS: dict[str, Flag] = {
             "Persistent XLA compile cache folder ('auto': ~/.cache/torchtpu, per user; "
             "empty: off). A second process running the same model starts warm.",
         ),
+        Flag("register_device", True,
+             "Register the 'tpu' device on import. PyTorch's autograd engine then treats "
+             "'tpu' as the process's accelerator, which breaks CUDA backward in the same "
+             "process: set 0 to use torchtpu.offload or torchtpu.models on cuda."),
         Flag("coverage_results", "", "Where the OpInfo sweep writes its results for "
              "`python -m torchtpu.debug.coverage`; empty: ~/.cache/torchtpu."),
     ]

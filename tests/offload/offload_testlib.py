@@ -44,9 +44,14 @@ def make_steps(steps: int, micro: int, batch: int = 2, seq: int = 16, seed: int 
 
 def train_plain(model: torch.nn.Module, steps, cfg: OffloadConfig,
                 logits: Callable = lambda m, ids: m(ids).logits) -> list[float]:
-    """Ordinary training: full autograd graph, torch.optim.AdamW, clip_grad_norm_."""
+    """Ordinary training: full autograd graph, torch.optim.AdamW, clip_grad_norm_.
+
+    fp32 master weights are stepped by PyTorch's fused AdamW kernel in the streamed trainer,
+    so the reference uses it too (the per-op AdamW rounds the last bit differently).
+    """
+    fused = cfg.weights_dtype == torch.float32 and next(model.parameters()).dtype == torch.float32
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps,
-                            weight_decay=cfg.weight_decay)
+                            weight_decay=cfg.weight_decay, fused=fused)
     losses = []
     for mbs in steps:
         total = 0.0

@@ -6,6 +6,7 @@ that is not a block), lists the blocks, and runs the pieces on device copies of 
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -88,8 +89,12 @@ class HFCausalLMAdapter(ModelAdapter):
         from transformers.masking_utils import create_causal_mask
 
         positions = torch.arange(hidden.shape[1], device=hidden.device).unsqueeze(0)
+        # transformers renamed past_key_values to cache; neither is used here
+        cache_arg = "cache" if "cache" in inspect.signature(create_causal_mask).parameters \
+            else "past_key_values"
+        no_cache = {cache_arg: None}
         mask = create_causal_mask(config=self.model.config, inputs_embeds=hidden,
-                                  attention_mask=None, cache=None, position_ids=positions)
+                                  attention_mask=None, position_ids=positions, **no_cache)
         return {"attention_mask": mask, "position_ids": positions,
                 "position_embeddings": res["rotary"](hidden, position_ids=positions)}
 

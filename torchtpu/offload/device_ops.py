@@ -133,6 +133,12 @@ class CudaOps(DeviceOps):
     """Pinned host memory, copy streams and events: copies overlap compute."""
 
     def __init__(self, device: torch.device | str) -> None:
+        if torch._C._get_privateuse1_backend_name() == "tpu":
+            raise RuntimeError(
+                "offload on cuda: this process registered the 'tpu' device, and PyTorch's "
+                "autograd engine then takes 'tpu' as the accelerator, so CUDA backward fails "
+                "(an internal assert in torch's engine). Start the process with "
+                "TORCHTPU_REGISTER_DEVICE=0 to train on cuda.")
         super().__init__(device)
         if self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())

@@ -100,8 +100,9 @@ def plan_memory(adapter: ModelAdapter, cfg: OffloadConfig, batch: int, seq: int,
         "saved block inputs": (2 if cfg.offload_activations else n_blocks) * act_block,
         # recompute + backward of one block: its internal activations and their gradients
         "block working set": tokens * (16 * hidden + 8 * inter) * ab + scores,
-        # logits, their fp32 log-softmax and its gradient
-        "head working set": tokens * vocab * (ab + 8),
+        # at the loss's peak: logits and their shifted copy, the fp32 copy, its log-softmax
+        # and that one's gradient (an H200 run at 16k tokens needed more than ab + 8 bytes)
+        "head working set": tokens * vocab * (2 * ab + 12),
     }
     device["margin (5%)"] = sum(device.values()) // 20
     p = MemoryPlan(host, device, host_available, device_available)

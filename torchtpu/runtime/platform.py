@@ -5,10 +5,12 @@ from __future__ import annotations
 import functools
 
 import jax
+import torch
 
 from .. import config
 
 _PREFERENCE = ("tpu", "gpu", "cpu")
+_MATMUL_PRECISION = {"highest": "highest", "high": "tensorfloat32", "medium": "bfloat16"}
 
 
 @functools.cache
@@ -16,6 +18,10 @@ def init() -> jax.Device:
     """Configure JAX for PyTorch semantics and return the device to run on (cached)."""
     # int64 and float64 must stay 64-bit as in PyTorch; without x64 JAX silently narrows.
     jax.config.update("jax_enable_x64", True)
+    # PyTorch computes float32 matmuls and convolutions in float32 unless asked otherwise
+    # (torch.set_float32_matmul_precision); XLA on GPU/TPU would use TF32/bf16 passes.
+    jax.config.update("jax_default_matmul_precision", _MATMUL_PRECISION[
+        torch.get_float32_matmul_precision()])
     wanted = config.get("platform")
     if wanted and wanted not in _PREFERENCE:
         raise ValueError(f"TORCHTPU_PLATFORM={wanted!r}: expected one of {_PREFERENCE}")
