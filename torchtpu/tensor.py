@@ -37,7 +37,8 @@ class Storage:
         memory.add(self.nbytes)
 
     def __del__(self):
-        memory.sub(self.nbytes)
+        if memory.sub is not None:  # None once interpreter shutdown has cleared the module
+            memory.sub(self.nbytes)
 
 
 def contiguous_strides(shape) -> tuple[int, ...]:

@@ -29,3 +29,7 @@ class OffloadConfig:
     host_budget: int | None = None
     # threads running the host optimizer
     host_workers: int = 1
+    # tokens whose logits exist at once: the head and the default loss run in slices of this
+    # many tokens, each followed by its backward (a 128k vocabulary makes full logits of 16k
+    # tokens ~30 GB); None: all tokens at once. Only the default causal_lm_loss is sliced.
+    head_chunk_tokens: int | None = 4096

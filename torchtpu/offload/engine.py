@@ -284,13 +284,7 @@ class OffloadEngine:
             self.slot_free[slot] = self._event()
             slot = nxt
 
-        x = x.detach().requires_grad_()
-        with self._autocast():
-            loss = self._compute(lambda: self.loss_fn(ad.head(self.res, x), labels) * scale)
-        grads = self._compute(lambda: torch.autograd.grad(loss, [x, *self.res_params],
-                                                          allow_unused=True))
-        g = grads[0]
-        self._accumulate_resident(grads[1:])
+        loss, g = self._compute(lambda: self._head_backward(x.detach(), labels, scale))
 
         slot = self._ensure(n - 1, with_input=True)
         for i in reversed(range(n)):
@@ -312,6 +306,39 @@ class OffloadEngine:
                                                           allow_unused=True))
         self._accumulate_resident(grads)
         return loss.detach()
+
+    def _head_backward(self, x: torch.Tensor, labels: torch.Tensor,
+                       scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """Loss and its gradient wrt the last block's output; resident grads accumulated.
+
+        With the default loss and more tokens than `head_chunk_tokens`, the head runs on one
+        slice of tokens at a time, each slice's backward before the next slice's logits.
+        """
+        chunk = self.cfg.head_chunk_tokens
+        if self.loss_fn is not causal_lm_loss or chunk is None or x.shape[:2].numel() <= chunk:
+            x = x.requires_grad_()
+            with self._autocast():
+                loss = self.loss_fn(self.adapter.head(self.res, x), labels) * scale
+            grads = torch.autograd.grad(loss, [x, *self.res_params], allow_unused=True)
+            self._accumulate_resident(grads[1:])
+            return loss.detach(), grads[0]
+        # position t predicts labels[t + 1]; the last position predicts nothing
+        targets = F.pad(labels[:, 1:], (0, 1), value=-100).flatten()
+        weight = scale / (targets != -100).sum().clamp(min=1)
+        flat = x.flatten(0, 1)
+        g = torch.empty_like(flat)
+        loss = torch.zeros((), device=x.device)
+        for start in range(0, flat.shape[0], chunk):
+            xs = flat[start:start + chunk].unsqueeze(0).requires_grad_()
+            with self._autocast():
+                logits = self.adapter.head(self.res, xs)[0].float()
+                part = F.cross_entropy(logits, targets[start:start + chunk], ignore_index=-100,
+                                       reduction="sum") * weight
+            grads = torch.autograd.grad(part, [xs, *self.res_params], allow_unused=True)
+            g[start:start + chunk] = grads[0][0]
+            self._accumulate_resident(grads[1:])
+            loss += part.detach()
+        return loss, g.view_as(x)
 
     def _block_backward(self, slot: int, gslot: int, inp: torch.Tensor, g: torch.Tensor,
                         rng: torch.Tensor, ctx: dict[str, Any]) -> torch.Tensor:

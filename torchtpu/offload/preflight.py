@@ -102,7 +102,8 @@ def plan_memory(adapter: ModelAdapter, cfg: OffloadConfig, batch: int, seq: int,
         "block working set": tokens * (16 * hidden + 8 * inter) * ab + scores,
         # at the loss's peak: logits and their shifted copy, the fp32 copy, its log-softmax
         # and that one's gradient (an H200 run at 16k tokens needed more than ab + 8 bytes)
-        "head working set": tokens * vocab * (2 * ab + 12),
+        "head working set": min(tokens, cfg.head_chunk_tokens or tokens) * vocab
+        * (2 * ab + 12),
     }
     device["margin (5%)"] = sum(device.values()) // 20
     p = MemoryPlan(host, device, host_available, device_available)
