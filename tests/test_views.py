@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import assert_same
+from conftest import TPU, assert_same
 
 # Every case runs in every eager mode (strict, debug, fused).
 pytestmark = pytest.mark.usefixtures("eager_mode")
@@ -117,3 +117,57 @@ def test_inplace_on_view_with_autograd():
         return [y, x.grad]
 
     _both(fn)
+
+
+@pytest.mark.parametrize("op", [
+    lambda t: t.transpose_(0, 1), lambda t: t.t_(), lambda t: t.unsqueeze_(1),
+    lambda t: t.squeeze_(), lambda t: t.as_strided_((2, 2), (1, 3), 1),
+    lambda t: t.swapdims_(0, 1),
+])
+def test_inplace_view_ops_change_geometry_not_data(op):
+    a = torch.arange(6.0).reshape(1, 2, 3).squeeze(0)
+    c, t = a.clone(), a.to(TPU)
+    assert op(t) is t
+    op(c)
+    assert t.shape == c.shape and t.stride() == c.stride()
+    assert_same(t, c)
+    t.mul_(10)
+    c.mul_(10)
+    assert_same(t, c)
+
+
+def test_inplace_view_op_on_a_view_writes_through_to_its_base():
+    a = torch.arange(12.0).reshape(3, 4)
+    c, t = a.clone(), a.to(TPU)
+    vc, vt = c[1:, ::2], t[1:, ::2]
+    vc.t_()
+    vt.t_()
+    vc.add_(100)
+    vt.add_(100)
+    assert_same(vt, vc)
+    assert_same(t, c)
+
+
+def test_resize_keeps_elements_and_grows_storage():
+    a = torch.arange(6.0).reshape(2, 3)
+    c, t = a.clone(), a.to(TPU)
+    for size in [(4,), (2, 3), (1, 6)]:
+        c.resize_(size)
+        t.resize_(size)
+        assert_same(t, c)
+    t.resize_(3, 4)  # grows: the first 6 elements stay, the rest is new memory
+    assert t.shape == (3, 4)
+    assert_same(t.flatten()[:6], a.flatten())
+    t.fill_(1.0)
+    assert t.sum().item() == 12
+
+
+def test_out_argument_of_another_shape_is_resized():
+    a = torch.randn(2, 3)
+    out = torch.empty(0, device=TPU)
+    torch.add(a.to(TPU), 1, out=out)
+    assert_same(out, a + 1)
+    out = torch.empty(5, device=TPU)
+    with pytest.warns(UserWarning, match="resized"):
+        torch.mul(a.to(TPU), 2, out=out)
+    assert_same(out, a * 2)

@@ -139,15 +139,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('take', '', 'any', 'errors'),
         ('uniform', '', 'any', 'errors'),
     ],
-    'executor: in-place shape ops (squeeze_, transpose_) are derived as value writes': [
-        ('nanquantile', '', 'float32', 'forward'),
-        ('nanquantile', '', 'float32', 'grad'),
-        ('nn.functional.linear_cross_entropy', '', 'bfloat16', 'forward'),
-        ('nn.functional.linear_cross_entropy', '', 'float32', 'forward'),
-        ('nn.functional.linear_cross_entropy', '', 'float32', 'grad'),
-        ('quantile', '', 'float32', 'forward'),
-        ('quantile', '', 'float32', 'grad'),
-    ],
     'no rule or decomposition for aten.segment_reduce.default': [
         ('_segment_reduce', 'lengths', 'bfloat16', 'forward'),
         ('_segment_reduce', 'lengths', 'float32', 'forward'),
@@ -196,12 +187,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('nn.functional.multi_margin_loss', '', 'float32', 'grad'),
         ('nn.functional.multilabel_margin_loss', '', 'float32', 'grad'),
     ],
-    'executor: resize_ to a new shape is not supported': [
-        ('resize_', '', 'bfloat16', 'forward'),
-        ('resize_', '', 'bool', 'forward'),
-        ('resize_', '', 'float32', 'forward'),
-        ('resize_', '', 'int64', 'forward'),
-    ],
     'no rule or decomposition for aten._trilinear.default': [
         ('nn.functional.bilinear', '', 'bfloat16', 'forward'),
         ('nn.functional.bilinear', '', 'float32', 'forward'),
@@ -225,12 +210,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('nonzero_static', '', 'bool', 'forward'),
         ('nonzero_static', '', 'float32', 'forward'),
         ('nonzero_static', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.resize.default': [
-        ('resize_as_', '', 'bfloat16', 'forward'),
-        ('resize_as_', '', 'bool', 'forward'),
-        ('resize_as_', '', 'float32', 'forward'),
-        ('resize_as_', '', 'int64', 'forward'),
     ],
     'no rule or decomposition for aten.unique_consecutive.default': [
         ('unique_consecutive', '', 'bfloat16', 'forward'),
@@ -384,8 +363,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     ],
     'fails: SystemError: <built-in method run_backward of torch._C._EngineBase object at 0x7f02f69a7010> returned N': [  # noqa: E501
     ],
-    'no rule or decomposition for aten._cdist_forward.default': [
-    ],
     'no rule or decomposition for aten._ctc_loss.default': [
         ('nn.functional.ctc_loss', '', 'float32', 'forward'),
         ('nn.functional.ctc_loss', '', 'float32', 'grad'),
@@ -421,10 +398,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     'no rule or decomposition for aten.sparse_sampled_addmm.default': [
         ('sparse.sampled_addmm', '', 'float32', 'forward'),
         ('sparse.sampled_addmm', '', 'float32', 'grad'),
-    ],
-    'no rule or decomposition for aten.transpose_.default': [
-        ('stft', '', 'float32', 'forward'),
-        ('stft', '', 'float32', 'grad'),
     ],
     'no rule or decomposition for prims.gcd.default': [
         ('gcd', '', 'int64', 'forward'),

@@ -81,6 +81,8 @@ def _build(func, fused: bool = False) -> Handler:
     # Maybe-aliasing composites (to.dtype, reshape) decompose into real views or copies.
     if func.is_view and (rule is not None or not composite):
         return views.handler(func)
+    if func in views.INPLACE:
+        return views.inplace_handler(func)
     if rule is not None:
         if mutation.mutated_args(func) or rule.mutates:
             inner = _rule_handler(rule, fused, wrap=False)

@@ -7,13 +7,15 @@ runs ``_foreach_add.List`` and writes each result into its ``self[i]``.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from ..ops.dtypes import cast, to_jax_dtype
 from ..ops.registry import LOWERINGS, is_functional
 from ..runtime.transfer import to_device
 from ..tensor import TpuTensor, read, write
-from . import strict
+from . import strict, views
 from .values import call_unwrapped, wrap_out
 
 aten = torch.ops.aten
@@ -86,12 +88,21 @@ def _name(dtype: torch.dtype) -> str:
             torch.int16: "Short", torch.complex64: "ComplexFloat"}.get(dtype, str(dtype))
 
 
-def _store(target: TpuTensor, value, op) -> None:
-    """Write ``value`` into ``target`` with PyTorch's in-place shape and cast rules."""
+def _store(target: TpuTensor, value, op, resize: bool = False) -> None:
+    """Write ``value`` into ``target`` with PyTorch's in-place shape and cast rules; an out=
+    target (``resize``) of another shape is resized first, as PyTorch's resize_output does."""
     if isinstance(value, TpuTensor):
         value = read(value)
     elif isinstance(value, torch.Tensor):
         value = to_device(value)
+    if resize and value.shape != tuple(target.shape):
+        if target.numel():
+            warnings.warn(
+                f"{op}: an output with one or more elements was resized since it had shape "
+                f"{list(target.shape)}, which does not match the required output shape "
+                f"{list(value.shape)}. This behavior is deprecated; resize it to 0 elements "
+                "with t.resize_(0) first.", UserWarning, stacklevel=2)
+        views.resize(target, value.shape)
     if value.shape != tuple(target.shape):
         raise RuntimeError(
             f"output with shape {list(target.shape)} doesn't match the broadcast shape "
@@ -153,8 +164,8 @@ def _out_handler(func, compute, out_names):
         result = compute(args, kwargs)
         if len(outs) == 1:
             result = [result]
-        for t, v in zip(outs, result):
-            _store(t, v, func)
+        for t, v in zip(outs, result, strict=True):
+            _store(t, v, func, resize=True)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     return handler

@@ -9,6 +9,7 @@ from ..debug import counters as metrics
 from ..ops.dtypes import broadcast, cast, to_jax_dtype
 from ..runtime.transfer import to_device, to_host
 from ..tensor import TpuTensor, read, wrap, write
+from . import views
 
 aten = torch.ops.aten
 
@@ -64,12 +65,23 @@ def _local_scalar_dense(args, kwargs):
 
 def _resize_(args, kwargs):
     self, size = args[0], tuple(args[1])
-    if tuple(self.shape) == size:
-        return self
-    raise RuntimeError(
-        f"torchtpu: cannot resize a tpu tensor from {tuple(self.shape)} to {size}; "
-        "pass out= tensors that already have the result's shape"
-    )
+    fmt = kwargs.get("memory_format", args[2] if len(args) > 2 else None)
+    stride = torch.empty(size, device="meta", memory_format=fmt or torch.contiguous_format).stride()
+    if tuple(self.shape) != size or self.stride() != stride:
+        views.resize(self, size, stride)
+    return self
+
+
+def _resize_as_(args, kwargs):
+    self, template = args[0], args[1]
+    fmt = kwargs.get("memory_format", args[2] if len(args) > 2 else None)
+    if fmt is None or fmt == torch.preserve_format:
+        stride = template.stride() if template.is_contiguous(memory_format=torch.channels_last) \
+            and template.dim() == 4 else None
+    else:
+        stride = torch.empty(template.shape, device="meta", memory_format=fmt).stride()
+    views.resize(self, template.shape, stride)
+    return self
 
 
 def _identity(args, kwargs):
@@ -87,7 +99,8 @@ def _set_source_tensor(args, kwargs):
     self._storage = src._storage
     self._direct = src._direct
     if not src._direct:
-        self._geometry, self._cache, self._cache_version = src._geometry, src._cache, src._cache_version
+        self._geometry = src._geometry
+        self._cache, self._cache_version = src._cache, src._cache_version
     return self
 
 
@@ -102,6 +115,7 @@ HANDLERS = {
     aten._to_copy.default: _to_copy,
     aten._local_scalar_dense.default: _local_scalar_dense,
     aten.resize_.default: _resize_,
+    aten.resize_as_.default: _resize_as_,
     aten.lift_fresh.default: _identity,
     aten.lift_fresh_copy.default: _clone_fresh,
     aten.set_.source_Tensor: _set_source_tensor,

@@ -7,11 +7,13 @@ rule applied to the base's value, or, for views without one, a strided gather.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..ops.registry import LOWERINGS
-from ..ops.views import gather_view
-from ..tensor import TpuTensor, make_view, wrap
+from ..ops.views import gather_view, grow_storage
+from ..tensor import Storage, TpuTensor, contiguous_strides, make_view, wrap
 from . import strict
 from .values import call_unwrapped
 
@@ -59,3 +61,61 @@ def handler(func):
 def _geometry(m: torch.Tensor) -> tuple:
     return tuple(m.shape), tuple(m.stride()), m.storage_offset()
 
+
+
+aten = torch.ops.aten
+# In-place view ops change the tensor's geometry, never its data.
+INPLACE = {
+    aten.as_strided_.default, aten.t_.default, aten.transpose_.default,
+    aten.unsqueeze_.default, aten.squeeze_.default, aten.squeeze_.dim, aten.squeeze_.dims,
+}
+
+
+def inplace_handler(func):
+    def restride(args, kwargs):
+        self = args[0]
+        meta = _meta_base(self)
+        func(meta, *[_meta_arg(a) for a in args[1:]], **kwargs)
+        set_geometry(self, *_geometry(meta))
+        return self
+
+    return restride
+
+
+def set_geometry(t: TpuTensor, size, stride, offset: int) -> None:
+    """Give ``t`` a new geometry over its own storage (its elements stay where they are)."""
+    size, stride = tuple(size), tuple(stride)
+    with torch._C._DisableTorchDispatch():
+        # the wrapper's own sizes and strides: PyTorch's generic kernel, bounds-checked
+        torch.ops.aten.as_strided_.default(t, size, stride, offset)
+    base = t._storage.value
+    t._direct = offset == 0 and size == base.shape and stride == contiguous_strides(size)
+    t._geometry = (size, stride, offset)
+    t._cache, t._cache_version = None, -1
+
+
+def resize(t: TpuTensor, size, stride=None) -> None:
+    """PyTorch's ``resize_``: ``t`` takes ``size`` (contiguous unless ``stride``) from its
+    storage offset, over the same elements; a storage too small grows (new elements are zero
+    here, uninitialised in PyTorch) and, as a new storage, no longer aliases old views."""
+    size = tuple(size)
+    stride = contiguous_strides(size) if stride is None else tuple(stride)
+    offset = t.storage_offset()
+    needed = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride, strict=True)) \
+        if math.prod(size) else offset
+    if needed * t.element_size() <= t.untyped_storage().nbytes():
+        set_geometry(t, size, stride, offset)
+        return
+    if needed > t._storage.value.size:
+        t._storage = Storage(grow_storage(t._storage.value, needed))
+    # The wrapper's own storage must grow: a placeholder storage of the new size, installed by
+    # set_'s CPU kernel (generic TensorImpl bookkeeping; PrivateUse1 has no set_ kernel).
+    room = _make(TpuTensor, (needed,), dtype=t.dtype, device=t.device).untyped_storage()
+    with torch._C._DisableTorchDispatch():
+        aten.set_.source_Storage_storage_offset.redispatch(
+            _CPU, t, room, offset, size, stride)
+    set_geometry(t, size, stride, offset)
+
+
+_make = torch.Tensor._make_wrapper_subclass
+_CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)

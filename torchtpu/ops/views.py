@@ -59,6 +59,13 @@ def scatter_view(base: jax.Array, value: jax.Array, geometry) -> jax.Array:
     return flat.reshape(base.shape)
 
 
+@executable(static_argnums=(1,))
+def grow_storage(base: jax.Array, numel: int) -> jax.Array:
+    """``base``'s elements, flat, followed by zeros up to ``numel`` (resize_ growing a storage)."""
+    flat = base.reshape(-1)
+    return jnp.concatenate([flat, jnp.zeros(numel - flat.size, flat.dtype)])
+
+
 def _dim(d: int, ndim: int) -> int:
     return d + max(ndim, 1) if d < 0 else d
 
