@@ -9,6 +9,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import torch
 from jax import lax
 
@@ -152,17 +153,20 @@ def _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, div
               nd):
     window, strides, pads, dil = _pool_cfg(x, kernel_size, stride, padding, (1,), nd)
     pads_c = _ceil_pad(x, window, strides, pads, dil, ceil_mode)
-    summed = lax.reduce_window(x, jnp.asarray(0, x.dtype), lax.add, window, strides, pads_c)
+    # A concrete (numpy) zero lets JAX see a window sum, which it can differentiate; a traced
+    # init makes it a generic reduction with no VJP, and the backward rule below needs one.
+    zero = np.zeros((), x.dtype)
+    summed = lax.reduce_window(x, zero, lax.add, window, strides, pads_c)
     if divisor_override:
         return summed / divisor_override
     if count_include_pad:
         # Padding counts, the ceil-mode overhang does not.
         ones = jnp.pad(jnp.ones(x.shape, x.dtype), pads, constant_values=1)
         extra = [(0, hi - p_hi) for (_, hi), (_, p_hi) in zip(pads_c, pads)]
-        counts = lax.reduce_window(ones, jnp.asarray(0, x.dtype), lax.add, window, strides, extra)
+        counts = lax.reduce_window(ones, zero, lax.add, window, strides, extra)
     else:
-        counts = lax.reduce_window(jnp.ones(x.shape, x.dtype), jnp.asarray(0, x.dtype), lax.add,
-                                   window, strides, pads_c)
+        counts = lax.reduce_window(jnp.ones(x.shape, x.dtype), zero, lax.add, window, strides,
+                                   pads_c)
     return summed / counts
 
 
