@@ -163,13 +163,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('to_sparse', '', 'float32', 'grad'),
         ('to_sparse', '', 'int64', 'forward'),
     ],
-    'no rule or decomposition for aten.put.default': [
-        ('put', '', 'bfloat16', 'forward'),
-        ('put', '', 'bool', 'forward'),
-        ('put', '', 'float32', 'forward'),
-        ('put', '', 'float32', 'grad'),
-        ('put', '', 'int64', 'forward'),
-    ],
     'complex32 (chalf) has no XLA dtype': [
         ('chalf', '', 'bfloat16', 'forward'),
         ('chalf', '', 'bool', 'forward'),
@@ -178,7 +171,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     ],
     'crash: executor: an op error inside a C++ backward formula aborts the process': [
         ('grid_sampler_2d', '', 'float32', 'grad'),
-        ('take', '', 'float32', 'grad'),
         ('nn.functional.grid_sample', '', 'float32', 'grad'),
         ('nn.functional.upsample_bilinear', '', 'float32', 'grad'),
         ('nn.functional.interpolate', 'bicubic', 'float32', 'grad'),

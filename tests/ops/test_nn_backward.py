@@ -68,3 +68,13 @@ def test_lu_unpack_leaves_out_what_is_not_asked(unpack_data, unpack_pivots):
     lu, pivots = torch.linalg.lu_factor(_randn(2, 3, 3))
     actual, expected = _both(aten.lu_unpack, lu, pivots, unpack_data, unpack_pivots)
     assert_same(actual, expected, **TOL)
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_put(accumulate):
+    x = _randn(3, 4)
+    # Negative positions count from the end; accumulating, a repeated one adds twice.
+    index = torch.tensor([[0, -1], [5, 11 if accumulate else 7]])
+    source = _randn(2, 2, seed=1)
+    actual, expected = _both(aten.put, x, index, source, accumulate)
+    assert_same(actual, expected)
