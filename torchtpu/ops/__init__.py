@@ -13,6 +13,7 @@ from . import (  # noqa: F401  (registration side effects)
     linalg,
     linalg_factor,
     nn,
+    nn_backward,
     nn_embedding_bag,
     random,
     reduction,

@@ -9,6 +9,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import torch
 from jax import lax
 
@@ -152,17 +153,20 @@ def _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, div
               nd):
     window, strides, pads, dil = _pool_cfg(x, kernel_size, stride, padding, (1,), nd)
     pads_c = _ceil_pad(x, window, strides, pads, dil, ceil_mode)
-    summed = lax.reduce_window(x, jnp.asarray(0, x.dtype), lax.add, window, strides, pads_c)
+    # A concrete (numpy) zero lets JAX see a window sum, which it can differentiate; a traced
+    # init makes it a generic reduction with no VJP, and the backward rule below needs one.
+    zero = np.zeros((), x.dtype)
+    summed = lax.reduce_window(x, zero, lax.add, window, strides, pads_c)
     if divisor_override:
         return summed / divisor_override
     if count_include_pad:
         # Padding counts, the ceil-mode overhang does not.
         ones = jnp.pad(jnp.ones(x.shape, x.dtype), pads, constant_values=1)
         extra = [(0, hi - p_hi) for (_, hi), (_, p_hi) in zip(pads_c, pads)]
-        counts = lax.reduce_window(ones, jnp.asarray(0, x.dtype), lax.add, window, strides, extra)
+        counts = lax.reduce_window(ones, zero, lax.add, window, strides, extra)
     else:
-        counts = lax.reduce_window(jnp.ones(x.shape, x.dtype), jnp.asarray(0, x.dtype), lax.add,
-                                   window, strides, pads_c)
+        counts = lax.reduce_window(jnp.ones(x.shape, x.dtype), zero, lax.add, window, strides,
+                                   pads_c)
     return summed / counts
 
 
@@ -326,30 +330,38 @@ def _native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, 
             jnp.sum(grad_out, axis=axes) if output_mask[2] else None)
 
 
-def _nearest_indices(n_in, n_out, scale):
-    s = (n_in / n_out) if scale is None else 1.0 / scale
+def _nearest_indices(n_in, n_out, scale, exact_sizes):
+    # nearest_idx (ATen/native/UpSample.h): with exact_sizes, the same size copies and twice
+    # the size halves, whatever the scale says; otherwise floor(i * scale) in float32.
+    if exact_sizes and n_out == n_in:
+        return jnp.arange(n_out)
+    if exact_sizes and n_out == 2 * n_in:
+        return jnp.arange(n_out) // 2
+    s = 1.0 / scale if scale is not None and scale > 0 else n_in / n_out
     return jnp.minimum(jnp.floor(jnp.arange(n_out) * s).astype(jnp.int32), n_in - 1)
 
 
-def _upsample_nearest(x, output_size, scales):
+def _upsample_nearest(x, output_size, scales, exact_sizes=True):
+    """``scales`` holds one entry (a float or None) per spatial axis, or none at all."""
     nd = len(output_size)
     for i, o in enumerate(output_size):
         axis = x.ndim - nd + i
         scale = scales[i] if scales else None
-        x = jnp.take(x, _nearest_indices(x.shape[axis], o, scale), axis=axis)
+        x = jnp.take(x, _nearest_indices(x.shape[axis], o, scale, exact_sizes), axis=axis)
     return x
 
 
 @lowering(aten.upsample_nearest2d.default, aten.upsample_nearest1d.default,
           aten.upsample_nearest3d.default)
 def _upsample_nearest_rule(self, output_size, *scales):
-    return _upsample_nearest(self, tuple(output_size), [s for s in scales if s is not None])
+    # On CPU the 2-D forward and every backward treat those sizes apart; the 1-D and 3-D
+    # forwards do not (so their gradients disagree with them there, as on CPU).
+    return _upsample_nearest(self, tuple(output_size), scales, len(output_size) == 2)
 
 
 @lowering(aten.upsample_nearest2d_backward.default, aten.upsample_nearest1d_backward.default,
           aten.upsample_nearest3d_backward.default)
 def _upsample_nearest_backward(grad_output, output_size, input_size, *scales):
     x = jnp.zeros(tuple(input_size), grad_output.dtype)
-    sc = [s for s in scales if s is not None]
-    _, vjp = jax.vjp(lambda x: _upsample_nearest(x, tuple(output_size), sc), x)
+    _, vjp = jax.vjp(lambda x: _upsample_nearest(x, tuple(output_size), scales), x)
     return vjp(grad_output)[0]

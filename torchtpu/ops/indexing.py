@@ -182,6 +182,20 @@ def _index_fill(self, dim, index, value):
     return self.at[(slice(None),) * dim + (index,)].set(jnp.asarray(value, self.dtype))
 
 
+@lowering(aten.put)
+def _put(self, index, source, accumulate=False):
+    # Positions into the flattened tensor; negative ones count from its end (as in take).
+    flat = self.reshape(-1)
+    idx = index.reshape(-1)
+    idx = jnp.where(idx < 0, idx + flat.size, idx)
+    ref = flat.at[idx]
+    src = source.reshape(-1).astype(self.dtype)
+    if not accumulate:
+        return ref.set(src).reshape(self.shape)
+    # Accumulating into bool is a logical or, as True + True is True.
+    return (ref.max(src) if self.dtype == jnp.bool_ else ref.add(src)).reshape(self.shape)
+
+
 @lowering(aten.cat)
 def _cat(tensors, dim=0):
     dtype = result_type(*tensors)

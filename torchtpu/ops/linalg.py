@@ -168,5 +168,11 @@ def _cdist_forward(x1, x2, p, compute_mode):
 
 @lowering(aten._cdist_backward)
 def _cdist_backward(grad, x1, x2, p, cdist):
+    if x1.size == 0 or x2.size == 0 or grad.size == 0:
+        return jnp.zeros_like(x1)  # unbroadcast, as on CPU
+    # Otherwise the gradient of x1 broadcast to the common batch shape (autograd sums it).
+    batch = jnp.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    x1 = jnp.broadcast_to(x1, batch + x1.shape[-2:])
+    x2 = jnp.broadcast_to(x2, batch + x2.shape[-2:])
     _, vjp = jax.vjp(lambda a: _cdist(a, x2, p), x1)
     return vjp(grad)[0]

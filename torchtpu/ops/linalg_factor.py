@@ -87,7 +87,11 @@ def _linalg_lu(A, *, pivot=True):
 @lowering(aten.lu_unpack)
 def _lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):  # noqa: N803
     m = LU_data.shape[-2]
-    lower, upper = _unpack(LU_data)
+    # What is not asked for comes back empty, as on CPU (lu_solve's backward asks for L, U only).
+    empty = jnp.zeros((0,), LU_data.dtype)
+    lower, upper = _unpack(LU_data) if unpack_data else (empty, empty)
+    if not unpack_pivots:
+        return empty, lower, upper
     perm = _perm_from_pivots(LU_pivots, m)
     return _permutation_matrix(perm, LU_data.dtype), lower, upper
 

@@ -1,0 +1,198 @@
+"""Backward ATen ops called directly, on CPU and on tpu, over the arguments OpInfo samples
+leave out: scale factors, align_corners, padding and interpolation modes, pooling options.
+
+Called directly, not through autograd: an error inside a C++ backward formula would abort
+the process, here it fails one test.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from conftest import TPU, assert_same
+
+aten = torch.ops.aten
+TOL = dict(rtol=1e-4, atol=1e-4)
+
+
+def _randn(*shape, seed=0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _both(op, *args, **kwargs):
+    """``op`` on CPU and on tpu copies of the same arguments."""
+    on_tpu = [a.to(TPU) if isinstance(a, torch.Tensor) else a for a in args]
+    return op(*on_tpu, **kwargs), op(*args, **kwargs)
+
+
+# (input size, output size, scale factor given by the caller or None)
+SIZES = [(4, 7, None), (5, 3, None), (3, 8, 2.7), (6, 6, None), (6, 6, 1.5), (4, 8, 2.1),
+         (4, 1, None), (1, 3, None), (7, 3, 0.45)]
+
+UPSAMPLE = {
+    "linear1d": (aten.upsample_linear1d_backward, 1, True),
+    "bilinear2d": (aten.upsample_bilinear2d_backward, 2, True),
+    "trilinear3d": (aten.upsample_trilinear3d_backward, 3, True),
+    "bicubic2d": (aten.upsample_bicubic2d_backward, 2, True),
+    "nearest1d": (aten.upsample_nearest1d_backward, 1, False),
+    "nearest2d": (aten.upsample_nearest2d_backward, 2, False),
+    "nearest3d": (aten.upsample_nearest3d_backward, 3, False),
+    "nearest_exact1d": (aten._upsample_nearest_exact1d_backward, 1, False),
+    "nearest_exact2d": (aten._upsample_nearest_exact2d_backward, 2, False),
+    "nearest_exact3d": (aten._upsample_nearest_exact3d_backward, 3, False),
+}
+
+
+@pytest.mark.parametrize("size", SIZES, ids=str)
+@pytest.mark.parametrize("name", list(UPSAMPLE))
+def test_upsample_backward(name, size):
+    op, nd, has_align = UPSAMPLE[name]
+    n_in, n_out, scale = size
+    # Axes differ: the last one takes the size under test, the others a fixed pair.
+    ins = [3, 2][: nd - 1] + [n_in]
+    outs = [5, 4][: nd - 1] + [n_out]
+    scales = [None] * (nd - 1) + [scale] if scale is not None else [None] * nd
+    if scale is not None:  # all or none, as F.interpolate passes them
+        scales = [o / i for i, o in zip(ins[:-1], outs[:-1], strict=True)] + [scale]
+    grad = _randn(2, 3, *outs)
+    for align in ((False, True) if has_align else (None,)):
+        flag = () if align is None else (align,)
+        actual, expected = _both(op, grad, outs, [2, 3, *ins], *flag, *scales)
+        assert_same(actual, expected, **TOL)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=str)
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_upsample_nearest_forward(nd, size):
+    # The forward rule shares its index arithmetic with the backward above.
+    op = (aten.upsample_nearest1d, aten.upsample_nearest2d, aten.upsample_nearest3d)[nd - 1]
+    n_in, n_out, scale = size
+    x = _randn(2, 3, *([3] * (nd - 1)), n_in)
+    scales = [None] * nd if scale is None else [1.0] * (nd - 1) + [scale]
+    actual, expected = _both(op, x, [3] * (nd - 1) + [n_out], *scales)
+    assert_same(actual, expected)
+
+
+POOL = [
+    # kernel, stride, padding, ceil_mode, count_include_pad, divisor_override
+    ((3, 3), (2, 2), (1, 1), False, True, None),
+    ((3, 3), (2, 2), (1, 1), True, True, None),
+    ((3, 2), (2, 1), (1, 0), True, False, None),
+    ((2, 2), (3, 3), (0, 0), True, False, None),
+    ((3, 3), (2, 2), (1, 1), False, False, 5),
+    ((2, 3), (1, 2), (1, 1), True, True, 2),
+]
+
+
+@pytest.mark.parametrize("cfg", POOL, ids=str)
+@pytest.mark.parametrize("nd", [2, 3])
+def test_avg_pool_backward(nd, cfg):
+    kernel, stride, padding, ceil_mode, count_include_pad, divisor = cfg
+    if nd == 3:
+        kernel, stride, padding = (2,) + kernel, (1,) + stride, (1,) + padding
+    forward = aten.avg_pool2d if nd == 2 else aten.avg_pool3d
+    backward = aten.avg_pool2d_backward if nd == 2 else aten.avg_pool3d_backward
+    x = _randn(2, 3, *([7] * nd))
+    args = (kernel, stride, padding, ceil_mode, count_include_pad, divisor)
+    grad = _randn(*forward(x, *args).shape, seed=1)
+    actual, expected = _both(backward, grad, x, *args)
+    assert_same(actual, expected, **TOL)
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("padding_mode", [0, 1, 2], ids=["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", [0, 1, 2], ids=["bilinear", "nearest", "bicubic"])
+def test_grid_sampler_2d_backward(mode, padding_mode, align_corners):
+    x = _randn(2, 3, 5, 6)
+    # Beyond [-1, 1], so that every padding mode has coordinates to move.
+    grid = _randn(2, 4, 7, 2, seed=1) * 0.9
+    grad = _randn(2, 3, 4, 7, seed=2)
+    # Without input's gradient (a grid that is learned, an input that is not).
+    masks = ([True, True], [False, True]) if mode == 0 else ([True, True],)
+    for mask in masks:
+        args = (grad, x, grid, mode, padding_mode, align_corners, mask)
+        actual, expected = _both(aten.grid_sampler_2d_backward, *args)
+        assert_same(actual, expected, **TOL)
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("padding_mode", [0, 1, 2], ids=["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", [0, 1], ids=["trilinear", "nearest"])
+def test_grid_sampler_3d(mode, padding_mode, align_corners):
+    x = _randn(2, 3, 4, 5, 3)
+    grid = _randn(2, 3, 2, 4, 3, seed=1) * 0.9
+    actual, expected = _both(aten.grid_sampler_3d, x, grid, mode, padding_mode, align_corners)
+    assert_same(actual, expected, **TOL)
+    grad = _randn(2, 3, 3, 2, 4, seed=2)
+    args = (grad, x, grid, mode, padding_mode, align_corners, [True, True])
+    actual, expected = _both(aten.grid_sampler_3d_backward, *args)
+    assert_same(actual, expected, **TOL)
+
+
+@pytest.mark.parametrize("p,weighted,reduction", list(itertools.product([1, 2], [False, True],
+                                                                         [0, 1, 2])))
+def test_multi_margin_loss(p, weighted, reduction):
+    x = _randn(4, 5)
+    target = torch.tensor([0, 3, 4, 3])
+    weight = _randn(5, seed=1).abs() if weighted else None
+    _check_multi_margin(x, target, p, weight, reduction)
+    # One sample: a vector input, a scalar target.
+    _check_multi_margin(x[1], target[1], p, weight, reduction)
+
+
+def _check_multi_margin(x, target, p, weight, reduction):
+    out, expected = _both(aten.multi_margin_loss, x, target, p, 0.7, weight, reduction)
+    assert_same(out, expected, **TOL)
+    grad = _randn(*expected.shape, seed=2)
+    actual, expected = _both(aten.multi_margin_loss_backward, grad, x, target, p, 0.7, weight,
+                             reduction)
+    assert_same(actual, expected, **TOL)
+
+
+@pytest.mark.parametrize("reduction", [0, 1, 2])
+@pytest.mark.parametrize("shape", ["2d", "1d", "0d"])
+def test_multilabel_margin_loss(shape, reduction):
+    x = _randn(3, 5)
+    # Targets end at the first -1; a repeated index counts twice; a row may have none.
+    target = torch.tensor([[3, 0, -1, 1, 2], [1, 1, 4, 2, 0], [-1, 2, 0, 0, 0]])
+    if shape == "1d":
+        x, target = x[0], target[0]
+    elif shape == "0d":
+        x, target = x[0, 0], target[0, 1]
+    out, expected = _both(aten.multilabel_margin_loss_forward, x, target, reduction)
+    assert_same(out, expected, **TOL)
+    grad = _randn(*expected[0].shape, seed=2)
+    actual, expected = _both(aten.multilabel_margin_loss_backward, grad, x, target, reduction,
+                             expected[1])
+    assert_same(actual, expected, **TOL)
+
+
+@pytest.mark.parametrize("shapes", [((2, 1, 3, 4), (5, 2, 4)), ((3, 4), (0, 2, 4)),
+                                    ((0, 2, 4), (3, 4))], ids=str)
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 2.0, 3.0, float("inf")])
+def test_cdist_backward_broadcasts(p, shapes):
+    x1, x2 = _randn(*shapes[0]), _randn(*shapes[1], seed=1)
+    dist = torch.cdist(x1, x2, p)
+    grad = _randn(*dist.shape, seed=2)
+    actual, expected = _both(aten._cdist_backward, grad, x1, x2, p, dist)
+    assert_same(actual, expected, **TOL)
+
+
+@pytest.mark.parametrize("unpack_data,unpack_pivots", [(True, False), (False, True),
+                                                       (False, False)])
+def test_lu_unpack_leaves_out_what_is_not_asked(unpack_data, unpack_pivots):
+    lu, pivots = torch.linalg.lu_factor(_randn(2, 3, 3))
+    actual, expected = _both(aten.lu_unpack, lu, pivots, unpack_data, unpack_pivots)
+    assert_same(actual, expected, **TOL)
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_put(accumulate):
+    x = _randn(3, 4)
+    # Negative positions count from the end; accumulating, a repeated one adds twice.
+    index = torch.tensor([[0, -1], [5, 11 if accumulate else 7]])
+    source = _randn(2, 2, seed=1)
+    actual, expected = _both(aten.put, x, index, source, accumulate)
+    assert_same(actual, expected)
