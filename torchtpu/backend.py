@@ -58,6 +58,11 @@ def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memor
     return dispatch(aten.empty_strided.default, (size, stride), {"dtype": dtype})
 
 
+def _efficientzerotensor(size, dtype=None, layout=None, device=None, pin_memory=None):
+    # Autograd's zero gradients (sgn, and others at points they do not cover)
+    return torch.zeros(size, dtype=dtype, device=device)
+
+
 def _copy_from(self, dst, non_blocking=False):
     # Reached with the Python key excluded (torch.tensor(..., device='tpu') does that).
     return dispatch(aten.copy_.default, (dst, self), {})
@@ -149,6 +154,7 @@ def register() -> None:
     _lib.impl("eye", _eye, "PrivateUse1")
     _lib.impl("eye.m", _eye, "PrivateUse1")
     _lib.impl("_copy_from", _copy_from, "PrivateUse1")
+    _lib.impl("_efficientzerotensor", _efficientzerotensor, "PrivateUse1")
     for name in _HOST_FACTORIES:
         packet = getattr(aten, name)
         for overload in packet.overloads():

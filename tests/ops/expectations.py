@@ -4,7 +4,7 @@ Keyed by (op, variant, dtype, test): test is "forward", "grad" or "errors"; dtyp
 "float32", "bfloat16", "int64", "bool" (or "any" for errors). An entry whose test passes
 fails the suite, so this table always tells the truth: remove an entry when its op is fixed.
 Reasons starting "executor:" need a fix outside the lowering rules (torchtpu/eager,
-tensor.py); reasons starting "crash" abort the process, so their check runs in a child.
+tensor.py).
 """
 
 from __future__ import annotations
@@ -159,9 +159,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     ],
     "float32 rounding: a large sample's grid gradient is 2e-4 from CPU's (nearer float64's)": [
         ('grid_sampler_3d', '', 'float32', 'grad'),
-    ],
-    'crash: executor: an op error inside a C++ backward formula aborts the process': [
-        ('native_group_norm', '', 'float32', 'grad'),
     ],
     'no rule or decomposition for aten._trilinear.default': [
         ('nn.functional.bilinear', '', 'bfloat16', 'forward'),
@@ -390,9 +387,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     ],
     'fails: NotImplementedError: "sum_cpu" not implemented for \'ComplexHalf\'': [
         ('chalf', '', 'float32', 'grad'),
-    ],
-    "fails: NotImplementedError: Could not run 'aten::_efficientzerotensor' with arguments from the 'tpu' backend. ": [  # noqa: E501
-        ('sgn', '', 'float32', 'grad'),
     ],
     "fails: NotImplementedError: Could not run 'aten::tril_indices' with arguments from the 'tpu' backend. This cou": [  # noqa: E501
     ],

@@ -13,8 +13,6 @@ with an expected failure always runs every sample, so its entry is checked in bo
 from __future__ import annotations
 
 import math
-import os
-import subprocess
 import sys
 import time
 import types
@@ -300,17 +298,9 @@ RUNNERS = {"forward": _run_forward, "grad": _run_grad, "errors": _run_errors}
 DTYPE_NAMES = {_dtype_name(d): d for d in DTYPES + (None,)}
 
 
-def _run(test, op_id, dtype, mode, full, isolate):
-    if not isolate:
-        with torchtpu.set_eager_mode(mode):
-            return RUNNERS[test](OPS[op_id], dtype, full)
-    # The failure aborts the process (expectations.py says "crash"): run it in a child.
-    cmd = [sys.executable, __file__, test, op_id, _dtype_name(dtype), mode, str(int(full))]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=os.environ)
-    if proc.returncode:
-        tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
-        raise AssertionError(f"child process exited with {proc.returncode}: {' | '.join(tail)}")
-    return int(proc.stdout.strip().splitlines()[-1])
+def _run(test, op_id, dtype, mode, full):
+    with torchtpu.set_eager_mode(mode):
+        return RUNNERS[test](OPS[op_id], dtype, full)
 
 
 def _check(request, test, op_id, dtype, mode):
@@ -318,14 +308,11 @@ def _check(request, test, op_id, dtype, mode):
     key = key_of(op.name, op.variant_test_name, _dtype_name(dtype), test)
     reason = EXPECTED.get(key)
     full = reason is not None or _is_slow(request)
-    if (reason or "").startswith("crash") and not _is_slow(request):
-        # A child process per crash costs seconds; the slow sweep checks these entries.
-        pytest.xfail(reason)
     record = {"op": op.name, "variant": op.variant_test_name, "dtype": _dtype_name(dtype),
               "test": test, "mode": mode, "full": full}
     start = time.perf_counter()
     try:
-        n = _run(test, op_id, dtype, mode, full, isolate=(reason or "").startswith("crash"))
+        n = _run(test, op_id, dtype, mode, full)
     except Exception as e:
         line = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         coverage.record(record | {"outcome": "xfail" if reason else "fail",
@@ -411,4 +398,4 @@ def test_errors_full(request, op_id, dtype, mode):
 
 if __name__ == "__main__":  # one isolated check: test op_id dtype mode full
     _test, _op_id, _dtype, _mode, _full = sys.argv[1:]
-    print(_run(_test, _op_id, DTYPE_NAMES[_dtype], _mode, _full == "1", isolate=False))
+    print(_run(_test, _op_id, DTYPE_NAMES[_dtype], _mode, _full == "1"))

@@ -293,7 +293,7 @@ def _native_batch_norm_backward(grad_out, input, weight, running_mean, running_v
 
 def _group_norm(x, weight, bias, N, C, HxW, group, eps):
     xf = x.astype(jnp.float32) if x.dtype in (jnp.bfloat16, jnp.float16) else x
-    g = xf.reshape(N, group, -1)
+    g = xf.reshape(N, group, C // group * HxW)  # -1 cannot be inferred for empty inputs
     mean = jnp.mean(g, axis=-1)
     rstd = lax.rsqrt(jnp.var(g, axis=-1) + eps)
     out = ((g - mean[..., None]) * rstd[..., None]).reshape(x.shape)
@@ -315,12 +315,12 @@ def _native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, 
                                 output_mask):
     w = weight if weight is not None else jnp.ones((C,), input.dtype)
     # The backward op gets no eps: work from the saved mean and rstd.
-    xf = input.reshape(N, group, -1)
+    xf = input.reshape(N, group, C // group * HxW)
     xhat = ((xf - mean[..., None]) * rstd[..., None]).reshape(input.shape)
     shape = (1, C) + (1,) * (input.ndim - 2)
     g = grad_out * w.reshape(shape)
-    gg = g.reshape(N, group, -1)
-    xh = xhat.reshape(N, group, -1)
+    gg = g.reshape(N, group, C // group * HxW)
+    xh = xhat.reshape(N, group, C // group * HxW)
     n = gg.shape[-1]
     gx = (rstd[..., None] / n) * (n * gg - jnp.sum(gg, -1, keepdims=True)
                                   - xh * jnp.sum(gg * xh, -1, keepdims=True))
