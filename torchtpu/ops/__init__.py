@@ -17,6 +17,8 @@ from . import (  # noqa: F401  (registration side effects)
     random,
     reduction,
     special,
+    special_bessel,
+    special_polynomials,
     views,
 )
 from .registry import LOWERINGS, Lowering, lowering
