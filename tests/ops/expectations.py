@@ -109,24 +109,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('square', '', 'bool', 'forward'),
         ('square', '', 'int64', 'forward'),
     ],
-    'no rule or decomposition for aten.index_reduce.default': [
-        ('index_reduce', 'amax', 'bfloat16', 'forward'),
-        ('index_reduce', 'amax', 'float32', 'forward'),
-        ('index_reduce', 'amax', 'float32', 'grad'),
-        ('index_reduce', 'amax', 'int64', 'forward'),
-        ('index_reduce', 'amin', 'bfloat16', 'forward'),
-        ('index_reduce', 'amin', 'float32', 'forward'),
-        ('index_reduce', 'amin', 'float32', 'grad'),
-        ('index_reduce', 'amin', 'int64', 'forward'),
-        ('index_reduce', 'mean', 'bfloat16', 'forward'),
-        ('index_reduce', 'mean', 'float32', 'forward'),
-        ('index_reduce', 'mean', 'float32', 'grad'),
-        ('index_reduce', 'mean', 'int64', 'forward'),
-        ('index_reduce', 'prod', 'bfloat16', 'forward'),
-        ('index_reduce', 'prod', 'float32', 'forward'),
-        ('index_reduce', 'prod', 'float32', 'grad'),
-        ('index_reduce', 'prod', 'int64', 'forward'),
-    ],
     'an invalid argument CPU rejects is accepted: error input 0': [
         ('as_strided_scatter', '', 'any', 'errors'),
         ('bernoulli', '', 'any', 'errors'),
@@ -148,27 +130,12 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('quantile', '', 'float32', 'forward'),
         ('quantile', '', 'float32', 'grad'),
     ],
-    'no rule or decomposition for aten.segment_reduce.default': [
-        ('_segment_reduce', 'lengths', 'bfloat16', 'forward'),
-        ('_segment_reduce', 'lengths', 'float32', 'forward'),
-        ('_segment_reduce', 'lengths', 'float32', 'grad'),
-        ('_segment_reduce', 'offsets', 'bfloat16', 'forward'),
-        ('_segment_reduce', 'offsets', 'float32', 'forward'),
-        ('_segment_reduce', 'offsets', 'float32', 'grad'),
-    ],
     'no rule or decomposition for aten._to_sparse.default': [
         ('to_sparse', '', 'bfloat16', 'forward'),
         ('to_sparse', '', 'bool', 'forward'),
         ('to_sparse', '', 'float32', 'forward'),
         ('to_sparse', '', 'float32', 'grad'),
         ('to_sparse', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.put.default': [
-        ('put', '', 'bfloat16', 'forward'),
-        ('put', '', 'bool', 'forward'),
-        ('put', '', 'float32', 'forward'),
-        ('put', '', 'float32', 'grad'),
-        ('put', '', 'int64', 'forward'),
     ],
     'complex32 (chalf) has no XLA dtype': [
         ('chalf', '', 'bfloat16', 'forward'),
@@ -195,6 +162,8 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('nn.functional.avg_pool1d', '', 'float32', 'grad'),
         ('nn.functional.multi_margin_loss', '', 'float32', 'grad'),
         ('nn.functional.multilabel_margin_loss', '', 'float32', 'grad'),
+        ('_segment_reduce', 'lengths', 'float32', 'grad'),
+        ('_segment_reduce', 'offsets', 'float32', 'grad'),
     ],
     'executor: resize_ to a new shape is not supported': [
         ('resize_', '', 'bfloat16', 'forward'),
@@ -214,29 +183,11 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('hash_tensor', '', 'float32', 'forward'),
         ('hash_tensor', '', 'int64', 'forward'),
     ],
-    'no rule or decomposition for aten.linalg_lstsq.default': [
-        ('linalg.lstsq', '', 'float32', 'forward'),
-        ('linalg.lstsq', '', 'float32', 'grad'),
-        ('linalg.lstsq', 'grad_oriented', 'float32', 'forward'),
-        ('linalg.lstsq', 'grad_oriented', 'float32', 'grad'),
-    ],
-    'no rule or decomposition for aten.nonzero_static.default': [
-        ('nonzero_static', '', 'bfloat16', 'forward'),
-        ('nonzero_static', '', 'bool', 'forward'),
-        ('nonzero_static', '', 'float32', 'forward'),
-        ('nonzero_static', '', 'int64', 'forward'),
-    ],
     'no rule or decomposition for aten.resize.default': [
         ('resize_as_', '', 'bfloat16', 'forward'),
         ('resize_as_', '', 'bool', 'forward'),
         ('resize_as_', '', 'float32', 'forward'),
         ('resize_as_', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.unique_consecutive.default': [
-        ('unique_consecutive', '', 'bfloat16', 'forward'),
-        ('unique_consecutive', '', 'bool', 'forward'),
-        ('unique_consecutive', '', 'float32', 'forward'),
-        ('unique_consecutive', '', 'int64', 'forward'),
     ],
     "fails: RuntimeError: result type Float can't be cast to the desired output type Long": [
         ('geometric', '', 'int64', 'forward'),
@@ -307,21 +258,9 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('_upsample_bilinear2d_aa', '', 'float32', 'forward'),
         ('_upsample_bilinear2d_aa', '', 'float32', 'grad'),
     ],
-    'no rule or decomposition for aten.histc.default': [
-        ('histc', '', 'bfloat16', 'forward'),
-        ('histc', '', 'float32', 'forward'),
-    ],
-    'no rule or decomposition for aten.linalg_householder_product.default': [
-        ('linalg.householder_product', '', 'float32', 'forward'),
-        ('linalg.householder_product', '', 'float32', 'grad'),
-    ],
     'no rule or decomposition for aten.linalg_ldl_factor_ex.default': [
         ('linalg.ldl_factor', '', 'float32', 'forward'),
         ('linalg.ldl_factor_ex', '', 'float32', 'forward'),
-    ],
-    'no rule or decomposition for aten.ormqr.default': [
-        ('ormqr', '', 'float32', 'forward'),
-        ('ormqr', '', 'float32', 'grad'),
     ],
     'no rule or decomposition for aten.sparse_sampled_addmm.default': [
         ('sparse.sampled_addmm', '', 'float32', 'forward'),
@@ -367,15 +306,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     ],
     'no rule or decomposition for aten._embedding_bag.default': [
         ('nn.functional.embedding_bag', '', 'float32', 'grad'),
-    ],
-    'no rule or decomposition for aten._histogramdd_bin_edges.default': [
-        ('histogramdd', '', 'float32', 'forward'),
-    ],
-    'no rule or decomposition for aten.geqrf.default': [
-        ('geqrf', '', 'float32', 'forward'),
-    ],
-    'no rule or decomposition for aten.histogram.bin_ct': [
-        ('histogram', '', 'float32', 'forward'),
     ],
     'no rule or decomposition for aten.linalg_ldl_solve.default': [
         ('linalg.ldl_solve', '', 'float32', 'forward'),
