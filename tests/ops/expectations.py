@@ -177,12 +177,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('nn.functional.bilinear', '', 'float32', 'grad'),
         ('nn.functional.bilinear', '', 'int64', 'forward'),
     ],
-    'no rule or decomposition for aten.hash_tensor.default': [
-        ('hash_tensor', '', 'bfloat16', 'forward'),
-        ('hash_tensor', '', 'bool', 'forward'),
-        ('hash_tensor', '', 'float32', 'forward'),
-        ('hash_tensor', '', 'int64', 'forward'),
-    ],
     'no rule or decomposition for aten.resize.default': [
         ('resize_as_', '', 'bfloat16', 'forward'),
         ('resize_as_', '', 'bool', 'forward'),
@@ -312,15 +306,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     ],
     'no rule or decomposition for prims.convert_element_type.default': [
         ('renorm', '', 'bfloat16', 'forward'),
-    ],
-    'result dtype differs from CPU: output[0]: dtype torch.float64 on tpu, torch.bfloat16 on CPU': [
-        ('logspace', 'tensor_overload', 'bfloat16', 'forward'),
-    ],
-    'result dtype differs from CPU: output[0]: dtype torch.float64 on tpu, torch.float32 on CPU': [
-        ('logspace', 'tensor_overload', 'float32', 'forward'),
-    ],
-    'result dtype differs from CPU: output[0]: dtype torch.float64 on tpu, torch.int64 on CPU': [
-        ('logspace', 'tensor_overload', 'int64', 'forward'),
     ],
 }
 

@@ -6,6 +6,7 @@ Importing this package registers every rule family.
 from . import (  # noqa: F401  (registration side effects)
     conv,
     creation,
+    creation_ranges,
     elementwise,
     fft,
     foreach,
@@ -20,6 +21,7 @@ from . import (  # noqa: F401  (registration side effects)
     nn_embedding_bag,
     random,
     reduction,
+    reduction_hash,
     special,
     special_bessel,
     special_polynomials,
