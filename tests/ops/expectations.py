@@ -164,18 +164,13 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('nn.functional.multilabel_margin_loss', '', 'float32', 'grad'),
         ('_segment_reduce', 'lengths', 'float32', 'grad'),
         ('_segment_reduce', 'offsets', 'float32', 'grad'),
+        ('nn.functional.pdist', '', 'float32', 'grad'),
     ],
     'executor: resize_ to a new shape is not supported': [
         ('resize_', '', 'bfloat16', 'forward'),
         ('resize_', '', 'bool', 'forward'),
         ('resize_', '', 'float32', 'forward'),
         ('resize_', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten._trilinear.default': [
-        ('nn.functional.bilinear', '', 'bfloat16', 'forward'),
-        ('nn.functional.bilinear', '', 'float32', 'forward'),
-        ('nn.functional.bilinear', '', 'float32', 'grad'),
-        ('nn.functional.bilinear', '', 'int64', 'forward'),
     ],
     'no rule or decomposition for aten.resize.default': [
         ('resize_as_', '', 'bfloat16', 'forward'),
@@ -243,10 +238,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     'no rule or decomposition for aten._embedding_bag_forward_only.default': [
         ('nn.functional.embedding_bag', '', 'bfloat16', 'forward'),
         ('nn.functional.embedding_bag', '', 'float32', 'forward'),
-    ],
-    'no rule or decomposition for aten._pdist_forward.default': [
-        ('nn.functional.pdist', '', 'float32', 'forward'),
-        ('nn.functional.pdist', '', 'float32', 'grad'),
     ],
     'no rule or decomposition for aten._upsample_bilinear2d_aa.default': [
         ('_upsample_bilinear2d_aa', '', 'float32', 'forward'),

@@ -18,6 +18,7 @@ from . import (  # noqa: F401  (registration side effects)
     linalg_factor,
     linalg_householder,
     nn,
+    nn_bilinear,
     nn_embedding_bag,
     random,
     reduction,
