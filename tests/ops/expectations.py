@@ -235,10 +235,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('nn.functional.ctc_loss', '', 'float32', 'forward'),
         ('nn.functional.ctc_loss', '', 'float32', 'grad'),
     ],
-    'no rule or decomposition for aten._embedding_bag_forward_only.default': [
-        ('nn.functional.embedding_bag', '', 'bfloat16', 'forward'),
-        ('nn.functional.embedding_bag', '', 'float32', 'forward'),
-    ],
     'no rule or decomposition for aten._upsample_bilinear2d_aa.default': [
         ('_upsample_bilinear2d_aa', '', 'float32', 'forward'),
         ('_upsample_bilinear2d_aa', '', 'float32', 'grad'),
@@ -288,9 +284,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     'fails: SystemError: <built-in method run_backward of torch._C._EngineBase object at 0x7f7244ac7010> returned N': [  # noqa: E501
     ],
     'fails: SystemError: <built-in method run_backward of torch._C._EngineBase object at 0x7fac978c7010> returned N': [  # noqa: E501
-    ],
-    'no rule or decomposition for aten._embedding_bag.default': [
-        ('nn.functional.embedding_bag', '', 'float32', 'grad'),
     ],
     'no rule or decomposition for aten.linalg_ldl_solve.default': [
         ('linalg.ldl_solve', '', 'float32', 'forward'),
