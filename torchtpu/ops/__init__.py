@@ -20,6 +20,8 @@ from . import (  # noqa: F401  (registration side effects)
     nn,
     nn_bilinear,
     nn_embedding_bag,
+    nn_random,
+    pooling_fractional,
     random,
     reduction,
     reduction_hash,
