@@ -173,6 +173,7 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('_segment_reduce', 'lengths', 'float32', 'grad'),
         ('_segment_reduce', 'offsets', 'float32', 'grad'),
         ('nn.functional.pdist', '', 'float32', 'grad'),
+        ('grid_sampler_3d', '', 'float32', 'grad'),
     ],
     'executor: resize_ to a new shape is not supported': [
         ('resize_', '', 'bfloat16', 'forward'),
@@ -200,11 +201,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('sparse.mm', 'reduce', 'bfloat16', 'forward'),
         ('sparse.mm', 'reduce', 'float32', 'forward'),
         ('sparse.mm', 'reduce', 'float32', 'grad'),
-    ],
-    'no rule or decomposition for aten.grid_sampler_3d.default': [
-        ('grid_sampler_3d', '', 'bfloat16', 'forward'),
-        ('grid_sampler_3d', '', 'float32', 'forward'),
-        ('grid_sampler_3d', '', 'float32', 'grad'),
     ],
     'no rule or decomposition for torch_nn._linear_cross_entropy_batch_chunked.default': [
         ('nn.functional.linear_cross_entropy', 'chunked', 'bfloat16', 'forward'),

@@ -10,6 +10,7 @@ from . import (  # noqa: F401  (registration side effects)
     elementwise,
     fft,
     foreach,
+    grid_sampler,
     histogram,
     indexing,
     indexing_reduce,
