@@ -4,7 +4,7 @@ Keyed by (op, variant, dtype, test): test is "forward", "grad" or "errors"; dtyp
 "float32", "bfloat16", "int64", "bool" (or "any" for errors). An entry whose test passes
 fails the suite, so this table always tells the truth: remove an entry when its op is fixed.
 Reasons starting "executor:" need a fix outside the lowering rules (torchtpu/eager,
-tensor.py).
+tensor.py); reasons starting "crash" abort the process, so their check runs in a child.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ def key_of(op: str, variant: str, dtype: str, test: str) -> tuple[str, str, str,
     return (op, variant, dtype, test)
 
 # --- table ---
+
 _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     'values differ from CPU beyond tolerance': [
         ('_batch_norm_with_update', '', 'bfloat16', 'forward'),
@@ -106,24 +107,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('square', '', 'bool', 'forward'),
         ('square', '', 'int64', 'forward'),
     ],
-    'no rule or decomposition for aten.index_reduce.default': [
-        ('index_reduce', 'amax', 'bfloat16', 'forward'),
-        ('index_reduce', 'amax', 'float32', 'forward'),
-        ('index_reduce', 'amax', 'float32', 'grad'),
-        ('index_reduce', 'amax', 'int64', 'forward'),
-        ('index_reduce', 'amin', 'bfloat16', 'forward'),
-        ('index_reduce', 'amin', 'float32', 'forward'),
-        ('index_reduce', 'amin', 'float32', 'grad'),
-        ('index_reduce', 'amin', 'int64', 'forward'),
-        ('index_reduce', 'mean', 'bfloat16', 'forward'),
-        ('index_reduce', 'mean', 'float32', 'forward'),
-        ('index_reduce', 'mean', 'float32', 'grad'),
-        ('index_reduce', 'mean', 'int64', 'forward'),
-        ('index_reduce', 'prod', 'bfloat16', 'forward'),
-        ('index_reduce', 'prod', 'float32', 'forward'),
-        ('index_reduce', 'prod', 'float32', 'grad'),
-        ('index_reduce', 'prod', 'int64', 'forward'),
-    ],
     'an invalid argument CPU rejects is accepted: error input 0': [
         ('as_strided_scatter', '', 'any', 'errors'),
         ('bernoulli', '', 'any', 'errors'),
@@ -135,14 +118,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('normal', 'in_place', 'any', 'errors'),
         ('take', '', 'any', 'errors'),
         ('uniform', '', 'any', 'errors'),
-    ],
-    'no rule or decomposition for aten.segment_reduce.default': [
-        ('_segment_reduce', 'lengths', 'bfloat16', 'forward'),
-        ('_segment_reduce', 'lengths', 'float32', 'forward'),
-        ('_segment_reduce', 'lengths', 'float32', 'grad'),
-        ('_segment_reduce', 'offsets', 'bfloat16', 'forward'),
-        ('_segment_reduce', 'offsets', 'float32', 'forward'),
-        ('_segment_reduce', 'offsets', 'float32', 'grad'),
     ],
     'no rule or decomposition for aten._to_sparse.default': [
         ('to_sparse', '', 'bfloat16', 'forward'),
@@ -157,38 +132,11 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('chalf', '', 'float32', 'forward'),
         ('chalf', '', 'int64', 'forward'),
     ],
-    "float32 rounding: a large sample's grid gradient is 2e-4 from CPU's (nearer float64's)": [
+    'crash: executor: an op error inside a C++ backward formula aborts the process': [
+        ('_segment_reduce', 'lengths', 'float32', 'grad'),
+        ('_segment_reduce', 'offsets', 'float32', 'grad'),
         ('grid_sampler_3d', '', 'float32', 'grad'),
-    ],
-    'no rule or decomposition for aten._trilinear.default': [
-        ('nn.functional.bilinear', '', 'bfloat16', 'forward'),
-        ('nn.functional.bilinear', '', 'float32', 'forward'),
-        ('nn.functional.bilinear', '', 'float32', 'grad'),
-        ('nn.functional.bilinear', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.hash_tensor.default': [
-        ('hash_tensor', '', 'bfloat16', 'forward'),
-        ('hash_tensor', '', 'bool', 'forward'),
-        ('hash_tensor', '', 'float32', 'forward'),
-        ('hash_tensor', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.linalg_lstsq.default': [
-        ('linalg.lstsq', '', 'float32', 'forward'),
-        ('linalg.lstsq', '', 'float32', 'grad'),
-        ('linalg.lstsq', 'grad_oriented', 'float32', 'forward'),
-        ('linalg.lstsq', 'grad_oriented', 'float32', 'grad'),
-    ],
-    'no rule or decomposition for aten.nonzero_static.default': [
-        ('nonzero_static', '', 'bfloat16', 'forward'),
-        ('nonzero_static', '', 'bool', 'forward'),
-        ('nonzero_static', '', 'float32', 'forward'),
-        ('nonzero_static', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.unique_consecutive.default': [
-        ('unique_consecutive', '', 'bfloat16', 'forward'),
-        ('unique_consecutive', '', 'bool', 'forward'),
-        ('unique_consecutive', '', 'float32', 'forward'),
-        ('unique_consecutive', '', 'int64', 'forward'),
+        ('nn.functional.pdist', '', 'float32', 'grad'),
     ],
     "fails: RuntimeError: result type Float can't be cast to the desired output type Long": [
         ('geometric', '', 'int64', 'forward'),
@@ -205,116 +153,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('sparse.mm', 'reduce', 'float32', 'forward'),
         ('sparse.mm', 'reduce', 'float32', 'grad'),
     ],
-    'no rule or decomposition for aten.fractional_max_pool2d.default': [
-        ('nn.functional.fractional_max_pool2d', '', 'bfloat16', 'forward'),
-        ('nn.functional.fractional_max_pool2d', '', 'float32', 'forward'),
-        ('nn.functional.fractional_max_pool2d', '', 'float32', 'grad'),
-    ],
-    'no rule or decomposition for aten.fractional_max_pool3d.default': [
-        ('nn.functional.fractional_max_pool3d', '', 'bfloat16', 'forward'),
-        ('nn.functional.fractional_max_pool3d', '', 'float32', 'forward'),
-        ('nn.functional.fractional_max_pool3d', '', 'float32', 'grad'),
-    ],
-    'no rule or decomposition for aten.rrelu_with_noise.default': [
-        ('nn.functional.rrelu', '', 'bfloat16', 'forward'),
-        ('nn.functional.rrelu', '', 'float32', 'forward'),
-        ('nn.functional.rrelu', '', 'float32', 'grad'),
-    ],
-    'no rule or decomposition for aten.special_airy_ai.default': [
-        ('special.airy_ai', '', 'bool', 'forward'),
-        ('special.airy_ai', '', 'float32', 'forward'),
-        ('special.airy_ai', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.special_bessel_y0.default': [
-        ('special.bessel_y0', '', 'bool', 'forward'),
-        ('special.bessel_y0', '', 'float32', 'forward'),
-        ('special.bessel_y0', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.special_bessel_y1.default': [
-        ('special.bessel_y1', '', 'bool', 'forward'),
-        ('special.bessel_y1', '', 'float32', 'forward'),
-        ('special.bessel_y1', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.special_chebyshev_polynomial_t.default': [
-        ('special.chebyshev_polynomial_t', '', 'bool', 'forward'),
-        ('special.chebyshev_polynomial_t', '', 'float32', 'forward'),
-        ('special.chebyshev_polynomial_t', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.special_chebyshev_polynomial_u.default': [
-        ('special.chebyshev_polynomial_u', '', 'bool', 'forward'),
-        ('special.chebyshev_polynomial_u', '', 'float32', 'forward'),
-        ('special.chebyshev_polynomial_u', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.special_chebyshev_polynomial_v.default': [
-        ('special.chebyshev_polynomial_v', '', 'bool', 'forward'),
-        ('special.chebyshev_polynomial_v', '', 'float32', 'forward'),
-        ('special.chebyshev_polynomial_v', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.special_chebyshev_polynomial_w.default': [
-        ('special.chebyshev_polynomial_w', '', 'bool', 'forward'),
-        ('special.chebyshev_polynomial_w', '', 'float32', 'forward'),
-        ('special.chebyshev_polynomial_w', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.special_hermite_polynomial_h.default': [
-        ('special.hermite_polynomial_h', '', 'bool', 'forward'),
-        ('special.hermite_polynomial_h', '', 'float32', 'forward'),
-        ('special.hermite_polynomial_h', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.special_hermite_polynomial_he.default': [
-        ('special.hermite_polynomial_he', '', 'bool', 'forward'),
-        ('special.hermite_polynomial_he', '', 'float32', 'forward'),
-        ('special.hermite_polynomial_he', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.special_laguerre_polynomial_l.default': [
-        ('special.laguerre_polynomial_l', '', 'bool', 'forward'),
-        ('special.laguerre_polynomial_l', '', 'float32', 'forward'),
-        ('special.laguerre_polynomial_l', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.special_legendre_polynomial_p.default': [
-        ('special.legendre_polynomial_p', '', 'bool', 'forward'),
-        ('special.legendre_polynomial_p', '', 'float32', 'forward'),
-        ('special.legendre_polynomial_p', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.special_modified_bessel_k0.default': [
-        ('special.modified_bessel_k0', '', 'bool', 'forward'),
-        ('special.modified_bessel_k0', '', 'float32', 'forward'),
-        ('special.modified_bessel_k0', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.special_modified_bessel_k1.default': [
-        ('special.modified_bessel_k1', '', 'bool', 'forward'),
-        ('special.modified_bessel_k1', '', 'float32', 'forward'),
-        ('special.modified_bessel_k1', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.special_scaled_modified_bessel_k0.default': [
-        ('special.scaled_modified_bessel_k0', '', 'bool', 'forward'),
-        ('special.scaled_modified_bessel_k0', '', 'float32', 'forward'),
-        ('special.scaled_modified_bessel_k0', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.special_scaled_modified_bessel_k1.default': [
-        ('special.scaled_modified_bessel_k1', '', 'bool', 'forward'),
-        ('special.scaled_modified_bessel_k1', '', 'float32', 'forward'),
-        ('special.scaled_modified_bessel_k1', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.special_shifted_chebyshev_polynomial_t.default': [
-        ('special.shifted_chebyshev_polynomial_t', '', 'bool', 'forward'),
-        ('special.shifted_chebyshev_polynomial_t', '', 'float32', 'forward'),
-        ('special.shifted_chebyshev_polynomial_t', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.special_shifted_chebyshev_polynomial_u.default': [
-        ('special.shifted_chebyshev_polynomial_u', '', 'bool', 'forward'),
-        ('special.shifted_chebyshev_polynomial_u', '', 'float32', 'forward'),
-        ('special.shifted_chebyshev_polynomial_u', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.special_shifted_chebyshev_polynomial_v.default': [
-        ('special.shifted_chebyshev_polynomial_v', '', 'bool', 'forward'),
-        ('special.shifted_chebyshev_polynomial_v', '', 'float32', 'forward'),
-        ('special.shifted_chebyshev_polynomial_v', '', 'int64', 'forward'),
-    ],
-    'no rule or decomposition for aten.special_shifted_chebyshev_polynomial_w.default': [
-        ('special.shifted_chebyshev_polynomial_w', '', 'bool', 'forward'),
-        ('special.shifted_chebyshev_polynomial_w', '', 'float32', 'forward'),
-        ('special.shifted_chebyshev_polynomial_w', '', 'int64', 'forward'),
-    ],
     'no rule or decomposition for torch_nn._linear_cross_entropy_batch_chunked.default': [
         ('nn.functional.linear_cross_entropy', 'chunked', 'bfloat16', 'forward'),
         ('nn.functional.linear_cross_entropy', 'chunked', 'float32', 'forward'),
@@ -329,39 +167,21 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('gather', '', 'any', 'errors'),
         ('masked_scatter', '', 'any', 'errors'),
     ],
-    'fails: SystemError: <built-in method run_backward of torch._C._EngineBase object at 0x7f02f69a7010> returned N': [  # noqa: E501
+    'crash: fractional_max_pool*_backward has no rule (an error inside a C++ backward formula aborts); tpu also draws other random windows than CPU': [  # noqa: E501
+        ('nn.functional.fractional_max_pool2d', '', 'float32', 'grad'),
+        ('nn.functional.fractional_max_pool3d', '', 'float32', 'grad'),
     ],
     'no rule or decomposition for aten._ctc_loss.default': [
         ('nn.functional.ctc_loss', '', 'float32', 'forward'),
         ('nn.functional.ctc_loss', '', 'float32', 'grad'),
     ],
-    'no rule or decomposition for aten._embedding_bag_forward_only.default': [
-        ('nn.functional.embedding_bag', '', 'bfloat16', 'forward'),
-        ('nn.functional.embedding_bag', '', 'float32', 'forward'),
-    ],
-    'no rule or decomposition for aten._pdist_forward.default': [
-        ('nn.functional.pdist', '', 'float32', 'forward'),
-        ('nn.functional.pdist', '', 'float32', 'grad'),
-    ],
     'no rule or decomposition for aten._upsample_bilinear2d_aa.default': [
         ('_upsample_bilinear2d_aa', '', 'float32', 'forward'),
         ('_upsample_bilinear2d_aa', '', 'float32', 'grad'),
     ],
-    'no rule or decomposition for aten.histc.default': [
-        ('histc', '', 'bfloat16', 'forward'),
-        ('histc', '', 'float32', 'forward'),
-    ],
-    'no rule or decomposition for aten.linalg_householder_product.default': [
-        ('linalg.householder_product', '', 'float32', 'forward'),
-        ('linalg.householder_product', '', 'float32', 'grad'),
-    ],
     'no rule or decomposition for aten.linalg_ldl_factor_ex.default': [
         ('linalg.ldl_factor', '', 'float32', 'forward'),
         ('linalg.ldl_factor_ex', '', 'float32', 'forward'),
-    ],
-    'no rule or decomposition for aten.ormqr.default': [
-        ('ormqr', '', 'float32', 'forward'),
-        ('ormqr', '', 'float32', 'grad'),
     ],
     'no rule or decomposition for aten.sparse_sampled_addmm.default': [
         ('sparse.sampled_addmm', '', 'float32', 'forward'),
@@ -388,42 +208,14 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     'fails: NotImplementedError: "sum_cpu" not implemented for \'ComplexHalf\'': [
         ('chalf', '', 'float32', 'grad'),
     ],
-    "fails: NotImplementedError: Could not run 'aten::tril_indices' with arguments from the 'tpu' backend. This cou": [  # noqa: E501
-    ],
-    "fails: NotImplementedError: Could not run 'aten::triu_indices' with arguments from the 'tpu' backend. This cou": [  # noqa: E501
-    ],
-    'fails: SystemError: <built-in method run_backward of torch._C._EngineBase object at 0x7f4be94c7010> returned N': [  # noqa: E501
-    ],
-    'fails: SystemError: <built-in method run_backward of torch._C._EngineBase object at 0x7f7244ac7010> returned N': [  # noqa: E501
-    ],
-    'fails: SystemError: <built-in method run_backward of torch._C._EngineBase object at 0x7fac978c7010> returned N': [  # noqa: E501
-    ],
-    'no rule or decomposition for aten._embedding_bag.default': [
-        ('nn.functional.embedding_bag', '', 'float32', 'grad'),
-    ],
-    'no rule or decomposition for aten._histogramdd_bin_edges.default': [
-        ('histogramdd', '', 'float32', 'forward'),
-    ],
-    'no rule or decomposition for aten.geqrf.default': [
-        ('geqrf', '', 'float32', 'forward'),
-    ],
-    'no rule or decomposition for aten.histogram.bin_ct': [
-        ('histogram', '', 'float32', 'forward'),
-    ],
     'no rule or decomposition for aten.linalg_ldl_solve.default': [
         ('linalg.ldl_solve', '', 'float32', 'forward'),
     ],
     'no rule or decomposition for prims.convert_element_type.default': [
         ('renorm', '', 'bfloat16', 'forward'),
     ],
-    'result dtype differs from CPU: output[0]: dtype torch.float64 on tpu, torch.bfloat16 on CPU': [
-        ('logspace', 'tensor_overload', 'bfloat16', 'forward'),
-    ],
-    'result dtype differs from CPU: output[0]: dtype torch.float64 on tpu, torch.float32 on CPU': [
-        ('logspace', 'tensor_overload', 'float32', 'forward'),
-    ],
-    'result dtype differs from CPU: output[0]: dtype torch.float64 on tpu, torch.int64 on CPU': [
-        ('logspace', 'tensor_overload', 'int64', 'forward'),
+    "tpu draws other random numbers than CPU (rrelu's slopes): the gradients differ": [
+        ('nn.functional.rrelu', '', 'float32', 'grad'),
     ],
 }
 

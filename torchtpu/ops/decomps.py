@@ -43,3 +43,17 @@ def _allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 DECOMPOSITIONS[aten.equal.default] = _equal
 DECOMPOSITIONS[aten.allclose.default] = _allclose
+
+
+# rrelu_with_noise writes its slopes into ``noise`` although it is not an in-place op by name:
+# the functional form (a rule) computes them, and they are copied back.
+
+
+def _rrelu_with_noise(self, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
+    out, slopes = aten.rrelu_with_noise_functional(self, noise, lower, upper, training,
+                                                   generator=generator)
+    noise.copy_(slopes)
+    return out
+
+
+DECOMPOSITIONS[aten.rrelu_with_noise.default] = _rrelu_with_noise

@@ -1,4 +1,5 @@
-"""EmbeddingBag (DLRM's tables): segment reductions over bags of looked-up rows."""
+"""EmbeddingBag (DLRM's tables): segment reductions over bags of looked-up rows; max_norm's
+renormalisation of the rows looked up."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from .dtypes import LOW_PRECISION
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -20,10 +22,12 @@ def _bags(indices, offsets, include_last_offset):
 
 
 def _reduce(weight, indices, offset2bag, n_bags, mode, per_sample_weights, padding_idx):
-    rows = jnp.take(weight, indices, axis=0)
+    # CPU's kernels accumulate bfloat16 and half bags in float32 and round once.
+    acc = jnp.float32 if weight.dtype in LOW_PRECISION else weight.dtype
+    rows = jnp.take(weight, indices, axis=0).astype(acc)
     keep = indices != padding_idx if padding_idx >= 0 else jnp.ones(indices.shape, bool)
     if per_sample_weights is not None:
-        rows = rows * per_sample_weights[:, None].astype(rows.dtype)
+        rows = rows * per_sample_weights[:, None].astype(acc)
     counts = jax.ops.segment_sum(keep.astype(jnp.int64), offset2bag, n_bags)
     if mode == _MAX:
         rows = jnp.where(keep[:, None], rows, -jnp.inf)
@@ -51,7 +55,10 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, s
         max_indices = jnp.where(counts[:, None] > 0, max_indices, -1)
     else:
         max_indices = jnp.zeros((0,), jnp.int64)
-    return out, offset2bag, counts, max_indices
+    # One bag size per offset (include_last_offset's closing offset counts none), as the
+    # meta kernel shapes it.
+    bag_size = jnp.zeros(offsets.shape, jnp.int64).at[:n_bags].set(counts)
+    return out, offset2bag, bag_size, max_indices
 
 
 @lowering(aten._embedding_bag_dense_backward)
@@ -92,3 +99,15 @@ def _embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximu
     return _embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices,
                                          num_weights, scale_grad_by_freq, mode,
                                          per_sample_weights, padding_idx)
+
+
+@lowering(aten.embedding_renorm)
+def _embedding_renorm(self, indices, max_norm, norm_type):
+    """Rows named in indices whose norm exceeds max_norm, scaled down to it (max_norm)."""
+    acc = jnp.float32 if self.dtype in LOW_PRECISION else self.dtype
+    rows = self.astype(acc)
+    norm = jnp.linalg.vector_norm(rows, ord=norm_type, axis=1)
+    named = jnp.zeros(self.shape[:1], bool).at[indices.reshape(-1)].set(True)
+    scale = (max_norm / (norm.astype(jnp.float64) + 1e-7)).astype(acc)
+    scale = jnp.where(named & (norm > max_norm), scale, 1)
+    return (rows * scale[:, None]).astype(self.dtype)

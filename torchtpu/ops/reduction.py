@@ -219,20 +219,6 @@ def _vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: 
     return jnp.sum(x**ord, axis=axes, keepdims=keepdim) ** (1.0 / ord)
 
 
-@lowering(aten.histc)
-def _histc(self, bins=100, min=0, max=0):  # noqa: A002
-    x = float_of(self)
-    lo, hi = jnp.asarray(min, x.dtype), jnp.asarray(max, x.dtype)
-    # min == max means "use the data's range", as in PyTorch.
-    same = lo == hi
-    lo = jnp.where(same, jnp.min(x), lo)
-    hi = jnp.where(same, jnp.max(x), hi)
-    hi = jnp.where(lo == hi, hi + 1, hi)
-    inside = (x >= lo) & (x <= hi)
-    idx = jnp.clip(((x - lo) * bins / (hi - lo)).astype(jnp.int64), 0, bins - 1)
-    return jnp.zeros((bins,), x.dtype).at[idx.reshape(-1)].add(inside.reshape(-1).astype(x.dtype))
-
-
 # Scans that carry an index, and order statistics.
 
 

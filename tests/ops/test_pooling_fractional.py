@@ -1,0 +1,36 @@
+"""Fractional max pooling given the same random samples as CPU: same windows, same maxima,
+same indices (the OpInfo sweep draws its own samples, so it compares distributions only)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import TPU, assert_same
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("nd,size,kernel,out", [
+    (2, (9, 9), (3, 3), (2, 2)),
+    (2, (9, 10), (2, 1), (5, 6)),
+    (2, (7, 6), (1, 2), (7, 1)),
+    (3, (5, 10, 9), (2, 1, 2), (3, 6, 4)),
+    (3, (6, 6, 6), (3, 3, 3), (1, 2, 3)),
+])
+def test_same_samples_same_windows(dtype, nd, size, kernel, out):
+    g = torch.Generator().manual_seed(sum(size) + len(kernel))
+    x = torch.randn(2, 3, *size, generator=g).to(dtype)
+    x[0, 0].view(-1)[::7] = float("nan")  # NaN wins a window, as on CPU
+    x[1] = x[1].round()  # ties: the first largest wins
+    u = torch.rand(2, 3, nd, generator=g).to(dtype)
+    op = torch.ops.aten.fractional_max_pool2d if nd == 2 else torch.ops.aten.fractional_max_pool3d
+    expected = op(x, kernel, out, u)
+    actual = op(x.to(TPU), kernel, out, u.to(TPU))
+    assert_same(actual, expected, rtol=0, atol=0)
+
+
+def test_unbatched_input():
+    x, u = torch.randn(3, 9, 9), torch.rand(1, 3, 2)
+    f = torch.nn.functional.fractional_max_pool2d
+    expected = f(x, 3, output_size=4, return_indices=True, _random_samples=u)
+    actual = f(x.to(TPU), 3, output_size=4, return_indices=True, _random_samples=u.to(TPU))
+    assert_same(actual, expected, rtol=0, atol=0)
