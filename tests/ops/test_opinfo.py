@@ -102,6 +102,10 @@ def _dtype_name(dtype) -> str:
 
 
 def _to_tpu(x, grad=False):
+    if isinstance(x, torch.Tensor) and torch._debug_has_internal_overlap(x) == 1:
+        # an expanded tensor (stride 0) keeps its overlap: rebuilt over its storage on tpu
+        flat = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage())
+        return flat.to(TPU).as_strided(x.shape, x.stride(), x.storage_offset())
     if isinstance(x, torch.Tensor):
         t = x.detach().to(TPU)
         return t.requires_grad_(x.requires_grad) if grad else t
@@ -115,7 +119,16 @@ def _is_cpu_device(x) -> bool:
 def _on_tpu(op, s, grad=False):
     """The sample with its tensors on tpu, and any device argument naming tpu."""
     keep = HOST_ARGS.get(op.name, ())
-    t = s.transform(lambda x: _to_tpu(x, grad))
+    moved: dict[int, object] = {}  # one tensor passed twice (input and out=) stays one tensor
+
+    def move(x):
+        if isinstance(x, torch.Tensor):
+            if id(x) not in moved:
+                moved[id(x)] = _to_tpu(x, grad)
+            return moved[id(x)]
+        return x
+
+    t = s.transform(move)
     t.args = tuple(TPU if _is_cpu_device(a) else s.args[i] if i in keep else a
                    for i, a in enumerate(t.args))
     t.kwargs = {k: TPU if _is_cpu_device(v) else v for k, v in t.kwargs.items()}

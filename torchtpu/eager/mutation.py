@@ -10,6 +10,7 @@ from __future__ import annotations
 import warnings
 
 import torch
+from torch.utils._pytree import tree_leaves
 
 from ..ops.dtypes import cast, to_jax_dtype
 from ..ops.registry import LOWERINGS, is_functional
@@ -148,7 +149,7 @@ def _inplace_handler(func, compute):
         out = compute(args, kwargs)
         self = args[0]
         if isinstance(self, (list, tuple)):  # _foreach_*_
-            for t, v in zip(self, out):
+            for t, v in zip(self, out, strict=True):
                 _store(t, v, func)
             return None
         _store(self, out, func)
@@ -164,7 +165,19 @@ def _out_handler(func, compute, out_names):
         result = compute(args, kwargs)
         if len(outs) == 1:
             result = [result]
+        inputs = {id(x._storage) for x in tree_leaves((args, kwargs)) if isinstance(x, TpuTensor)}
         for t, v in zip(outs, result, strict=True):
+            if torch._debug_has_internal_overlap(t) == 1:  # MemOverlap::Yes (an expand)
+                raise RuntimeError(
+                    "unsupported operation: more than one element of the written-to tensor "
+                    "refers to a single memory location. Please clone() the tensor before "
+                    "performing the operation.")
+            if id(t._storage) in inputs and tuple(v.shape) != tuple(t.shape):
+                # resizing an output that is also an input would destroy the input
+                raise RuntimeError(
+                    "unsupported operation: some elements of the input tensor and the "
+                    "written-to tensor refer to a single memory location. Please clone() the "
+                    "tensor before performing the operation.")
             _store(t, v, func, resize=True)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -186,7 +199,7 @@ def rule_with_mutations(func, compute, names: tuple[str, ...] = ()):
             t = kwargs.get(a.name) if a.kwarg_only else (args[i] if i < len(args) else None)
             if t is not None:
                 targets.append(t)
-        for t, v in zip(targets, out[n_out:]):
+        for t, v in zip(targets, out[n_out:], strict=False):
             _store(t, v, func)
         return wrap_out(tuple(out[:n_out]))
 
