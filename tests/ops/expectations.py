@@ -174,6 +174,7 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('_segment_reduce', 'offsets', 'float32', 'grad'),
         ('nn.functional.pdist', '', 'float32', 'grad'),
         ('grid_sampler_3d', '', 'float32', 'grad'),
+        ('_upsample_bilinear2d_aa', '', 'float32', 'grad'),
     ],
     'executor: resize_ to a new shape is not supported': [
         ('resize_', '', 'bfloat16', 'forward'),
@@ -223,10 +224,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     'no rule or decomposition for aten._ctc_loss.default': [
         ('nn.functional.ctc_loss', '', 'float32', 'forward'),
         ('nn.functional.ctc_loss', '', 'float32', 'grad'),
-    ],
-    'no rule or decomposition for aten._upsample_bilinear2d_aa.default': [
-        ('_upsample_bilinear2d_aa', '', 'float32', 'forward'),
-        ('_upsample_bilinear2d_aa', '', 'float32', 'grad'),
     ],
     'no rule or decomposition for aten.linalg_ldl_factor_ex.default': [
         ('linalg.ldl_factor', '', 'float32', 'forward'),

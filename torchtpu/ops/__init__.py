@@ -29,6 +29,7 @@ from . import (  # noqa: F401  (registration side effects)
     special,
     special_bessel,
     special_polynomials,
+    upsample_aa,
     views,
 )
 from .registry import LOWERINGS, Lowering, lowering
