@@ -20,6 +20,7 @@ from . import (  # noqa: F401  (registration side effects)
     linalg_householder,
     nn,
     nn_bilinear,
+    nn_ctc,
     nn_embedding_bag,
     nn_random,
     pooling_fractional,
