@@ -220,10 +220,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     ],
     'no rule or decomposition for aten._cdist_forward.default': [
     ],
-    'no rule or decomposition for aten.linalg_ldl_factor_ex.default': [
-        ('linalg.ldl_factor', '', 'float32', 'forward'),
-        ('linalg.ldl_factor_ex', '', 'float32', 'forward'),
-    ],
     'no rule or decomposition for aten.sparse_sampled_addmm.default': [
         ('sparse.sampled_addmm', '', 'float32', 'forward'),
         ('sparse.sampled_addmm', '', 'float32', 'grad'),
@@ -265,9 +261,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     'fails: SystemError: <built-in method run_backward of torch._C._EngineBase object at 0x7f7244ac7010> returned N': [  # noqa: E501
     ],
     'fails: SystemError: <built-in method run_backward of torch._C._EngineBase object at 0x7fac978c7010> returned N': [  # noqa: E501
-    ],
-    'no rule or decomposition for aten.linalg_ldl_solve.default': [
-        ('linalg.ldl_solve', '', 'float32', 'forward'),
     ],
     'no rule or decomposition for prims.convert_element_type.default': [
         ('renorm', '', 'bfloat16', 'forward'),

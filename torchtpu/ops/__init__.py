@@ -18,6 +18,7 @@ from . import (  # noqa: F401  (registration side effects)
     linalg,
     linalg_factor,
     linalg_householder,
+    linalg_ldl,
     nn,
     nn_bilinear,
     nn_ctc,
