@@ -19,11 +19,6 @@ from .registry import lowering
 aten = torch.ops.aten
 
 
-def _first_argmax(values):
-    """LAPACK's i?amax: the first index of the largest value."""
-    return jnp.argmax(values)
-
-
 def _sytf2(a):
     """One matrix (n x n, lower triangle read): (LD, 1-based pivots, info)."""
     n = a.shape[0]
@@ -37,7 +32,7 @@ def _sytf2(a):
         col = jnp.abs(a[:, k])
         absakk = col[k]
         below = idx > k
-        imax = _first_argmax(jnp.where(below, col, -1))
+        imax = jnp.argmax(jnp.where(below, col, -1))  # i?amax: the first largest
         colmax = jnp.where(k < n - 1, col[imax], 0)
         zero = (jnp.maximum(absakk, colmax) == 0) | jnp.isnan(absakk)
         # Largest off-diagonal entry in row/column imax of the trailing matrix.
