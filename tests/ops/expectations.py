@@ -117,6 +117,21 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('take', '', 'any', 'errors'),
         ('uniform', '', 'any', 'errors'),
     ],
+    'executor: in-place shape ops (squeeze_, transpose_) are derived as value writes': [
+        ('nn.functional.linear_cross_entropy', 'chunked', 'bfloat16', 'forward'),
+        ('nn.functional.linear_cross_entropy', 'chunked', 'float32', 'forward'),
+        ('nn.functional.linear_cross_entropy', 'chunked', 'float32', 'grad'),
+        ('nn.functional.linear_cross_entropy', 'chunked_none', 'bfloat16', 'forward'),
+        ('nn.functional.linear_cross_entropy', 'chunked_none', 'float32', 'forward'),
+        ('nn.functional.linear_cross_entropy', 'chunked_none', 'float32', 'grad'),
+    ],
+    'crash: executor: an op error inside a C++ backward formula aborts the process': [
+        ('_segment_reduce', 'lengths', 'float32', 'grad'),
+        ('_segment_reduce', 'offsets', 'float32', 'grad'),
+        ('_upsample_bilinear2d_aa', '', 'float32', 'grad'),
+        ('grid_sampler_3d', '', 'float32', 'grad'),
+        ('nn.functional.pdist', '', 'float32', 'grad'),
+    ],
     'no rule or decomposition for aten._to_sparse.default': [
         ('to_sparse', '', 'bfloat16', 'forward'),
         ('to_sparse', '', 'bool', 'forward'),
@@ -129,12 +144,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('chalf', '', 'bool', 'forward'),
         ('chalf', '', 'float32', 'forward'),
         ('chalf', '', 'int64', 'forward'),
-    ],
-    'crash: executor: an op error inside a C++ backward formula aborts the process': [
-        ('_segment_reduce', 'lengths', 'float32', 'grad'),
-        ('_segment_reduce', 'offsets', 'float32', 'grad'),
-        ('grid_sampler_3d', '', 'float32', 'grad'),
-        ('nn.functional.pdist', '', 'float32', 'grad'),
     ],
     "fails: RuntimeError: result type Float can't be cast to the desired output type Long": [
         ('geometric', '', 'int64', 'forward'),
@@ -151,16 +160,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('sparse.mm', 'reduce', 'float32', 'forward'),
         ('sparse.mm', 'reduce', 'float32', 'grad'),
     ],
-    'no rule or decomposition for torch_nn._linear_cross_entropy_batch_chunked.default': [
-        ('nn.functional.linear_cross_entropy', 'chunked', 'bfloat16', 'forward'),
-        ('nn.functional.linear_cross_entropy', 'chunked', 'float32', 'forward'),
-        ('nn.functional.linear_cross_entropy', 'chunked', 'float32', 'grad'),
-    ],
-    'no rule or decomposition for torch_nn._linear_cross_entropy_batch_chunked_no_reduction.default': [  # noqa: E501
-        ('nn.functional.linear_cross_entropy', 'chunked_none', 'bfloat16', 'forward'),
-        ('nn.functional.linear_cross_entropy', 'chunked_none', 'float32', 'forward'),
-        ('nn.functional.linear_cross_entropy', 'chunked_none', 'float32', 'grad'),
-    ],
     'an invalid argument CPU rejects is accepted: error input 1': [
         ('gather', '', 'any', 'errors'),
         ('masked_scatter', '', 'any', 'errors'),
@@ -168,18 +167,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     'crash: fractional_max_pool*_backward has no rule (an error inside a C++ backward formula aborts); tpu also draws other random windows than CPU': [  # noqa: E501
         ('nn.functional.fractional_max_pool2d', '', 'float32', 'grad'),
         ('nn.functional.fractional_max_pool3d', '', 'float32', 'grad'),
-    ],
-    'no rule or decomposition for aten._ctc_loss.default': [
-        ('nn.functional.ctc_loss', '', 'float32', 'forward'),
-        ('nn.functional.ctc_loss', '', 'float32', 'grad'),
-    ],
-    'no rule or decomposition for aten._upsample_bilinear2d_aa.default': [
-        ('_upsample_bilinear2d_aa', '', 'float32', 'forward'),
-        ('_upsample_bilinear2d_aa', '', 'float32', 'grad'),
-    ],
-    'no rule or decomposition for aten.linalg_ldl_factor_ex.default': [
-        ('linalg.ldl_factor', '', 'float32', 'forward'),
-        ('linalg.ldl_factor_ex', '', 'float32', 'forward'),
     ],
     'no rule or decomposition for aten.sparse_sampled_addmm.default': [
         ('sparse.sampled_addmm', '', 'float32', 'forward'),
@@ -206,8 +193,8 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     'fails: NotImplementedError: "sum_cpu" not implemented for \'ComplexHalf\'': [
         ('chalf', '', 'float32', 'grad'),
     ],
-    'no rule or decomposition for aten.linalg_ldl_solve.default': [
-        ('linalg.ldl_solve', '', 'float32', 'forward'),
+    "no rule for aten._ctc_loss_backward (a backward op): autograd's run_backward fails": [
+        ('nn.functional.ctc_loss', '', 'float32', 'grad'),
     ],
     'no rule or decomposition for prims.convert_element_type.default': [
         ('renorm', '', 'bfloat16', 'forward'),

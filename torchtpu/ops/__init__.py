@@ -17,9 +17,11 @@ from . import (  # noqa: F401  (registration side effects)
     linalg,
     linalg_factor,
     linalg_householder,
+    linalg_ldl,
     nn,
     nn_backward,
     nn_bilinear,
+    nn_ctc,
     nn_embedding_bag,
     nn_random,
     pooling_fractional,
@@ -29,6 +31,7 @@ from . import (  # noqa: F401  (registration side effects)
     special,
     special_bessel,
     special_polynomials,
+    upsample_aa,
     views,
 )
 from .registry import LOWERINGS, Lowering, lowering

@@ -57,3 +57,21 @@ def _rrelu_with_noise(self, noise, lower=0.125, upper=1 / 3, training=False, gen
 
 
 DECOMPOSITIONS[aten.rrelu_with_noise.default] = _rrelu_with_noise
+
+
+# torch.nn's chunked linear cross-entropy: custom ops (torch_nn::*) whose bodies are Python over
+# ATen ops. Below autograd they reach us as opaque ops; their bodies run on tpu as they are.
+# (CustomOpDef keeps the body as ``_init_fn``; PyTorch has no public accessor for it.)
+
+
+def _custom_op_bodies() -> dict:
+    try:
+        from torch.nn.modules import linear_cross_entropy as lce
+    except ImportError:  # a PyTorch without these ops
+        return {}
+    ops = (lce._linear_cross_entropy_batch_chunked,
+           lce._linear_cross_entropy_batch_chunked_no_reduction)
+    return {getattr(torch.ops.torch_nn, op._name).default: op._init_fn for op in ops}
+
+
+DECOMPOSITIONS.update(_custom_op_bodies())

@@ -1,0 +1,70 @@
+"""Antialiased bilinear resizing (_upsample_bilinear2d_aa, interpolate(antialias=True)).
+
+Separable, as PyTorch's CPU kernel: width first, then height, each a weighted sum over a
+window whose triangle filter widens with the downscaling factor. The weights are computed at
+trace time with the kernel's own float32/float64 arithmetic and applied as a matrix product.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+import torch
+from jax import lax
+
+from .registry import lowering
+
+aten = torch.ops.aten
+
+
+def _scale(align_corners: bool, size_in: int, size_out: int, scale, dt):
+    if align_corners:
+        return dt(size_in - 1) / dt(size_out - 1) if size_out > 1 else dt(0)
+    if scale is not None and scale > 0:
+        return dt(1.0 / scale)
+    return dt(size_in) / dt(size_out)
+
+
+def _weights(size_in: int, size_out: int, align_corners: bool, scale, dt) -> np.ndarray:
+    """(size_out, size_in): row i holds output i's normalised triangle-filter weights."""
+    s = _scale(align_corners, size_in, size_out, scale, dt)
+    support = dt(1.0 * s) if s >= 1.0 else dt(1.0)  # (interp_size / 2) * scale, interp_size 2
+    max_size = int(math.ceil(support)) * 2 + 1
+    invscale = dt(1.0 / s) if s >= 1.0 else dt(1.0)
+    out = np.zeros((size_out, size_in), dt)
+    for i in range(size_out):
+        center = dt(float(s) * (i + 0.5))
+        xmin = max(int(float(dt(center - support)) + 0.5), 0)
+        xsize = min(int(float(dt(center + support)) + 0.5), size_in) - xmin
+        xsize = min(max(xsize, 0), max_size)
+        w = np.zeros(xsize, dt)
+        for j in range(xsize):
+            x = dt((float(dt(dt(j + xmin) - center)) + 0.5) * float(invscale))
+            w[j] = max(dt(1) - abs(x), dt(0))
+        total = dt(0)
+        for v in w:
+            total = dt(total + v)
+        if total != 0:
+            w = (w / total).astype(dt)
+        out[i, xmin:xmin + xsize] = w
+    return out
+
+
+def _resize(x, axis: int, size_out: int, align_corners: bool, scale):
+    size_in = x.shape[axis]
+    if size_in == size_out:
+        return x
+    dt = np.float64 if x.dtype == jnp.float64 else np.float32
+    m = jnp.asarray(_weights(size_in, size_out, align_corners, scale, dt))
+    y = jnp.tensordot(x.astype(m.dtype), m, axes=[[axis], [1]], precision=lax.Precision.HIGHEST)
+    return jnp.moveaxis(y, -1, axis).astype(x.dtype)
+
+
+@lowering(aten._upsample_bilinear2d_aa.default,
+          static=("output_size", "align_corners", "scales_h", "scales_w"))
+def _upsample_bilinear2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
+    out_h, out_w = output_size
+    x = _resize(self, self.ndim - 1, out_w, align_corners, scales_w)
+    return _resize(x, self.ndim - 2, out_h, align_corners, scales_h)
