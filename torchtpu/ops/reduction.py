@@ -183,10 +183,8 @@ def _sort(self, dim=-1, descending=False, *, stable=None):
     if self.ndim == 0:
         return self, jnp.zeros((), jnp.int64)
     axis = dim % self.ndim
-    key = -self if descending and not jnp.issubdtype(self.dtype, jnp.unsignedinteger) else self
-    if descending and self.dtype == jnp.bool_:
-        key = ~self
-    idx = jnp.argsort(key, axis=axis, stable=True)
+    # Always stable: ties keep their order (descending too), NaN sorts as the largest value.
+    idx = jnp.argsort(self, axis=axis, stable=True, descending=descending)
     return jnp.take_along_axis(self, idx, axis=axis), idx.astype(jnp.int64)
 
 
