@@ -120,8 +120,10 @@ def _scatter_reduce_apply(self, idx, src, reduce):
 @lowering(aten.scatter.src, aten.scatter.value, aten.scatter.reduce,
           aten.scatter.value_reduce, static=("reduce",))
 def _scatter(self, dim, index, src=None, value=None, *, reduce=None):
-    if self.ndim == 0:
-        return jnp.asarray(src if src is not None else value, self.dtype).reshape(())
+    if self.ndim == 0:  # PyTorch indexes a 0-d tensor as a 1-element vector
+        src = src.reshape(-1) if hasattr(src, "ndim") and src.ndim else src
+        return _scatter(self.reshape(1), 0, index.reshape(-1), src, value,
+                        reduce=reduce).reshape(())
     idx = _scatter_indices(self, dim, index)
     if not hasattr(src, "shape") or src.ndim == 0:
         src = jnp.full(index.shape, src, self.dtype)
@@ -160,7 +162,11 @@ def _scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
         counts = jnp.zeros(self.shape, self.dtype).at[idx].add(1)
         total = (self if include_self else jnp.zeros_like(self)).at[idx].add(src)
         counts = counts + (1 if include_self else 0)
-        return jnp.where(counts > 0, total / jnp.maximum(counts, 1), self).astype(self.dtype)
+        if jnp.issubdtype(self.dtype, jnp.inexact):
+            mean = total / jnp.maximum(counts, 1)
+        else:  # PyTorch divides integer sums with floor rounding
+            mean = jnp.floor_divide(total, jnp.maximum(counts, 1))
+        return jnp.where(counts > 0, mean, self).astype(self.dtype)
     base = self
     if not include_self:
         touched = jnp.zeros(self.shape, bool).at[idx].set(True)
