@@ -13,14 +13,24 @@ import numpy as np
 import torch
 from jax import lax
 
+from .dtypes import LOW_PRECISION, check_with_meta
 from .linalg import _PRECISION
 from .registry import lowering
 
 aten = torch.ops.aten
 
 
+def _expand(param, nd):
+    """PyTorch lets a one-element list stand for every spatial dimension (padding='valid')."""
+    return tuple(param) * nd if len(param) == 1 else tuple(param)
+
+
 def _conv(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
     nd = w.ndim - 2
+    stride, padding, dilation, output_padding = (
+        _expand(p, nd) for p in (stride, padding, dilation, output_padding))
+    # bfloat16/float16 accumulate (and add the bias) in float32, rounding once, as on CPU.
+    acc = jnp.float32 if x.dtype in LOW_PRECISION else None
     spatial = "DHW"[-nd:] if nd <= 3 else None
     dn = lax.conv_dimension_numbers(
         x.shape, w.shape, ("NC" + spatial, ("IO" if transposed else "OI") + spatial,
@@ -30,9 +40,10 @@ def _conv(x, w, b, stride, padding, dilation, transposed, output_padding, groups
         k = [(w.shape[2 + i] - 1) * dilation[i] for i in range(nd)]
         pads = [(k[i] - padding[i], k[i] - padding[i] + output_padding[i]) for i in range(nd)]
         if groups > 1:
-            cin = w.shape[0] // groups
-            w = w.reshape((groups, cin, w.shape[1]) + w.shape[2:])
-            w = jnp.swapaxes(w, 1, 2).reshape((groups * w.shape[1], cin) + w.shape[3:])
+            # (in, out/groups, k...) -> (out, in/groups, k...), group by group.
+            cin, cout = w.shape[0] // groups, w.shape[1]
+            w = w.reshape((groups, cin, cout) + w.shape[2:])
+            w = jnp.swapaxes(w, 1, 2).reshape((groups * cout, cin) + w.shape[3:])
             dn = lax.conv_dimension_numbers(x.shape, w.shape,
                                             ("NC" + spatial, "OI" + spatial, "NC" + spatial))
         else:
@@ -42,14 +53,16 @@ def _conv(x, w, b, stride, padding, dilation, transposed, output_padding, groups
         w = jnp.flip(w, tuple(range(2, 2 + nd)))
         out = lax.conv_general_dilated(x, w, (1,) * nd, pads, lhs_dilation=stride,
                                        rhs_dilation=dilation, dimension_numbers=dn,
-                                       feature_group_count=groups, precision=_PRECISION)
+                                       feature_group_count=groups, precision=_PRECISION,
+                                       preferred_element_type=acc)
     else:
         out = lax.conv_general_dilated(x, w, stride, [(p, p) for p in padding],
                                        rhs_dilation=dilation, dimension_numbers=dn,
-                                       feature_group_count=groups, precision=_PRECISION)
+                                       feature_group_count=groups, precision=_PRECISION,
+                                       preferred_element_type=acc)
     if b is not None:
         out = out + b.reshape((1, -1) + (1,) * nd)
-    return out
+    return out.astype(x.dtype)
 
 
 def _unbatched(x, nd):
@@ -174,8 +187,10 @@ def _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, div
 def _avg_pool_rule(self, kernel_size, stride=(), padding=(0,), ceil_mode=False,
                    count_include_pad=True, divisor_override=None):
     nd = 3 if len(kernel_size) == 3 else 2
-    return _avg_pool(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                     divisor_override, nd)
+    # bfloat16/float16 sum and divide in float32, rounding once, as on CPU.
+    out = _avg_pool(_opmath(self), kernel_size, stride, padding, ceil_mode, count_include_pad,
+                    divisor_override, nd)
+    return out.astype(self.dtype)
 
 
 @lowering(aten.avg_pool2d_backward, aten.avg_pool3d_backward)
@@ -215,8 +230,13 @@ def _adaptive_avg_pool_backward(grad_output, self):
 
 def _bn_stats(x):
     axes = (0,) + tuple(range(2, x.ndim))
-    xf = x.astype(jnp.float32) if x.dtype in (jnp.bfloat16, jnp.float16) else x
+    xf = _opmath(x)
     return axes, xf, jnp.mean(xf, axis=axes), jnp.var(xf, axis=axes)
+
+
+def _opmath(x):
+    """bfloat16/float16 computed in float32, as PyTorch's CPU kernels do."""
+    return x if x is None or x.dtype not in LOW_PRECISION else x.astype(jnp.float32)
 
 
 def _bn_apply(x, xf, mean, invstd, weight, bias):
@@ -229,48 +249,104 @@ def _bn_apply(x, xf, mean, invstd, weight, bias):
     return out.astype(x.dtype)
 
 
+def _bn_stats_dtype(input, *params):  # noqa: A002
+    """CPU keeps the saved statistics in float32 for bfloat16 input with float32 parameters
+    (its "mixed type"), and in the input's dtype otherwise."""
+    mixed = input.dtype in LOW_PRECISION and any(
+        p is not None and p.dtype == jnp.float32 for p in params)
+    return jnp.dtype(jnp.float32) if mixed else input.dtype
+
+
 def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):  # noqa: A002
-    """Returns (out, save_mean, save_invstd, new_running_mean, new_running_var)."""
-    if training:
-        axes, xf, mean, var = _bn_stats(input)
-        invstd = lax.rsqrt(var + eps)
-        n = xf.size // xf.shape[1]
-        new_rm = new_rv = None
-        if running_mean is not None:
-            new_rm = (1 - momentum) * running_mean + momentum * mean.astype(running_mean.dtype)
-        if running_var is not None:
-            unbiased = var * n / max(n - 1, 1)
-            new_rv = (1 - momentum) * running_var + momentum * unbiased.astype(running_var.dtype)
-        return _bn_apply(input, xf, mean, invstd, weight, bias), mean, invstd, new_rm, new_rv
-    xf = input.astype(jnp.float32) if input.dtype in (jnp.bfloat16, jnp.float16) else input
-    invstd = lax.rsqrt(running_var + eps)
-    out = _bn_apply(input, xf, running_mean, invstd, weight, bias)
-    empty = jnp.zeros((0,), xf.dtype)
-    return out, empty, empty, running_mean, running_var
+    """Returns (out, save_mean, save_invstd, new_running_mean, new_running_var) as CPU computes
+    them: statistics accumulated in float32 and stored in their dtype (bfloat16 for bfloat16
+    input unless the parameters are float32): the mean and the sum of squared deviations,
+    then invstd from those, and the input normalised with the stored values. Outside
+    training the saved statistics are empty, as on CPU."""
+    stats = _bn_stats_dtype(input, weight, bias, running_mean, running_var)
+    xf = _opmath(input)
+    if not training:
+        invstd = lax.rsqrt(_opmath(running_var) + eps)
+        out = _bn_apply(input, xf, _opmath(running_mean), invstd, weight, bias)
+        empty = jnp.zeros((0,), stats)
+        return out, empty, empty, running_mean, running_var
+    axes = (0,) + tuple(range(2, input.ndim))
+    n = xf.size // xf.shape[1]
+    mean = jnp.mean(xf, axis=axes, keepdims=True)
+    var_sum = jnp.sum(jnp.square(xf - mean), axis=axes).astype(stats)
+    mean = mean.reshape(-1).astype(stats)
+    invstd = lax.rsqrt(_opmath(var_sum) / n + eps).astype(stats)
+    out = _bn_apply(input, xf, _opmath(mean), _opmath(invstd), weight, bias)
+    new_rm = new_rv = None
+    if running_mean is not None:
+        new_rm = ((1 - momentum) * _opmath(running_mean) + momentum * _opmath(mean)).astype(
+            running_mean.dtype)
+    if running_var is not None:
+        unbiased = _opmath(var_sum) / (n - 1) if n > 1 else jnp.full(var_sum.shape, jnp.nan)
+        new_rv = ((1 - momentum) * _opmath(running_var) + momentum * unbiased).astype(
+            running_var.dtype)
+    return out, mean, invstd, new_rm, new_rv
 
 
-@lowering(aten.native_batch_norm, mutates=("running_mean", "running_var"))
-@lowering(aten._native_batch_norm_legit.default)
+# The batch norm rules skip the meta kernel's outputs (its saved statistics are float32 and
+# never empty, CPU's are neither) but run it for its argument checks.
+@lowering(aten.native_batch_norm, mutates=("running_mean", "running_var"), skip_meta=True)
 def _native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum,  # noqa: A002
                        eps):
+    check_with_meta(aten.native_batch_norm.default, input, weight, bias, running_mean,
+                      running_var, training, momentum, eps)
     out, mean, invstd, rm, rv = _batch_norm(input, weight, bias, running_mean, running_var,
                                             training, momentum, eps)
     # Outputs, then the new values of the mutated running statistics (schema order).
     return (out, mean, invstd) + tuple(v for v in (rm, rv) if v is not None)
 
 
-@lowering(aten._native_batch_norm_legit.no_stats)
+@lowering(aten._native_batch_norm_legit.default, skip_meta=True)
+def _native_batch_norm_legit(input, weight, bias, running_mean, running_var, training,  # noqa: A002
+                             momentum, eps):
+    check_with_meta(aten._native_batch_norm_legit.default, input, weight, bias, running_mean,
+                      running_var, training, momentum, eps)
+    out, mean, invstd, rm, rv = _batch_norm(input, weight, bias, running_mean, running_var,
+                                            training, momentum, eps)
+    return (out, mean, invstd) + tuple(v for v in (rm, rv) if v is not None)
+
+
+@lowering(aten._native_batch_norm_legit.no_stats, skip_meta=True)
 def _native_batch_norm_no_stats(input, weight, bias, training, momentum, eps):  # noqa: A002
+    check_with_meta(aten._native_batch_norm_legit.no_stats, input, weight, bias, training,
+                      momentum, eps)
     out, mean, invstd, _, _ = _batch_norm(input, weight, bias, None, None, True, momentum, eps)
     return out, mean, invstd
 
 
-@lowering(aten._native_batch_norm_legit_no_training)
+@lowering(aten._native_batch_norm_legit_no_training, skip_meta=True)
 def _native_batch_norm_no_training(input, weight, bias, running_mean, running_var, momentum,  # noqa: A002
                                    eps):
+    check_with_meta(aten._native_batch_norm_legit_no_training.default, input, weight, bias,
+                      running_mean, running_var, momentum, eps)
     out, mean, invstd, _, _ = _batch_norm(input, weight, bias, running_mean, running_var, False,
                                           momentum, eps)
     return out, mean, invstd
+
+
+@lowering(aten._batch_norm_with_update.default, skip_meta=True)
+def _batch_norm_with_update(input, weight, bias, running_mean, running_var, momentum, eps):  # noqa: A002
+    check_with_meta(aten._batch_norm_with_update.default, input, weight, bias, running_mean,
+                      running_var, momentum, eps)
+    out, mean, invstd, rm, rv = _batch_norm(input, weight, bias, running_mean, running_var,
+                                            True, momentum, eps)
+    reserve = jnp.zeros((0,), jnp.uint8)  # cuDNN's workspace; empty elsewhere
+    return out, mean, invstd, reserve, rm, rv
+
+
+@lowering(aten._batch_norm_no_update, skip_meta=True)
+def _batch_norm_no_update(input, weight, bias, running_mean, running_var, momentum, eps):  # noqa: A002
+    check_with_meta(aten._batch_norm_no_update.default, input, weight, bias, running_mean,
+                      running_var, momentum, eps)
+    training = running_mean is None or running_var is None
+    out, mean, invstd, _, _ = _batch_norm(input, weight, bias, running_mean, running_var,
+                                          training, momentum, eps)
+    return out, mean, invstd, jnp.zeros((0,), jnp.uint8)
 
 
 @lowering(aten.native_batch_norm_backward)

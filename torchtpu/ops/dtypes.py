@@ -58,6 +58,13 @@ def as_meta(x):
     return torch.empty(x.shape, dtype=to_torch_dtype(x.dtype), device="meta")
 
 
+def check_with_meta(op, *args) -> None:
+    """Run PyTorch's meta kernel for its argument checks only (it raises CPU's errors), for a
+    rule whose outputs differ from what the meta kernel says (``skip_meta``)."""
+    op(*[a if a is None or isinstance(a, (bool, int, float, list, tuple)) else as_meta(a)
+         for a in args])
+
+
 def result_type(*operands) -> np.dtype:
     """PyTorch's result dtype for these arrays and scalars (tensors > 0-d > scalars)."""
     metas = [as_meta(x) for x in operands if x is not None]

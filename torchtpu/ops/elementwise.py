@@ -53,15 +53,19 @@ def _binary_float(op, fn):
     lowering(op)(rule)
 
 
+def _sign(x):
+    return x if x.dtype == jnp.bool_ else jnp.sign(x)  # a bool is its own sign
+
+
 for _op, _fn in [
-    (aten.abs, jnp.abs), (aten.neg, jnp.negative), (aten.sign, jnp.sign),
+    (aten.abs, jnp.abs), (aten.neg, jnp.negative), (aten.sign, _sign),
     (aten.bitwise_not, lambda x: jnp.logical_not(x) if x.dtype == jnp.bool_ else ~x),
     (aten.ceil, lambda x: jnp.ceil(x) if jnp.issubdtype(x.dtype, jnp.floating) else x),
     (aten.floor, lambda x: jnp.floor(x) if jnp.issubdtype(x.dtype, jnp.floating) else x),
     (aten.trunc, lambda x: jnp.trunc(x) if jnp.issubdtype(x.dtype, jnp.floating) else x),
     (aten.frac, lambda x: x - jnp.trunc(x)),
     (aten.relu, lambda x: jnp.maximum(x, jnp.zeros((), x.dtype))),
-    (aten.sgn, jnp.sign),
+    (aten.sgn, _sign),
     (aten.positive, lambda x: x),
     (aten.conj_physical, jnp.conj),
 ]:
@@ -77,7 +81,7 @@ for _op, _fn in [
     (aten.rsqrt, lax.rsqrt), (aten.reciprocal, lambda x: 1 / x),
     (aten.sigmoid, jax.nn.sigmoid), (aten.erf, jax.scipy.special.erf),
     (aten.erfc, jax.scipy.special.erfc), (aten.erfinv, jax.scipy.special.erfinv),
-    (aten.lgamma, jax.scipy.special.gammaln), (aten.digamma, jax.scipy.special.digamma),
+    (aten.lgamma, jax.scipy.special.gammaln),
     (aten.i0, jax.scipy.special.i0), (aten.sinc, jnp.sinc),
     (aten.deg2rad, jnp.deg2rad), (aten.rad2deg, jnp.rad2deg),
     (aten.angle, jnp.angle),
@@ -165,9 +169,15 @@ def _floor_divide(self, other):
 @lowering(aten.pow)
 def _pow(self, exponent):
     a, b = promote(self, exponent)
-    if jnp.issubdtype(a.dtype, jnp.integer):
-        return lax.pow(a, b.astype(a.dtype)) if b.ndim == 0 else jnp.power(a, b)
-    return jnp.power(a, b)
+    if not jnp.issubdtype(a.dtype, jnp.integer):
+        return jnp.power(a, b)
+    # PyTorch's integer power with a negative exponent: 1 and -1 keep their magnitude, others
+    # truncate to 0 (jnp wraps around).
+    neg = b < 0
+    out = jnp.power(a, jnp.where(neg, 0, b))
+    odd = (b % 2) != 0
+    small = jnp.where(a == 1, 1, jnp.where(a == -1, jnp.where(odd, -1, 1), 0)).astype(a.dtype)
+    return jnp.where(neg, small, out)
 
 
 @lowering(aten.round.default)

@@ -54,7 +54,9 @@ def _check_count(self, indices):
 def _index_put_jit(self, indices, values, accumulate):
     ref = self.at[_key(indices)]
     values = values.astype(self.dtype)
-    return ref.add(values) if accumulate else ref.set(values)
+    if not accumulate:
+        return ref.set(values)
+    return ref.max(values) if self.dtype == jnp.bool_ else ref.add(values)  # bool: logical or
 
 
 @executable()
@@ -101,6 +103,9 @@ def _scatter_indices(self, dim, index):
 
 def _scatter_reduce_apply(self, idx, src, reduce):
     ref = self.at[idx]
+    if self.dtype == jnp.bool_:  # PyTorch's bool sum is a logical or, its product an and
+        reduce = {"sum": "amax", "add": "amax", "prod": "amin", "multiply": "amin"}.get(
+            reduce, reduce)
     if reduce in ("sum", "add"):
         return ref.add(src)
     if reduce in ("prod", "multiply"):
@@ -115,8 +120,10 @@ def _scatter_reduce_apply(self, idx, src, reduce):
 @lowering(aten.scatter.src, aten.scatter.value, aten.scatter.reduce,
           aten.scatter.value_reduce, static=("reduce",))
 def _scatter(self, dim, index, src=None, value=None, *, reduce=None):
-    if self.ndim == 0:
-        return jnp.asarray(src if src is not None else value, self.dtype).reshape(())
+    if self.ndim == 0:  # PyTorch indexes a 0-d tensor as a 1-element vector
+        src = src.reshape(-1) if hasattr(src, "ndim") and src.ndim else src
+        return _scatter(self.reshape(1), 0, index.reshape(-1), src, value,
+                        reduce=reduce).reshape(())
     idx = _scatter_indices(self, dim, index)
     if not hasattr(src, "shape") or src.ndim == 0:
         src = jnp.full(index.shape, src, self.dtype)
@@ -130,20 +137,40 @@ def _scatter_add(self, dim, index, src):
     return _scatter(self, dim, index, src, reduce="add")
 
 
+def _identity(reduce, dtype):
+    """The identity of a reduction in ``dtype``: what an untouched-by-self slot starts from."""
+    if reduce in ("sum", "prod"):
+        return jnp.asarray(0 if reduce == "sum" else 1).astype(dtype)
+    largest = reduce == "amin"
+    if dtype == jnp.bool_:
+        return jnp.asarray(largest)
+    if jnp.issubdtype(dtype, jnp.integer):
+        info = jnp.iinfo(dtype)
+        return jnp.asarray(info.max if largest else info.min, dtype)
+    return jnp.asarray(jnp.inf if largest else -jnp.inf, dtype)
+
+
 @lowering(aten.scatter_reduce.two, static=("reduce", "include_self"))
 def _scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
+    if self.ndim == 0:  # PyTorch indexes a 0-d tensor as a 1-element vector
+        one = _scatter_reduce(self.reshape(1), 0, index.reshape(-1), src.reshape(-1), reduce,
+                              include_self=include_self)
+        return one.reshape(())
     idx = _scatter_indices(self, dim, index)
     src = src[tuple(slice(0, n) for n in index.shape)].astype(self.dtype)
     if reduce == "mean":
         counts = jnp.zeros(self.shape, self.dtype).at[idx].add(1)
         total = (self if include_self else jnp.zeros_like(self)).at[idx].add(src)
         counts = counts + (1 if include_self else 0)
-        return jnp.where(counts > 0, total / jnp.maximum(counts, 1), self).astype(self.dtype)
+        if jnp.issubdtype(self.dtype, jnp.inexact):
+            mean = total / jnp.maximum(counts, 1)
+        else:  # PyTorch divides integer sums with floor rounding
+            mean = jnp.floor_divide(total, jnp.maximum(counts, 1))
+        return jnp.where(counts > 0, mean, self).astype(self.dtype)
     base = self
     if not include_self:
-        fill = {"sum": 0, "prod": 1, "amax": -jnp.inf, "amin": jnp.inf}[reduce]
         touched = jnp.zeros(self.shape, bool).at[idx].set(True)
-        base = jnp.where(touched, jnp.asarray(fill).astype(self.dtype), self)
+        base = jnp.where(touched, _identity(reduce, self.dtype), self)
     return _scatter_reduce_apply(base, idx, src, reduce)
 
 
@@ -165,6 +192,8 @@ def _as_vector(rule):
 def _index_add(self, dim, index, source, *, alpha=1):
     dim = dim % max(self.ndim, 1)
     key = (slice(None),) * dim + (index,)
+    if self.dtype == jnp.bool_:  # bool addition is a logical or
+        return self.at[key].max(jnp.logical_and(source, alpha))
     return self.at[key].add((source * alpha).astype(self.dtype))
 
 

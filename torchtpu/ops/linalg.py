@@ -81,7 +81,25 @@ def _addmv(self, mat, vec, *, beta=1, alpha=1):
 
 @lowering(aten.addbmm)
 def _addbmm(self, batch1, batch2, *, beta=1, alpha=1):
-    return _scaled_add(self, jnp.sum(_mm(batch1, batch2), axis=0), beta, alpha)
+    if batch1.dtype not in LOW_PRECISION or batch1.shape[0] == 0:
+        return _scaled_add(self, jnp.sum(_mm(batch1, batch2), axis=0), beta, alpha)
+    # PyTorch's CPU kernel is one addmm_ per batch, each accumulating in float32 and rounding
+    # the running result to bfloat16/float16: the same sequence of roundings here.
+    dtype = batch1.dtype
+
+    def product(a, b):
+        return jnp.matmul(a, b, precision=_PRECISION, preferred_element_type=jnp.float32)
+
+    first = _scaled_add(jnp.asarray(self, jnp.float32), product(batch1[0], batch2[0]),
+                        beta, alpha).astype(dtype)
+
+    def step(acc, ab):
+        p = product(*ab)
+        p = p if isinstance(alpha, int) and alpha == 1 else p * alpha
+        return (acc.astype(jnp.float32) + p).astype(dtype), None
+
+    out, _ = lax.scan(step, first, (batch1[1:], batch2[1:]))
+    return out
 
 
 @lowering(aten.linalg_cross)

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from .dtypes import LOW_PRECISION, check_with_meta
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -36,8 +37,13 @@ def _norm_axes(x, normalized_shape):
     return tuple(range(x.ndim - len(normalized_shape), x.ndim))
 
 
+def _opmath(x):
+    """bfloat16/float16 computed in float32, as PyTorch's CPU kernels do."""
+    return x if x is None or x.dtype not in LOW_PRECISION else x.astype(jnp.float32)
+
+
 def _layer_norm(x, weight, bias, axes, eps):
-    xf = x.astype(jnp.float32) if x.dtype in (jnp.bfloat16, jnp.float16) else x
+    xf = _opmath(x)
     mean = jnp.mean(xf, axis=axes, keepdims=True)
     var = jnp.mean(jnp.square(xf - mean), axis=axes, keepdims=True)
     rstd = jax.lax.rsqrt(var + eps)
@@ -49,25 +55,34 @@ def _layer_norm(x, weight, bias, axes, eps):
     return out.astype(x.dtype), mean, rstd
 
 
-@lowering(aten.native_layer_norm)
+@lowering(aten.native_layer_norm, skip_meta=True)
 def _native_layer_norm(input, normalized_shape, weight, bias, eps):  # noqa: A002
-    return _layer_norm(input, weight, bias, _norm_axes(input, normalized_shape), eps)
+    # The meta kernel says float32 statistics; CPU keeps them in the input's dtype unless the
+    # parameters are float32 (its "mixed type"). Its checks still run.
+    check_with_meta(aten.native_layer_norm.default, input, normalized_shape, weight, bias, eps)
+    out, mean, rstd = _layer_norm(input, weight, bias, _norm_axes(input, normalized_shape), eps)
+    mixed = any(p is not None and p.dtype == jnp.float32 for p in (weight, bias))
+    stats = jnp.float32 if mixed else input.dtype
+    return out, mean.astype(stats), rstd.astype(stats)
 
 
 @lowering(aten.native_layer_norm_backward)
 def _native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight,  # noqa: A002
                                 bias, output_mask):
     axes = _norm_axes(input, normalized_shape)
-    xhat = (input - mean) * rstd
-    g = grad_out if weight is None else grad_out * weight
+    # Low precision computes in float32, as CPU does.
+    grad_out, x, mean, rstd, w = (_opmath(v) for v in (grad_out, input, mean, rstd, weight))
+    xhat = (x - mean) * rstd
+    g = grad_out if w is None else grad_out * w
     n = math.prod(input.shape[a] for a in axes)
     grad_input = rstd / n * (
         n * g - jnp.sum(g, axis=axes, keepdims=True)
         - xhat * jnp.sum(g * xhat, axis=axes, keepdims=True)
     )
     lead = tuple(range(input.ndim - len(axes)))
-    grad_weight = jnp.sum(grad_out * xhat, axis=lead) if weight is not None else None
-    grad_bias = jnp.sum(grad_out, axis=lead) if bias is not None else None
+    grad_weight = (jnp.sum(grad_out * xhat, axis=lead).astype(weight.dtype)
+                   if weight is not None else None)
+    grad_bias = jnp.sum(grad_out, axis=lead).astype(bias.dtype) if bias is not None else None
     return (
         grad_input.astype(input.dtype) if output_mask[0] else None,
         grad_weight if output_mask[1] else None,

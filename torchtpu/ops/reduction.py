@@ -155,27 +155,43 @@ def _log_softmax(self, dim, half_to_float):
     return jax.nn.log_softmax(self, axis=dim % max(self.ndim, 1) if self.ndim else None)
 
 
+def _opmath(*xs):
+    """bfloat16/float16 computed in float32, as PyTorch's CPU kernels do (rounded once)."""
+    return [x.astype(jnp.float32) if x.dtype in LOW_PRECISION else x for x in xs]
+
+
 @lowering(aten._softmax_backward_data)
 def _softmax_backward_data(grad_output, output, dim, input_dtype):
-    g = grad_output * output
-    return g - output * jnp.sum(g, axis=dim, keepdims=True)
+    go, out = _opmath(grad_output, output)
+    g = go * out
+    return (g - out * jnp.sum(g, axis=dim, keepdims=True)).astype(grad_output.dtype)
 
 
 @lowering(aten._log_softmax_backward_data)
 def _log_softmax_backward_data(grad_output, output, dim, input_dtype):
-    return grad_output - jnp.exp(output) * jnp.sum(grad_output, axis=dim, keepdims=True)
+    go, out = _opmath(grad_output, output)
+    grad = go - jnp.exp(out) * jnp.sum(go, axis=dim, keepdims=True)
+    return grad.astype(grad_output.dtype)
+
+
+def _scan(fn, self, dim, dtype):
+    out_dtype = _acc_dtype(self, dtype)
+    x = self.astype(out_dtype)
+    if not self.ndim:
+        return x
+    # bfloat16/float16 accumulate in float32 and round once, as on PyTorch's CPU.
+    acc = jnp.float32 if out_dtype in LOW_PRECISION else out_dtype
+    return fn(x.astype(acc), axis=dim % self.ndim).astype(out_dtype)
 
 
 @lowering(aten.cumsum)
 def _cumsum(self, dim, *, dtype=None):
-    x = self.astype(_acc_dtype(self, dtype))
-    return jnp.cumsum(x, axis=dim % self.ndim) if self.ndim else x
+    return _scan(jnp.cumsum, self, dim, dtype)
 
 
 @lowering(aten.cumprod)
 def _cumprod(self, dim, *, dtype=None):
-    x = self.astype(_acc_dtype(self, dtype))
-    return jnp.cumprod(x, axis=dim % self.ndim) if self.ndim else x
+    return _scan(jnp.cumprod, self, dim, dtype)
 
 
 @lowering(aten.sort.default, aten.sort.stable)
@@ -183,10 +199,8 @@ def _sort(self, dim=-1, descending=False, *, stable=None):
     if self.ndim == 0:
         return self, jnp.zeros((), jnp.int64)
     axis = dim % self.ndim
-    key = -self if descending and not jnp.issubdtype(self.dtype, jnp.unsignedinteger) else self
-    if descending and self.dtype == jnp.bool_:
-        key = ~self
-    idx = jnp.argsort(key, axis=axis, stable=True)
+    # Always stable: ties keep their order (descending too), NaN sorts as the largest value.
+    idx = jnp.argsort(self, axis=axis, stable=True, descending=descending)
     return jnp.take_along_axis(self, idx, axis=axis), idx.astype(jnp.int64)
 
 

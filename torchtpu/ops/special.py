@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 import jax.scipy.special as jsp
+import numpy as np
 import torch
+from jax import lax
 
 from .dtypes import float_of, promote
 from .registry import lowering
@@ -25,8 +29,86 @@ def _binary(op, fn):
     lowering(op)(rule)
 
 
-def _bessel_j(n):
-    return lambda x: jsp.bessel_jn(x, v=n)[n]
+def _horner(coeffs, z):
+    out = jnp.zeros_like(z)
+    for c in coeffs:
+        out = out * z + c
+    return out
+
+
+# Cephes' rational approximations of J0 and J1 (S. L. Moshier), as PyTorch's CPU kernels
+# evaluate them: |x| <= 5 a rational function of x^2 times the factors of the first two zeros,
+# beyond that Hankel's asymptotic form with rational functions of 25/x^2. (jax's bessel_jn
+# returns NaN near zero and drifts for large x.)
+_J0_R = ((-4.79443220978201773821e09, 1.95617491946556577543e12, -2.49248344360967716204e14,
+          9.70862251047306323952e15),
+         (4.99563147152651017219e02, 1.73785401676374683123e05, 4.84409658339962045305e07,
+          1.11855537045356834862e10, 2.11277520115489217587e12, 3.10518229857422583814e14,
+          3.18121955943204943306e16, 1.71086294081043136091e18))
+_J0_ZEROS_SQ = (5.78318596294678452118e00, 3.04712623436620863991e01)
+_J0_P = ((7.96936729297347051624e-04, 8.28352392107440799803e-02, 1.23953371646414299388e00,
+          5.44725003058768775090e00, 8.74716500199817011941e00, 5.30324038235394892183e00,
+          9.99999999999999997821e-01),
+         (9.24408810558863637013e-04, 8.56288474354474431428e-02, 1.25352743901058953537e00,
+          5.47097740330417105182e00, 8.76190883237069594232e00, 5.30605288235394617618e00,
+          1.00000000000000000218e00))
+_J0_Q = ((-1.13663838898469149931e-02, -1.28252718670509318512e00, -1.95539544257735972385e01,
+          -9.32060152123768231369e01, -1.77681167980488050595e02, -1.47077505154951170175e02,
+          -5.14105326766599330220e01, -6.05014350600728481186e00),
+         (6.43178256118178023184e01, 8.56430025976980587198e02, 3.88240183605401609683e03,
+          7.24046774195652478189e03, 5.93072701187316984827e03, 2.06209331660327847417e03,
+          2.42005740240291393179e02))
+_J1_R = ((-8.99971225705559398224e08, 4.52228297998194034323e11, -7.27494245221818276015e13,
+          3.68295732863852883286e15),
+         (6.20836478118054335476e02, 2.56987256757748830383e05, 8.35146791431949253037e07,
+          2.21511595479792499675e10, 4.74914122079991414898e12, 7.84369607876235854894e14,
+          8.95222336184627338078e16, 5.32278620332680085395e18))
+_J1_ZEROS_SQ = (1.46819706421238932572e01, 4.92184563216946036703e01)
+_J1_P = ((7.62125616208173112003e-04, 7.31397056940917570436e-02, 1.12719608129684925192e00,
+          5.11207951146807644818e00, 8.42404590141772420927e00, 5.21451598682361504063e00,
+          1.00000000000000000254e00),
+         (5.71323128072548699714e-04, 6.88455908754495404082e-02, 1.10514232634061696926e00,
+          5.07386386128601488557e00, 8.39985554327604159757e00, 5.20982848682361821619e00,
+          9.99999999999999997461e-01))
+_J1_Q = ((5.10862594750176621635e-02, 4.98213872951233449420e00, 7.58238284132545283818e01,
+          3.66779609360150777800e02, 7.10856304998926107277e02, 5.97489612400613639965e02,
+          2.11688757100572135698e02, 2.52070205858023719784e01),
+         (7.42373277035675149943e01, 1.05644886038262816351e03, 4.98641058337653607651e03,
+          9.56231892404756170795e03, 7.99704160447350683650e03, 2.82619278517639096600e03,
+          3.36093607810698293419e02))
+
+
+def _hankel(x, p, q, phase):
+    """sqrt(2/(pi x)) (P cos(x - phase) - 5/x Q sin(x - phase)) for x > 5."""
+    w = 25.0 / (x * x)
+    pw = _horner(p[0], w) / _horner(p[1], w)
+    qw = _horner(q[0], w) / _horner(q[1], w)
+    return ((pw * jnp.cos(x - phase) - 5.0 / x * qw * jnp.sin(x - phase))
+            * math.sqrt(2 / math.pi) / jnp.sqrt(x))
+
+
+def _bessel_j0(x):
+    x = jnp.abs(x)
+    small = x <= 5.0
+    xs = jnp.where(small, x, 1.0)
+    z = xs * xs
+    near = ((z - _J0_ZEROS_SQ[0]) * (z - _J0_ZEROS_SQ[1])
+            * _horner(_J0_R[0], z) / _horner(_J0_R[1], z))
+    near = jnp.where(xs < 1e-5, 1.0 - z / 4.0, near)
+    far = _hankel(jnp.where(small, 6.0, x), _J0_P, _J0_Q, math.pi / 4)
+    return jnp.where(small, near, far)
+
+
+def _bessel_j1(x):
+    sign = jnp.where(x < 0, -1.0, 1.0).astype(x.dtype)
+    x = jnp.abs(x)
+    small = x <= 5.0
+    xs = jnp.where(small, x, 1.0)
+    z = xs * xs
+    near = (_horner(_J1_R[0], z) / _horner(_J1_R[1], z) * xs
+            * (z - _J1_ZEROS_SQ[0]) * (z - _J1_ZEROS_SQ[1]))
+    far = _hankel(jnp.where(small, 6.0, x), _J1_P, _J1_Q, 3 * math.pi / 4)
+    return sign * jnp.where(small, near, far)
 
 
 def _spherical_bessel_j0(x):
@@ -43,15 +125,84 @@ for _op, _fn in [
     (aten.special_ndtri, jsp.ndtri), (aten.special_log_ndtr, jsp.log_ndtr),
     (aten.special_erfcx, jsp.erfcx), (aten.special_ndtr, jsp.ndtr),
     (aten.special_modified_bessel_i0, jsp.i0), (aten.special_modified_bessel_i1, jsp.i1),
-    (aten.special_bessel_j0, _bessel_j(0)), (aten.special_bessel_j1, _bessel_j(1)),
+    (aten.special_bessel_j0, _bessel_j0), (aten.special_bessel_j1, _bessel_j1),
     (aten.special_spherical_bessel_j0, _spherical_bessel_j0),
     (aten.special_entr, jsp.entr),
 ]:
     _unary(_op, _fn)
 
+# The gamma family, with PyTorch's values at poles and for negative arguments.
+
+
+def _digamma(x):
+    # Cephes and PyTorch: -inf at +0, +inf at -0 (jax gives NaN); NaN at negative integers.
+    return jnp.where(x == 0, jnp.copysign(jnp.inf, -x), jsp.digamma(x)).astype(x.dtype)
+
+
+def _trigamma(x):
+    """PyTorch's trigamma: the reflection formula below 1/2, evaluated in float32 as its CPU
+    kernel does (so a negative integer gives the same large finite value, not inf)."""
+    x32 = x.astype(jnp.float32)
+    neg = x32 < 0.5
+    sin_pi_x = jnp.sin(np.float32(math.pi) * x32)
+    reflected = np.float32(math.pi) ** 2 / (sin_pi_x * sin_pi_x)
+    positive = jnp.where(neg, 1 - x32, x32)
+    series = jnp.where(positive == jnp.inf, 0, _zeta_positive(2.0, positive))
+    return jnp.where(neg, reflected - series, series).astype(x.dtype)
+
+
+def _zeta_positive(s, q):
+    return jsp.zeta(jnp.asarray(s, q.dtype), q)
+
+
+def _zeta(s, q):
+    """Hurwitz zeta with Cephes' domain, as PyTorch: inf at s == 1 and at non-positive integer
+    q, NaN for s < 1 and for q < 0 with non-integer s. jax's series is only right for q > 0,
+    so the terms below 1 are summed first (as many as CPU's loop takes). They cancel (CPU
+    sums in float64): compensated summation keeps float32 accurate."""
+    order = int(s) if isinstance(s, (int, float)) and float(s).is_integer() else None
+    s, q = jnp.broadcast_arrays(jnp.asarray(s, q.dtype), q)
+    shift = (q < 1) & (q != jnp.floor(q)) & (s == jnp.floor(s))
+
+    def power(base):
+        # A static integer order (polygamma) multiplies: closer to CPU's float64 than exp/log.
+        return base ** -s if order is None else lax.integer_pow(base, -order)
+
+    def cond(state):
+        return jnp.any(state[2])
+
+    def body(state):
+        total, err, active, qk = state
+        term = jnp.where(active, power(jnp.where(active, qk, 1)), 0)
+        # Knuth's two-sum: total + err == the exact running sum, to float32 rounding of err.
+        new = total + term
+        back = new - total
+        err = err + ((total - (new - back)) + (term - back))
+        qk = jnp.where(active, qk + 1, qk)
+        return new, err, active & (qk < 1), qk
+
+    zeros = jnp.zeros_like(q)
+    total, err, _, q1 = lax.while_loop(cond, body, (zeros, zeros, shift, q))
+    tail = _zeta_positive(s, jnp.where(q1 > 0, q1, 1))
+    # A term that overflowed leaves err NaN (inf - inf): the sum is that infinity.
+    out = jnp.where(jnp.isfinite(total), total + (err + tail), total)
+    at_pole = (q <= 0) & (q == jnp.floor(q))
+    out = jnp.where(at_pole | (s == 1), jnp.inf, out)
+    return jnp.where((s < 1) | ((q < 0) & (s != jnp.floor(s))) | jnp.isnan(q) | jnp.isnan(s),
+                     jnp.nan, out)
+
+
+def _special_zeta(self, other):
+    a, b = promote(self, other)
+    return _zeta(float_of(a), float_of(b))
+
+
+lowering(aten.digamma)(lambda self: _digamma(float_of(self)))
+lowering(aten.special_zeta)(_special_zeta)
+
 for _op, _fn in [
     (aten.igamma, jsp.gammainc), (aten.igammac, jsp.gammaincc),
-    (aten.special_zeta, jsp.zeta), (aten.special_xlog1py, jsp.xlog1py),
+    (aten.special_xlog1py, jsp.xlog1py),
 ]:
     _binary(_op, _fn)
 
@@ -60,8 +211,32 @@ for _op, _fn in [
 def _polygamma(n, self):
     x = float_of(self)
     if n == 0:
-        return jsp.digamma(x)
-    return jsp.polygamma(n, x)
+        return _digamma(x)
+    if n == 1:
+        return _trigamma(x)
+    # (-1)^(n+1) n! zeta(n + 1, x) for x > 0, computed in float32 at least (bfloat16 rounds
+    # once at the end). Below zero CPU sums zeta's series in float64; its terms cancel, so in
+    # float32 the reflection formula is used instead:
+    # psi_n(x) = (-1)^n psi_n(1 - x) - pi^(n+1) P_n(cot(pi x)), P_n(cot u) = d^n/du^n cot u.
+    x32 = x.astype(jnp.promote_types(x.dtype, jnp.float32))
+    sign = 1.0 if n % 2 else -1.0
+    neg = x32 < 0
+    positive = jnp.where(neg, 1 - x32, x32)
+    series = sign * math.factorial(n) * _zeta_positive(float(n + 1), positive)
+    r = x32 - jnp.round(x32)  # exact; cot(pi x) = cos(pi r) / sin(pi r), cos via sin near 1/2
+    cot = jnp.sin(np.pi * (0.5 - jnp.abs(r))) / jnp.sin(np.pi * r)
+    reflected = (-1) ** n * series - np.pi ** (n + 1) * _horner(_cot_derivative(n), cot)
+    pole = neg & ((r == 0) | jnp.isinf(x32))  # CPU: zeta is +inf at non-positive integers
+    out = jnp.where(pole, sign * jnp.inf, jnp.where(neg, reflected, series))
+    return jnp.where(x32 == 0, sign * jnp.inf, out).astype(x.dtype)
+
+
+def _cot_derivative(n: int) -> tuple[float, ...]:
+    """Coefficients (highest first) of P with d^n/du^n cot(u) = P(cot u): d/du cot = -(1 + c^2)."""
+    poly = np.polynomial.Polynomial([0.0, 1.0])
+    for _ in range(n):
+        poly = poly.deriv() * np.polynomial.Polynomial([-1.0, 0.0, -1.0])
+    return tuple(float(c) for c in poly.coef[::-1])
 
 
 @lowering(aten.mvlgamma, static=("p",))

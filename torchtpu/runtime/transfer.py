@@ -27,7 +27,12 @@ def to_device(t: torch.Tensor) -> jax.Array:
         host = t.contiguous().view(bits[0]).numpy().view(to_jax_dtype(t.dtype))
     else:
         host = t.numpy()
-    return jax.device_put(host, init())
+    device = init()
+    if device.platform == "cpu":
+        # jax's CPU client wraps an aligned numpy array without copying (may_alias=False does
+        # not stop it): a later in-place write to the CPU tensor would show through on tpu.
+        host = host.copy()
+    return jax.device_put(host, device)
 
 
 def to_host(a: jax.Array) -> torch.Tensor:
