@@ -75,11 +75,9 @@ def _resize_(args, kwargs):
 def _resize_as_(args, kwargs):
     self, template = args[0], args[1]
     fmt = kwargs.get("memory_format", args[2] if len(args) > 2 else None)
-    if fmt is None or fmt == torch.preserve_format:
-        stride = template.stride() if template.is_contiguous(memory_format=torch.channels_last) \
-            and template.dim() == 4 else None
-    else:
-        stride = torch.empty(template.shape, device="meta", memory_format=fmt).stride()
+    # None: contiguous; preserve_format: the template's layout, as empty_like chooses it
+    meta = torch.empty_strided(template.shape, template.stride(), device="meta")
+    stride = torch.empty_like(meta, memory_format=fmt or torch.contiguous_format).stride()
     views.resize(self, template.shape, stride)
     return self
 

@@ -53,14 +53,13 @@ def handler(func):
                 # as is what an aliasing-if-possible op returned as a copy.
                 return wrap(value)
             return make_view(storage, value, *_geometry(meta))
-        return [make_view(storage, v, *_geometry(m)) for v, m in zip(value, meta)]
+        return [make_view(storage, v, *_geometry(m)) for v, m in zip(value, meta, strict=True)]
 
     return view
 
 
 def _geometry(m: torch.Tensor) -> tuple:
     return tuple(m.shape), tuple(m.stride()), m.storage_offset()
-
 
 
 aten = torch.ops.aten
