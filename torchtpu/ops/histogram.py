@@ -151,19 +151,6 @@ def _edges(x2d, bins, ranges):
     return [_linspace(lo[d], hi[d], b + 1, x2d.dtype) for d, b in enumerate(bins)]
 
 
-# ATen's names for the integer dtypes, as its "not implemented for" errors spell them.
-_SCALAR_TYPE_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
-                      "uint8": "Byte", "bool": "Bool"}
-
-
-def _check_float(self, kernel):
-    """CPU's kernels dispatch on floating dtypes only."""
-    if not jnp.issubdtype(self.dtype, jnp.floating):
-        name = np.dtype(self.dtype).name
-        raise NotImplementedError(
-            f"\"{kernel}\" not implemented for '{_SCALAR_TYPE_NAMES.get(name, name)}'")
-
-
 def _rows(self):
     """Input as (M, N) points: histogramdd's last dimension is the coordinate."""
     return self.reshape(-1, self.shape[-1]) if self.ndim else self.reshape(1, 1)
@@ -172,7 +159,8 @@ def _rows(self):
 # The range is static: PyTorch's checks on it (max >= min) need its values at trace time.
 @lowering(aten.histc, static=("min", "max"))
 def _histc(self, bins=100, min=0, max=0):  # noqa: A002
-    _check_float(self, "histogram_cpu")
+    # Integer input is accepted, as on cuda (CPU refuses it): Hugging Face's MoE layers call
+    # histc on integer expert ids on every device but cpu and mps.
     x = self.reshape(-1)
     lo, hi = jnp.asarray(min, jnp.float64), jnp.asarray(max, jnp.float64)
     if x.size:  # min == max means "the data's range"
