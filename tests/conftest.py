@@ -23,7 +23,7 @@ def assert_same(actual, expected, *, rtol=1.3e-6, atol=1e-5, check_dtype=True):
     actual, expected = to_cpu(actual), to_cpu(expected)
     if isinstance(expected, (list, tuple)):
         assert len(actual) == len(expected)
-        for a, e in zip(actual, expected):
+        for a, e in zip(actual, expected, strict=False):
             assert_same(a, e, rtol=rtol, atol=atol, check_dtype=check_dtype)
         return
     if isinstance(expected, torch.Tensor):

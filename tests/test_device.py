@@ -57,7 +57,7 @@ def test_module_to_keeps_parameter_objects():
     m[1].weight = torch.nn.Parameter(torch.randn(2, 4))
     params = list(m.parameters())
     m.to("tpu")
-    assert all(a is b for a, b in zip(params, m.parameters()))
+    assert all(a is b for a, b in zip(params, m.parameters(), strict=False))
     assert all(p.device.type == "tpu" and isinstance(p, torch.nn.Parameter) for p in params)
     m.tpu()
     assert m[0].weight.device.type == "tpu"

@@ -35,7 +35,7 @@ def test_mingpt_20_steps_match_cpu():
     cpu = _train_gpt("cpu", 20)
     tpu = _train_gpt("tpu", 20)
     assert cpu[-1] < cpu[0] - 0.5  # it actually trains
-    for a, b in zip(tpu, cpu):
+    for a, b in zip(tpu, cpu, strict=False):
         assert abs(a - b) <= 1e-4 * abs(b), (tpu, cpu)
 
 

@@ -12,7 +12,8 @@ def tensor_repr(t: torch.Tensor) -> str:
     suffix = f"device='{t.device}'"
     if text.endswith(")"):
         if t.requires_grad and "grad_fn" not in text:
-            grad = f", grad_fn=<{type(t.grad_fn).__name__}>" if t.grad_fn else ", requires_grad=True"
+            grad = (f", grad_fn=<{type(t.grad_fn).__name__}>" if t.grad_fn
+                    else ", requires_grad=True")
         else:
             grad = ""
         return f"{text[:-1]}, {suffix}{grad})"

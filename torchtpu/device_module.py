@@ -138,7 +138,8 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 __all__ = [
     "current_device", "device", "device_count", "empty_cache", "get_amp_supported_dtype",
     "get_device_name", "get_device_properties", "get_eager_mode", "get_rng_state",
-    "initial_seed", "is_available", "is_bf16_supported", "is_initialized", "manual_seed", "manual_seed_all",
+    "initial_seed", "is_available", "is_bf16_supported", "is_initialized", "manual_seed",
+    "manual_seed_all",
     "max_memory_allocated", "memory_allocated", "reset_peak_memory_stats", "seed",
     "set_device", "set_eager_mode", "set_rng_state", "synchronize",
 ]

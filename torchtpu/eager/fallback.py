@@ -53,7 +53,7 @@ def run_on_cpu(func, args, kwargs):
             continue
         orig = args[i] if i < len(args) and not a.kwarg_only else kwargs.get(a.name)
         new = cpu_args[i] if i < len(args) and not a.kwarg_only else cpu_kwargs.get(a.name)
-        pairs = zip(orig, new) if isinstance(orig, (list, tuple)) else [(orig, new)]
+        pairs = zip(orig, new, strict=False) if isinstance(orig, (list, tuple)) else [(orig, new)]
         for o, n in pairs:
             if isinstance(o, TpuTensor):
                 write(o, to_device(n))

@@ -165,7 +165,7 @@ def flush() -> None:
     if donated:
         counters.count("execute", "donated_buffers", len(donated))
     results = prog(*t.leaves)
-    for (i, j), value in zip(needed, results):
+    for (i, j), value in zip(needed, results, strict=False):
         p = t.outs[i][j]()
         if p is not None:
             p.array = value

@@ -61,7 +61,7 @@ def _conform(op, out, expected):
         want = to_jax_dtype(expected.dtype)
         return out if out.dtype == want else out.astype(want)
     if isinstance(expected, (list, tuple)) and isinstance(out, (list, tuple)):
-        done = [_conform(op, o, e) for o, e in zip(out, expected)]
+        done = [_conform(op, o, e) for o, e in zip(out, expected, strict=False)]
         return type(out)(done + list(out[len(done):]))
     return out
 

@@ -105,7 +105,7 @@ def _ceil_pad(x, window, strides, pads, dilation, ceil_mode):
     if not ceil_mode:
         return pads
     out = []
-    for n, k, s, (lo, hi), d in zip(x.shape, window, strides, pads, dilation):
+    for n, k, s, (lo, hi), d in zip(x.shape, window, strides, pads, dilation, strict=False):
         eff = (k - 1) * d + 1
         size = -(-(n + lo + hi - eff) // s) + 1
         if (size - 1) * s >= n + lo:
@@ -175,7 +175,7 @@ def _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, div
     if count_include_pad:
         # Padding counts, the ceil-mode overhang does not.
         ones = jnp.pad(jnp.ones(x.shape, x.dtype), pads, constant_values=1)
-        extra = [(0, hi - p_hi) for (_, hi), (_, p_hi) in zip(pads_c, pads)]
+        extra = [(0, hi - p_hi) for (_, hi), (_, p_hi) in zip(pads_c, pads, strict=False)]
         counts = lax.reduce_window(ones, zero, lax.add, window, strides, extra)
     else:
         counts = lax.reduce_window(jnp.ones(x.shape, x.dtype), zero, lax.add, window, strides,
@@ -211,7 +211,7 @@ def _adaptive_avg(x, output_size):
         starts = [(j * n) // o for j in range(o)]
         ends = [-(-((j + 1) * n) // o) for j in range(o)]
         pieces = [jnp.mean(lax.slice_in_dim(out, s, e, axis=axis), axis=axis, keepdims=True)
-                  for s, e in zip(starts, ends)]
+                  for s, e in zip(starts, ends, strict=False)]
         out = jnp.concatenate(pieces, axis=axis)
     return out
 

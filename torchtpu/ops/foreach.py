@@ -51,7 +51,7 @@ for _name, _single in _MAPPED.items():
 
 @lowering(aten._foreach_copy)
 def _foreach_copy(self, src, non_blocking=False):
-    return [s.astype(t.dtype) for t, s in zip(self, src)]
+    return [s.astype(t.dtype) for t, s in zip(self, src, strict=False)]
 
 
 @lowering(aten._foreach_norm.Scalar, static=("ord",))

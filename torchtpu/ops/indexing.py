@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
 from jax import lax
 
-from .dtypes import promote, result_type
 from ..runtime.execute import executable
+from .dtypes import promote, result_type
 from .registry import lowering
 
 aten = torch.ops.aten

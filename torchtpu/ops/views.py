@@ -21,7 +21,7 @@ aten = __import__("torch").ops.aten
 
 def _contiguous(size, stride) -> bool:
     acc = 1
-    for n, s in zip(reversed(size), reversed(stride)):
+    for n, s in zip(reversed(size), reversed(stride), strict=False):
         if n != 1 and s != acc:
             return False
         acc *= n
@@ -30,7 +30,7 @@ def _contiguous(size, stride) -> bool:
 
 def _flat_index(size, stride, offset):
     idx = jnp.full(size, offset, dtype=jnp.int64)
-    for d, (n, s) in enumerate(zip(size, stride)):
+    for d, (n, s) in enumerate(zip(size, stride, strict=False)):
         if n > 1 and s:
             idx = idx + lax.broadcasted_iota(jnp.int64, size, d) * s
     return idx
