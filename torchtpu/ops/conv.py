@@ -72,6 +72,8 @@ def _unbatched(x, nd):
 def _convolution(input, weight, bias, stride, padding, dilation, transposed,  # noqa: A002
                  output_padding, groups):
     nd = weight.ndim - 2
+    if any(p < 0 for p in padding):  # CPU's check; the meta kernel lets it through
+        raise RuntimeError("negative padding is not supported")
     x = input[None] if _unbatched(input, nd) else input
     out = _conv(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
     return out[0] if _unbatched(input, nd) else out
@@ -214,7 +216,8 @@ def _adaptive_avg(x, output_size):
 
 @lowering(aten._adaptive_avg_pool2d, aten._adaptive_avg_pool3d)
 def _adaptive_avg_pool(self, output_size):
-    return _adaptive_avg(self, tuple(output_size))
+    # One dimension at a time: bfloat16 stays float32 in between and rounds once, as on CPU.
+    return _adaptive_avg(_opmath(self), tuple(output_size)).astype(self.dtype)
 
 
 @lowering(aten._adaptive_avg_pool2d_backward, aten._adaptive_avg_pool3d_backward)
