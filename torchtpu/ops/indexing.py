@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
 from jax import lax
 
-from .dtypes import check_with_meta, promote, result_type, to_torch_dtype
 from ..runtime.execute import executable
+from .dtypes import check_with_meta, promote, result_type, to_torch_dtype
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -343,7 +342,7 @@ def _as_strided_scatter(self, src, size, stride, storage_offset=None):
     # CPU's setStorage check: the strided window must lie within the input's storage.
     offset = storage_offset or 0
     itemsize = np.dtype(self.dtype).itemsize
-    needed = 0 if 0 in size else offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))
+    needed = 0 if 0 in size else offset + 1 + sum((n - 1) * s for n, s in zip(size, stride, strict=True))
     if needed > self.size:
         raise RuntimeError(
             f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, "
