@@ -342,7 +342,8 @@ def _as_strided_scatter(self, src, size, stride, storage_offset=None):
     # CPU's setStorage check: the strided window must lie within the input's storage.
     offset = storage_offset or 0
     itemsize = np.dtype(self.dtype).itemsize
-    needed = 0 if 0 in size else offset + 1 + sum((n - 1) * s for n, s in zip(size, stride, strict=True))
+    span = sum((n - 1) * s for n, s in zip(size, stride, strict=True))
+    needed = 0 if 0 in size else offset + 1 + span
     if needed > self.size:
         raise RuntimeError(
             f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, "
