@@ -115,11 +115,17 @@ def _ceil_pad(x, window, strides, pads, dilation, ceil_mode):
     return out
 
 
+def _lowest(dtype):
+    """The identity of max in ``dtype`` (-inf has no integer value)."""
+    if jnp.issubdtype(dtype, jnp.floating):
+        return jnp.asarray(-jnp.inf, dtype)
+    return jnp.asarray(False if dtype == jnp.bool_ else jnp.iinfo(dtype).min, dtype)
+
+
 def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, nd):
     window, strides, pads, dil = _pool_cfg(x, kernel_size, stride, padding, dilation, nd)
     pads = _ceil_pad(x, window, strides, pads, dil, ceil_mode)
-    init = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
-    return lax.reduce_window(x, jnp.asarray(init, x.dtype), lax.max, window, strides, pads,
+    return lax.reduce_window(x, _lowest(x.dtype), lax.max, window, strides, pads,
                              window_dilation=dil)
 
 
@@ -130,7 +136,8 @@ def _max_pool_with_indices(self, kernel_size, stride=(), padding=(0,), dilation=
     out = _max_pool(self, kernel_size, stride, padding, dilation, ceil_mode, nd)
     # Indices: flat position within each spatial plane of the max element.
     spatial = self.shape[-nd:]
-    plane = jnp.arange(math.prod(spatial), dtype=jnp.float64).reshape(spatial)
+    # int32 positions: float64 has no TPU support, and no plane holds 2^31 elements.
+    plane = jnp.arange(math.prod(spatial), dtype=jnp.int32).reshape(spatial)
     plane = jnp.broadcast_to(plane, self.shape)
     window, strides, pads, dil = _pool_cfg(self, kernel_size, stride, padding, dilation, nd)
     pads = _ceil_pad(self, window, strides, pads, dil, ceil_mode)
@@ -141,8 +148,8 @@ def _max_pool_with_indices(self, kernel_size, stride=(), padding=(0,), dilation=
         take_b = (bv > av) | ((bv == av) & (bi < ai)) | jnp.isnan(bv)
         return jnp.where(take_b, bv, av), jnp.where(take_b, bi, ai)
 
-    neg = jnp.asarray(-jnp.inf, self.dtype)
-    _, idx = lax.reduce_window((self, plane), (neg, jnp.asarray(jnp.inf, jnp.float64)),
+    last = jnp.asarray(jnp.iinfo(jnp.int32).max, jnp.int32)
+    _, idx = lax.reduce_window((self, plane), (_lowest(self.dtype), last),
                                select, window, strides, pads, window_dilation=dil)
     return out, idx.astype(jnp.int64)
 

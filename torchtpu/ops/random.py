@@ -129,6 +129,16 @@ def _exponential_jit(seed, counter, dtype, like, lambd):
     return (-jnp.log1p(-u) / lambd).astype(dtype)
 
 
+@executable(static_argnums=(2,))
+def _geometric_jit(seed, counter, dtype, like, p):
+    # CPU's transformation: ceil(log(u) / log1p(-p)), u uniform in (0, 1), in float32 or wider
+    # whatever the tensor's dtype (an integer tensor holds the counts).
+    sample = jnp.float64 if np.dtype(dtype) == np.dtype(jnp.float64) else jnp.float32
+    u = jax.random.uniform(_key(seed, counter), like.shape, sample,
+                           minval=jnp.finfo(sample).tiny, maxval=1.0)
+    return jnp.ceil(jnp.log(u) / jnp.log1p(-p)).astype(dtype)
+
+
 @executable()
 def _normal_like_jit(seed, counter, mean, std):
     shape = jnp.broadcast_shapes(jnp.shape(mean), jnp.shape(std))
@@ -254,6 +264,13 @@ def _exponential(self, lambd=1.0, *, generator=None):
     if _number(lambd):
         _check(lambd > 0.0, f"exponential_ expects lambda > 0.0, but found lambda={_fmt(lambd)}")
     return _exponential_jit(*_next(), self.dtype, self, lambd)
+
+
+@lowering(aten.geometric, eager=True, records=True)
+def _geometric(self, p, *, generator=None):
+    if _number(p):
+        _check(0 < p < 1, f"geometric_ expects p to be in (0, 1), but got p={_fmt(p)}")
+    return _geometric_jit(*_next(), self.dtype, self, p)
 
 
 def _like(self, dtype):
