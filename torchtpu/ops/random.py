@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from .dtypes import to_jax_dtype, to_torch_dtype
 from ..runtime.execute import executable
+from .dtypes import to_jax_dtype, to_torch_dtype
 from .registry import lowering
 
 aten = torch.ops.aten
