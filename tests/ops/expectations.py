@@ -54,6 +54,12 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('fft.ihfft', '', 'bool', 'forward'),
         ('fft.ihfft', '', 'float32', 'forward'),
         ('fft.ihfft', '', 'int64', 'forward'),
+        ('fft.ihfft2', '', 'bool', 'forward'),
+        ('fft.ihfft2', '', 'float32', 'forward'),
+        ('fft.ihfft2', '', 'int64', 'forward'),
+        ('fft.ihfftn', '', 'bool', 'forward'),
+        ('fft.ihfftn', '', 'float32', 'forward'),
+        ('fft.ihfftn', '', 'int64', 'forward'),
         ('linalg.eig', '', 'float32', 'grad'),
     ],
     "executor: out= is written without CPU's checks (out dtype, internal overlap, overlap "
@@ -104,6 +110,26 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     "functional op in the default float dtype, then refuse to cast it into the int64 out": [
         ('linspace', '', 'int64', 'forward'),
         ('logspace', '', 'int64', 'forward'),
+    ],
+    "float32 rounding: CPU's own result is as far from the float64 one as tpu's; "
+    "cancellation leaves small elements past the 1e-5 tolerance": [
+        ('matrix_exp', '', 'float32', 'forward'),
+        ('nn.functional.conv2d', '', 'float32', 'forward'),
+        ('nn.functional.conv3d', '', 'float32', 'forward'),
+        ('nn.functional.conv_transpose3d', '', 'float32', 'forward'),
+    ],
+    "bfloat16 rounding: CPU's 3-D adaptive average pool rounds between its passes (CPU's "
+    "own float32 result is as far from it)": [
+        ('nn.functional.adaptive_avg_pool3d', '', 'bfloat16', 'forward'),
+    ],
+    'no rule or decomposition for aten.searchsorted.Scalar': [
+        ('searchsorted', '', 'bfloat16', 'forward'),
+        ('searchsorted', '', 'float32', 'forward'),
+        ('searchsorted', '', 'int64', 'forward'),
+    ],
+    'no rule or decomposition for aten.embedding_renorm_.default (max_norm samples)': [
+        ('nn.functional.embedding', '', 'bfloat16', 'forward'),
+        ('nn.functional.embedding', '', 'float32', 'forward'),
     ],
     'no rule or decomposition for aten.index_reduce.default': [
         ('index_reduce', 'amax', 'bfloat16', 'forward'),
