@@ -73,6 +73,8 @@ def _unbatched(x, nd):
 def _convolution(input, weight, bias, stride, padding, dilation, transposed,  # noqa: A002
                  output_padding, groups):
     nd = weight.ndim - 2
+    if any(p < 0 for p in padding):  # CPU's check; the meta kernel lets it through
+        raise RuntimeError("negative padding is not supported")
     x = input[None] if _unbatched(input, nd) else input
     out = _conv(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
     return out[0] if _unbatched(input, nd) else out
@@ -114,11 +116,17 @@ def _ceil_pad(x, window, strides, pads, dilation, ceil_mode):
     return out
 
 
+def _lowest(dtype):
+    """The identity of max in ``dtype`` (-inf has no integer value)."""
+    if jnp.issubdtype(dtype, jnp.floating):
+        return jnp.asarray(-jnp.inf, dtype)
+    return jnp.asarray(False if dtype == jnp.bool_ else jnp.iinfo(dtype).min, dtype)
+
+
 def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, nd):
     window, strides, pads, dil = _pool_cfg(x, kernel_size, stride, padding, dilation, nd)
     pads = _ceil_pad(x, window, strides, pads, dil, ceil_mode)
-    init = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
-    return lax.reduce_window(x, jnp.asarray(init, x.dtype), lax.max, window, strides, pads,
+    return lax.reduce_window(x, _lowest(x.dtype), lax.max, window, strides, pads,
                              window_dilation=dil)
 
 
@@ -129,7 +137,8 @@ def _max_pool_with_indices(self, kernel_size, stride=(), padding=(0,), dilation=
     out = _max_pool(self, kernel_size, stride, padding, dilation, ceil_mode, nd)
     # Indices: flat position within each spatial plane of the max element.
     spatial = self.shape[-nd:]
-    plane = jnp.arange(math.prod(spatial), dtype=jnp.float64).reshape(spatial)
+    # int32 positions: float64 has no TPU support, and no plane holds 2^31 elements.
+    plane = jnp.arange(math.prod(spatial), dtype=jnp.int32).reshape(spatial)
     plane = jnp.broadcast_to(plane, self.shape)
     window, strides, pads, dil = _pool_cfg(self, kernel_size, stride, padding, dilation, nd)
     pads = _ceil_pad(self, window, strides, pads, dil, ceil_mode)
@@ -140,8 +149,8 @@ def _max_pool_with_indices(self, kernel_size, stride=(), padding=(0,), dilation=
         take_b = (bv > av) | ((bv == av) & (bi < ai)) | jnp.isnan(bv)
         return jnp.where(take_b, bv, av), jnp.where(take_b, bi, ai)
 
-    neg = jnp.asarray(-jnp.inf, self.dtype)
-    _, idx = lax.reduce_window((self, plane), (neg, jnp.asarray(jnp.inf, jnp.float64)),
+    last = jnp.asarray(jnp.iinfo(jnp.int32).max, jnp.int32)
+    _, idx = lax.reduce_window((self, plane), (_lowest(self.dtype), last),
                                select, window, strides, pads, window_dilation=dil)
     return out, idx.astype(jnp.int64)
 
@@ -218,7 +227,8 @@ def _adaptive_avg(x, output_size):
 
 @lowering(aten._adaptive_avg_pool2d, aten._adaptive_avg_pool3d)
 def _adaptive_avg_pool(self, output_size):
-    return _adaptive_avg(self, tuple(output_size))
+    # One dimension at a time: bfloat16 stays float32 in between and rounds once, as on CPU.
+    return _adaptive_avg(_opmath(self), tuple(output_size)).astype(self.dtype)
 
 
 @lowering(aten._adaptive_avg_pool2d_backward, aten._adaptive_avg_pool3d_backward)

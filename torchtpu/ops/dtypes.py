@@ -61,8 +61,12 @@ def as_meta(x):
 def check_with_meta(op, *args) -> None:
     """Run PyTorch's meta kernel for its argument checks only (it raises CPU's errors), for a
     rule whose outputs differ from what the meta kernel says (``skip_meta``)."""
-    op(*[a if a is None or isinstance(a, (bool, int, float, list, tuple)) else as_meta(a)
-         for a in args])
+    def meta(a):
+        if isinstance(a, (list, tuple)):
+            return type(a)(meta(v) for v in a)
+        return a if a is None or isinstance(a, (bool, int, float, str)) else as_meta(a)
+
+    op(*[meta(a) for a in args])
 
 
 def result_type(*operands) -> np.dtype:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import torch
 from jax import lax
 
-from .dtypes import float_of, promote, result_type
+from .dtypes import float_of, promote, result_type, to_torch_dtype
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -358,10 +359,26 @@ def _conj_physical(self):
     return jnp.conj(self)
 
 
-@lowering(aten.complex)
+@lowering(aten.complex, skip_meta=True)
 def _complex(real, imag):
-    # Directly: its decomposition writes through view_as_real, which is a copy here.
+    # Directly: its decomposition writes through view_as_real, which is a copy here. CPU's
+    # checks (the meta kernel raises AssertionError where CPU raises RuntimeError):
+    floating = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+    if real.dtype not in floating or imag.dtype not in floating:
+        raise RuntimeError(
+            "Expected both inputs to be Half, Float or Double tensors but got "
+            f"{_type_name(real.dtype)} and {_type_name(imag.dtype)}")
+    if real.dtype != imag.dtype:
+        raise RuntimeError(f"Expected object of scalar type {_type_name(real.dtype)} but got "
+                           f"scalar type {_type_name(imag.dtype)} for second argument")
+    real, imag = jnp.broadcast_arrays(real, imag)
     return jax.lax.complex(real, imag)
+
+
+def _type_name(dtype) -> str:
+    """c10's name for a dtype, as CPU's messages print it (Float, Int, Long...)."""
+    return torch.empty(0, dtype=to_torch_dtype(dtype)).type().removeprefix(
+        "torch.").removesuffix("Tensor")
 
 
 @lowering(aten.polar)

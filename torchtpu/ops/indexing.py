@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,7 +11,7 @@ import torch
 from jax import lax
 
 from ..runtime.execute import executable
-from .dtypes import promote, result_type
+from .dtypes import check_with_meta, promote, result_type, to_torch_dtype
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -187,8 +189,21 @@ def _as_vector(rule):
 
 
 @lowering(aten.index_add)
-@_as_vector
 def _index_add(self, dim, index, source, *, alpha=1):
+    # CPU's check, which the meta kernel lacks: the slices beside `dim` must agree.
+    d = dim % max(self.ndim, 1)
+    self_rest = [n for i, n in enumerate(self.shape) if i != d]
+    source_rest = [n for i, n in enumerate(source.shape) if i != d]
+    if self_rest != source_rest:
+        raise RuntimeError(
+            "source tensor shape must match self tensor shape, excluding the specified "
+            f"dimension. Got self.shape = {list(self.shape)} source.shape = "
+            f"{list(source.shape)}")
+    return _index_add_vector(self, dim, index, source, alpha=alpha)
+
+
+@_as_vector
+def _index_add_vector(self, dim, index, source, *, alpha=1):
     dim = dim % max(self.ndim, 1)
     key = (slice(None),) * dim + (index,)
     if self.dtype == jnp.bool_:  # bool addition is a logical or
@@ -224,13 +239,42 @@ def _put(self, index, source, accumulate=False):
     return (ref.max(src) if self.dtype == jnp.bool_ else ref.add(src)).reshape(self.shape)
 
 
-@lowering(aten.cat)
+@lowering(aten.cat, skip_meta=True)
 def _cat(tensors, dim=0):
+    # The meta kernel fails on a 0-d tensor with an IndexError; CPU raises this first.
+    for i, t in enumerate(tensors):
+        if t.ndim == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be "
+                               "concatenated")
+    check_with_meta(aten.cat.default, list(tensors), dim)
     dtype = result_type(*tensors)
     # PyTorch skips legacy empty 1-D tensors in cat.
     kept = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or list(tensors[:1])
     nd = kept[0].ndim
     return jnp.concatenate([t.astype(dtype) for t in kept], axis=dim % max(nd, 1))
+
+
+@lowering(aten.narrow_copy, skip_meta=True)
+def _narrow_copy(self, dim, start, length):
+    # CPU's checks in CPU's order (the meta kernel raises IndexError for the first).
+    if self.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    if dim >= self.ndim:
+        raise RuntimeError("Expected dim < static_cast<int64_t>(self_sizes.size()) to be true, "
+                           "but got false.")
+    if dim < -self.ndim:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-self.ndim}, "
+                         f"{self.ndim - 1}], but got {dim})")
+    dim %= self.ndim
+    size = self.shape[dim]
+    if not -size <= start <= size:
+        raise IndexError(f"start out of range (expected to be in range of [{-size}, {size}], "
+                         f"but got {start})")
+    start = start % size if start < 0 else start
+    if length < 0 or start + length > size:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size "
+                           f"({size}).")
+    return lax.slice_in_dim(self, start, start + length, axis=dim)
 
 
 @lowering(aten.stack)
@@ -301,9 +345,26 @@ def _diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
     return jnp.moveaxis(moved, (-2, -1), (d1, d2))
 
 
+def _scalar_type_name(dtype) -> str:
+    """c10's name for a dtype, as CPU's messages print it (Byte, Float, Long...)."""
+    return torch.empty(0, dtype=to_torch_dtype(dtype)).type().removeprefix(
+        "torch.").removesuffix("Tensor")
+
+
 @lowering(aten.as_strided_scatter)
 def _as_strided_scatter(self, src, size, stride, storage_offset=None):
     from .views import scatter_view
+
+    # CPU's setStorage check: the strided window must lie within the input's storage.
+    offset = storage_offset or 0
+    itemsize = np.dtype(self.dtype).itemsize
+    span = sum((n - 1) * s for n, s in zip(size, stride, strict=True))
+    needed = 0 if 0 in size else offset + 1 + span
+    if needed > self.size:
+        raise RuntimeError(
+            f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, "
+            f"and itemsize {itemsize} requiring a storage size of {needed * itemsize} are out "
+            f"of bounds for storage of size {self.size * itemsize}")
 
     return scatter_view.jitted(self, src.astype(self.dtype),
                         (tuple(size), tuple(stride), storage_offset or 0))
@@ -311,10 +372,15 @@ def _as_strided_scatter(self, src, size, stride, storage_offset=None):
 
 @lowering(aten.masked_scatter)
 def _masked_scatter(self, mask, source):
-    mask = jnp.broadcast_to(mask, self.shape).reshape(-1)
+    if mask.dtype != jnp.bool_:
+        raise RuntimeError("masked_scatter_ only supports boolean masks, but got mask with "
+                           f"dtype {_scalar_type_name(mask.dtype)}")
+    shape = jnp.broadcast_shapes(self.shape, mask.shape)  # self broadcasts too, as in PyTorch
+    mask = jnp.broadcast_to(mask, shape).reshape(-1)
     pos = jnp.cumsum(mask) - 1
     taken = source.reshape(-1)[jnp.clip(pos, 0, max(source.size - 1, 0))]
-    return jnp.where(mask, taken.astype(self.dtype), self.reshape(-1)).reshape(self.shape)
+    flat = jnp.broadcast_to(self, shape).reshape(-1)
+    return jnp.where(mask, taken.astype(self.dtype), flat).reshape(shape)
 
 
 # Data-dependent output shapes: these synchronise with the host, as they do in PyTorch.
@@ -365,14 +431,17 @@ def _bincount(self, weights=None, minlength=0):
     return jnp.asarray(out if w is not None else out.astype(np.int64))
 
 
-@lowering(aten.searchsorted.Tensor)
+@lowering(aten.searchsorted.Tensor, aten.searchsorted.Scalar)
 def _searchsorted(sorted_sequence, self, *, out_int32=False, right=False, side=None,
                   sorter=None):
     side = side or ("right" if right else "left")
+    if sorter is not None:
+        sorted_sequence = jnp.take_along_axis(sorted_sequence, sorter, axis=-1)
     a, v = promote(sorted_sequence, self)
     if a.ndim == 1:
         out = jnp.searchsorted(a, v, side=side)
     else:
+        n = math.prod(a.shape[:-1])  # explicit: reshape(-1, 0) cannot infer it
         out = jax.vmap(lambda s, x: jnp.searchsorted(s, x, side=side))(
-            a.reshape(-1, a.shape[-1]), v.reshape(-1, v.shape[-1])).reshape(v.shape)
+            a.reshape(n, a.shape[-1]), v.reshape(n, v.shape[-1])).reshape(v.shape)
     return out.astype(jnp.int32 if out_int32 else jnp.int64)

@@ -55,6 +55,10 @@ def _outer(self, vec2):
 
 
 def _scaled_add(input_, product, beta, alpha):
+    if not jnp.issubdtype(product.dtype, jnp.inexact):
+        # Integer (and bool) tensors take the scalars in their own dtype: 0.6 becomes 0.
+        alpha, beta = (jnp.asarray(v).astype(product.dtype) if isinstance(v, float)
+                       or hasattr(v, "dtype") else v for v in (alpha, beta))
     if not (isinstance(alpha, int) and alpha == 1):
         product = product * alpha
     if isinstance(beta, int) and beta == 0:
@@ -64,19 +68,27 @@ def _scaled_add(input_, product, beta, alpha):
     return input_ + product
 
 
+def _add_product(self, a, b, beta, alpha):
+    """beta * self + alpha * (a @ b); bfloat16/float16 in float32, rounded once, as on CPU."""
+    if a.dtype not in LOW_PRECISION:
+        return _scaled_add(self, _mm(a, b), beta, alpha)
+    product = jnp.matmul(a, b, precision=_PRECISION, preferred_element_type=jnp.float32)
+    return _scaled_add(self.astype(jnp.float32), product, beta, alpha).astype(a.dtype)
+
+
 @lowering(aten.addmm)
 def _addmm(self, mat1, mat2, *, beta=1, alpha=1):
-    return _scaled_add(self, _mm(mat1, mat2), beta, alpha)
+    return _add_product(self, mat1, mat2, beta, alpha)
 
 
 @lowering(aten.baddbmm)
 def _baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
-    return _scaled_add(self, _mm(batch1, batch2), beta, alpha)
+    return _add_product(self, batch1, batch2, beta, alpha)
 
 
 @lowering(aten.addmv)
 def _addmv(self, mat, vec, *, beta=1, alpha=1):
-    return _scaled_add(self, _mm(mat, vec), beta, alpha)
+    return _add_product(self, mat, vec, beta, alpha)
 
 
 @lowering(aten.addbmm)

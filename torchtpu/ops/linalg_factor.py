@@ -220,6 +220,8 @@ def _linalg_slogdet(A):
 
 @lowering(aten.linalg_matrix_exp)
 def _linalg_matrix_exp(self):
+    if self.dtype in (jnp.bfloat16, jnp.float16):  # expm has no low-precision form
+        return jax.scipy.linalg.expm(self.astype(jnp.float32)).astype(self.dtype)
     return jax.scipy.linalg.expm(self)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ..runtime.execute import executable
-from .dtypes import to_jax_dtype
+from .dtypes import to_jax_dtype, to_torch_dtype
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -129,6 +129,16 @@ def _exponential_jit(seed, counter, dtype, like, lambd):
     return (-jnp.log1p(-u) / lambd).astype(dtype)
 
 
+@executable(static_argnums=(2,))
+def _geometric_jit(seed, counter, dtype, like, p):
+    # CPU's transformation: ceil(log(u) / log1p(-p)), u uniform in (0, 1), in float32 or wider
+    # whatever the tensor's dtype (an integer tensor holds the counts).
+    sample = jnp.float64 if np.dtype(dtype) == np.dtype(jnp.float64) else jnp.float32
+    u = jax.random.uniform(_key(seed, counter), like.shape, sample,
+                           minval=jnp.finfo(sample).tiny, maxval=1.0)
+    return jnp.ceil(jnp.log(u) / jnp.log1p(-p)).astype(dtype)
+
+
 @executable()
 def _normal_like_jit(seed, counter, mean, std):
     shape = jnp.broadcast_shapes(jnp.shape(mean), jnp.shape(std))
@@ -141,19 +151,42 @@ def _normal_like_jit(seed, counter, mean, std):
 # through executables, so fused eager can record them without synchronising.
 
 
+def _check(ok, message):
+    """CPU's checks of scalar arguments: plain Python numbers here, so checking is free
+    (a traced or tensor argument is not checked: that would be a host sync)."""
+    if ok is False:
+        raise RuntimeError(message)
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
 @lowering(aten.uniform, eager=True, records=True)
 def _uniform(self, from_=0.0, to=1.0, *, generator=None):
+    if _number(from_) and _number(to):
+        _check(from_ <= to, "uniform_ expects to return a [from, to) range, but found "
+               f"from={_fmt(from_)} > to={_fmt(to)}")
     return _uniform_jit(*_next(), self.shape, self.dtype, from_, to)
+
+
+def _fmt(x) -> str:
+    """A number as CPU's messages print it (3, not 3.0)."""
+    return str(int(x)) if isinstance(x, float) and x.is_integer() else str(x)
 
 
 @lowering(aten.normal_functional, eager=True, records=True)
 def _normal(self, mean=0.0, std=1.0, *, generator=None):
+    if _number(std):
+        _check(std >= 0.0, f"normal expects std >= 0.0, but found std {_fmt(std)}")
     return _normal_jit(*_next(), self.shape, self.dtype, mean, std)
 
 
 @lowering(aten.normal.Tensor_float, aten.normal.float_Tensor, aten.normal.Tensor_Tensor,
           eager=True, records=True)
 def _normal_tensors(mean, std=1.0, *, generator=None):
+    if _number(std):
+        _check(std >= 0.0, f"normal expects std >= 0.0, but found std {_fmt(std)}")
     return _normal_like_jit(*_next(), mean, std)
 
 
@@ -174,6 +207,8 @@ def _random(self, from_=None, to=None, *, generator=None):
 
 @lowering(aten.bernoulli, eager=True, records=True)
 def _bernoulli(self, p=None, *, generator=None):
+    if _number(p):
+        _check(0 <= p <= 1, f"bernoulli_ expects p to be in [0, 1], but got p={_fmt(p)}")
     return _bernoulli_jit(*_next(), self.shape, self.dtype, self if p is None else p)
 
 
@@ -202,6 +237,17 @@ def _randperm(n, *, generator=None, dtype=None, layout=None, device=None, pin_me
 
 @lowering(aten.multinomial, eager=True)
 def _multinomial(self, num_samples, replacement=False, *, generator=None):
+    # CPU's argument checks. Its checks of the values (negative, inf or NaN probabilities, a
+    # zero sum) need them on the host: a sync per draw that strict mode does not pay (CUDA
+    # checks them with device-side asserts).
+    _check(self.ndim in (1, 2), "prob_dist must be 1 or 2 dim")
+    _check(jnp.issubdtype(self.dtype, jnp.floating),
+           "multinomial only supports floating-point dtypes for input, got: "
+           + torch.empty(0, dtype=to_torch_dtype(self.dtype)).type()[6:-6])
+    _check(num_samples > 0, "cannot sample n_sample <= 0 samples")
+    _check(replacement or num_samples <= self.shape[-1],
+           "cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    _check(self.shape[-1] <= 2 ** 24, "number of categories cannot exceed 2^24")
     seed, counter = _next()
     logits = jnp.log(self.astype(jnp.float32))
     key = _key(jnp.asarray(seed), jnp.asarray(counter))
@@ -215,7 +261,16 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
 
 @lowering(aten.exponential, eager=True, records=True)
 def _exponential(self, lambd=1.0, *, generator=None):
+    if _number(lambd):
+        _check(lambd > 0.0, f"exponential_ expects lambda > 0.0, but found lambda={_fmt(lambd)}")
     return _exponential_jit(*_next(), self.dtype, self, lambd)
+
+
+@lowering(aten.geometric, eager=True, records=True)
+def _geometric(self, p, *, generator=None):
+    if _number(p):
+        _check(0 < p < 1, f"geometric_ expects p to be in (0, 1), but got p={_fmt(p)}")
+    return _geometric_jit(*_next(), self.dtype, self, p)
 
 
 def _like(self, dtype):

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import torch
 from jax import lax
 
-from .dtypes import LOW_PRECISION, float_of, to_jax_dtype
+from .dtypes import LOW_PRECISION, check_with_meta, float_of, to_jax_dtype
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -51,13 +51,32 @@ def _prod(self, dim=None, keepdim=False, *, dtype=None):
                     dtype=_acc_dtype(self, dtype))
 
 
-@lowering(aten.amax)
+def _check_nonempty(name, self, dim):
+    """CPU's checks for reductions without an identity: the meta kernel raises RuntimeError
+    where CPU raises IndexError, so these rules skip it and run it after their own checks."""
+    axes = _axes(dim, self.ndim)
+    if axes is None:
+        if self.size == 0:
+            raise RuntimeError(
+                f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                "Specify the reduction dim with the 'dim' argument.")
+        return
+    for d in axes:
+        if self.shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+
+
+@lowering(aten.amax, skip_meta=True)
 def _amax(self, dim=(), keepdim=False):
+    _check_nonempty("amax", self, dim)
+    check_with_meta(aten.amax.default, self, dim, keepdim)
     return jnp.max(self, axis=_axes(dim, self.ndim), keepdims=keepdim)
 
 
-@lowering(aten.amin)
+@lowering(aten.amin, skip_meta=True)
 def _amin(self, dim=(), keepdim=False):
+    _check_nonempty("amin", self, dim)
+    check_with_meta(aten.amin.default, self, dim, keepdim)
     return jnp.min(self, axis=_axes(dim, self.ndim), keepdims=keepdim)
 
 

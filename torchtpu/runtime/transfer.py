@@ -22,6 +22,9 @@ def to_device(t: torch.Tensor) -> jax.Array:
         t = t.resolve_conj()
     if t.is_neg():
         t = t.resolve_neg()
+    shape = tuple(t.shape)
+    if len(shape) > 32:
+        t = t.reshape(-1)  # numpy stops at 64 dimensions, PyTorch and XLA do not
     bits = _BITS.get(t.dtype)
     if bits is not None:
         host = t.contiguous().view(bits[0]).numpy().view(to_jax_dtype(t.dtype))
@@ -32,7 +35,8 @@ def to_device(t: torch.Tensor) -> jax.Array:
         # jax's CPU client wraps an aligned numpy array without copying (may_alias=False does
         # not stop it): a later in-place write to the CPU tensor would show through on tpu.
         host = host.copy()
-    return jax.device_put(host, device)
+    out = jax.device_put(host, device)
+    return out if out.shape == shape else out.reshape(shape)
 
 
 def to_host(a: jax.Array) -> torch.Tensor:
