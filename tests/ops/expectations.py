@@ -138,9 +138,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     'no rule or decomposition for aten._pdist_backward.default': [
         ('nn.functional.pdist', '', 'float32', 'grad'),
     ],
-    'no rule or decomposition for aten._upsample_bilinear2d_aa_backward.default': [
-        ('_upsample_bilinear2d_aa', '', 'float32', 'grad'),
-    ],
     'no rule or decomposition for prims.convert_element_type.default': [
         ('renorm', '', 'bfloat16', 'forward'),
     ],

@@ -3,6 +3,7 @@
 Separable, as PyTorch's CPU kernel: width first, then height, each a weighted sum over a
 window whose triangle filter widens with the downscaling factor. The weights are computed at
 trace time with the kernel's own float32/float64 arithmetic and applied as a matrix product.
+The forward is linear in its input, so the backward is its transpose.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 import torch
 from jax import lax
 
+from .nn_backward import _transpose
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -68,3 +70,13 @@ def _upsample_bilinear2d_aa(self, output_size, align_corners, scales_h=None, sca
     out_h, out_w = output_size
     x = _resize(self, self.ndim - 1, out_w, align_corners, scales_w)
     return _resize(x, self.ndim - 2, out_h, align_corners, scales_h)
+
+
+@lowering(aten._upsample_bilinear2d_aa_backward.default,
+          static=("output_size", "input_size", "align_corners", "scales_h", "scales_w"))
+def _upsample_bilinear2d_aa_backward(grad_output, output_size, input_size, align_corners,
+                                     scales_h=None, scales_w=None):
+    def forward(x):
+        return _upsample_bilinear2d_aa(x, tuple(output_size), align_corners, scales_h, scales_w)
+
+    return _transpose(forward, input_size, grad_output)
