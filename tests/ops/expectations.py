@@ -98,10 +98,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('logcumsumexp', '', 'float32', 'grad'),
         ('matrix_exp', '', 'float32', 'grad'),
     ],
-    'fractional_max_pool*_backward has no rule; tpu also draws other random windows than CPU': [
-        ('nn.functional.fractional_max_pool2d', '', 'float32', 'grad'),
-        ('nn.functional.fractional_max_pool3d', '', 'float32', 'grad'),
-    ],
     'no rule or decomposition for aten._segment_reduce_backward.default': [
         ('_segment_reduce', 'lengths', 'float32', 'grad'),
         ('_segment_reduce', 'offsets', 'float32', 'grad'),

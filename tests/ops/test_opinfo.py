@@ -57,6 +57,10 @@ RANDOM = {
     # values given the same samples).
     "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d",
 }
+# Random ops whose gradient follows the random draw: the grad test draws it once, on CPU, and
+# passes the same draw to both devices (the keyword, and the samples per plane it takes).
+SAME_DRAW = {"nn.functional.fractional_max_pool2d": ("_random_samples", 2),
+             "nn.functional.fractional_max_pool3d": ("_random_samples", 3)}
 UNDEFINED = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided",
              "empty_permuted"}
 # Positional arguments that PyTorch wants on the host for any device (as on cuda).
@@ -271,9 +275,23 @@ def _grads(op, s, device="cpu", cotangents=None):
     return torch.autograd.grad(loss, inputs, allow_unused=True), cotangents
 
 
+def _same_draw(op, s):
+    """The sample with the random draw SAME_DRAW names, when it does not pass one itself."""
+    if op.name not in SAME_DRAW or SAME_DRAW[op.name][0] in s.kwargs:
+        return s
+    name, per_plane = SAME_DRAW[op.name]
+    x = s.input
+    batched = x.ndim == per_plane + 2
+    shape = (x.shape[0] if batched else 1, x.shape[-per_plane - 1], per_plane)
+    draw = torch.rand(shape, generator=torch.Generator().manual_seed(0), dtype=x.dtype)
+    s.kwargs = {**s.kwargs, name: draw}
+    return s
+
+
 def _run_grad(op, dtype, full):
     n = 0
     for s in _samples(op, dtype, "grad", full):
+        s = _same_draw(op, s)
         expected, cts = _grads(op, s)
         if expected is None:
             continue

@@ -158,16 +158,18 @@ def _max_pool_with_indices(self, kernel_size, stride=(), padding=(0,), dilation=
 @lowering(aten.max_pool2d_with_indices_backward, aten.max_pool3d_with_indices_backward)
 def _max_pool_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode,
                        indices):
-    nd = 3 if len(kernel_size) == 3 else 2
-    lead = self.shape[:-nd]
-    flat_n = 1
-    for n in self.shape[-nd:]:
-        flat_n *= n
-    g = grad_output.reshape(lead + (-1,))
-    idx = indices.reshape(lead + (-1,))
-    out = jnp.zeros(lead + (flat_n,), grad_output.dtype)
+    return _scatter_at_indices(grad_output, self, indices, 3 if len(kernel_size) == 3 else 2)
+
+
+def _scatter_at_indices(grad_output, self, indices, nd):
+    """Each output's gradient added at its input position: ``indices`` count positions in the
+    last ``nd`` dimensions of ``self`` (one plane), as max and fractional max pooling give."""
+    # Explicit sizes, not -1: an empty batch leaves -1 undetermined.
+    planes = math.prod(self.shape[:-nd])
+    flat_in, flat_out = math.prod(self.shape[-nd:]), math.prod(grad_output.shape[-nd:])
+    out = jnp.zeros((planes, flat_in), grad_output.dtype)
     out = jax.vmap(lambda o, i, v: o.at[i].add(v))(
-        out.reshape(-1, flat_n), idx.reshape(-1, idx.shape[-1]), g.reshape(-1, g.shape[-1]))
+        out, indices.reshape(planes, flat_out), grad_output.reshape(planes, flat_out))
     return out.reshape(self.shape)
 
 

@@ -3,6 +3,7 @@
 The offsets come from ``random_samples`` (one uniform sample per plane and dimension) through
 PyTorch's interval formula, so the same samples pick the same windows as on CPU. In a window
 the first largest value wins, and a NaN wins over everything (the last NaN, as CPU scans).
+The backward adds each output's gradient at its index, as max pooling's does.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from .conv import _scatter_at_indices
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -91,3 +93,8 @@ def _fractional_max_pool2d(x, kernel_size, output_size, random_samples):
 def _fractional_max_pool3d(x, kernel_size, output_size, random_samples):
     # Samples per plane: [time, height, width].
     return _fractional_max_pool(x, kernel_size, output_size, random_samples, order=(0, 1, 2))
+
+
+@lowering(aten.fractional_max_pool2d_backward, aten.fractional_max_pool3d_backward)
+def _fractional_max_pool_backward(grad_output, self, kernel_size, output_size, indices):
+    return _scatter_at_indices(grad_output, self, indices, len(output_size))
