@@ -131,9 +131,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     "no rule for aten._ctc_loss_backward (a backward op): autograd's run_backward fails": [
         ('nn.functional.ctc_loss', '', 'float32', 'grad'),
     ],
-    'no rule or decomposition for aten._pdist_backward.default': [
-        ('nn.functional.pdist', '', 'float32', 'grad'),
-    ],
     'no rule or decomposition for prims.convert_element_type.default': [
         ('renorm', '', 'bfloat16', 'forward'),
     ],

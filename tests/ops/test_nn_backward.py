@@ -180,6 +180,17 @@ def test_cdist_backward_broadcasts(p, shapes):
     assert_same(actual, expected, **TOL)
 
 
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")])
+def test_pdist_backward_zero_distance_and_ties(p):
+    x = _randn(5, 4)
+    x[3] = x[1]  # a zero distance: a zero gradient, not NaN
+    x[4] = x[0] + torch.tensor([1.0, -1.0, 0.5, 0.0])  # inf-norm tie; one equal coordinate
+    dist = torch.pdist(x, p)
+    grad = _randn(*dist.shape, seed=2)
+    actual, expected = _both(aten._pdist_backward, grad, x, p, dist)
+    assert_same(actual, expected, **TOL)
+
+
 @pytest.mark.parametrize("unpack_data,unpack_pivots", [(True, False), (False, True),
                                                        (False, False)])
 def test_lu_unpack_leaves_out_what_is_not_asked(unpack_data, unpack_pivots):

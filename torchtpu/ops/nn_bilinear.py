@@ -1,5 +1,11 @@
 """_trilinear (nn.functional.bilinear's kernel) and _pdist_forward: products and distances
-between the rows of their operands."""
+between the rows of their operands.
+
+_pdist_backward follows CPU's per-norm formulas (``DistanceOpsKernel.cpp``) rather than the
+forward's VJP: they differ where the VJP is undefined, and CPU's choice holds there (a zero
+distance gives a zero gradient, not a NaN; every coordinate attaining an inf-norm distance
+gets the whole gradient).
+"""
 
 from __future__ import annotations
 
@@ -57,3 +63,29 @@ def _pdist_forward(self, p=2):
     if p == 2:
         return jnp.sqrt(jnp.sum(diff * diff, axis=-1))
     return jnp.sum(diff**p, axis=-1) ** (1.0 / p)
+
+
+@lowering(aten._pdist_backward)
+def _pdist_backward(grad, self, p, pdist):
+    n = self.shape[0]
+    if p == 0 or n < 2:  # the 0-"norm" counts differences: flat everywhere
+        return jnp.zeros_like(self)
+    i, j = np.triu_indices(n, 1)
+    diff = self[i] - self[j]
+    g, dist = grad[:, None], pdist[:, None]
+    sign = jnp.sign(diff)
+    if p == 1:
+        term = sign * g
+    elif p == float("inf"):
+        # 1 where the coordinate's |diff| is the distance, else 0 (CPU's ceil formula)
+        at_max = 1 - jnp.minimum(1, jnp.ceil(jnp.abs(jnp.abs(diff) - dist)))
+        term = g * sign * at_max
+    elif p == 2:
+        term = jnp.where(dist == 0, 0, g * diff / dist)
+    elif p < 2:
+        term = sign * jnp.abs(diff) ** (p - 1) * g / dist ** (p - 1)
+        term = jnp.where((dist == 0) | ((diff == 0) & (p < 1)), 0, term)
+    else:
+        term = jnp.where(dist == 0, 0, diff * jnp.abs(diff) ** (p - 2) * g / dist ** (p - 1))
+    term = term.astype(self.dtype)
+    return jnp.zeros_like(self).at[i].add(term).at[j].add(-term)
