@@ -98,10 +98,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('logcumsumexp', '', 'float32', 'grad'),
         ('matrix_exp', '', 'float32', 'grad'),
     ],
-    'no rule or decomposition for aten._segment_reduce_backward.default': [
-        ('_segment_reduce', 'lengths', 'float32', 'grad'),
-        ('_segment_reduce', 'offsets', 'float32', 'grad'),
-    ],
     'no rule or decomposition for aten.sparse_sampled_addmm.default': [
         ('sparse.sampled_addmm', '', 'float32', 'forward'),
         ('sparse.sampled_addmm', '', 'float32', 'grad'),

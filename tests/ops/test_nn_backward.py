@@ -191,6 +191,34 @@ def test_pdist_backward_zero_distance_and_ties(p):
     assert_same(actual, expected, **TOL)
 
 
+@pytest.mark.parametrize("initial", [None, 2.0])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+@pytest.mark.parametrize("by", ["lengths", "offsets"])
+def test_segment_reduce_backward_ties_zeros_nans(by, reduce, initial):
+    # Segments with ties, a NaN, one zero, two zeros, a zero with an infinity, and an empty one.
+    nan, inf = float("nan"), float("inf")
+    row = torch.tensor([1, 3, 3, 3, 2, nan, 0, 5, 0, 2, 0, 0, 3, 0, inf])
+    lengths = torch.tensor([4, 0, 2, 2, 2, 3, 2])
+    # Two rows (the second reversed, its segments too), segmented along axis 1, and an inner
+    # dimension whose negated column turns maxima into minima.
+    data = torch.stack([row, row.flip(0)])[..., None] * torch.tensor([1.0, -1.0, 0.5])
+    lengths = torch.stack([lengths, lengths.flip(0)])
+    if by == "offsets":
+        kwargs = dict(offsets=torch.cat([torch.zeros(2, 1, dtype=torch.long),
+                                         lengths.cumsum(1)], 1))
+    else:
+        kwargs = dict(lengths=lengths)
+    output = aten.segment_reduce(data, reduce, axis=1, initial=initial, **kwargs)
+    grad = _randn(*output.shape, seed=1)  # both signs: CPU splits only positive ones at ties
+    kwargs = {k: v.to(TPU) for k, v in kwargs.items()}
+    actual = aten._segment_reduce_backward(grad.to(TPU), output.to(TPU), data.to(TPU), reduce,
+                                           axis=1, initial=initial, **kwargs)
+    kwargs = {k: v.cpu() for k, v in kwargs.items()}
+    expected = aten._segment_reduce_backward(grad, output, data, reduce, axis=1,
+                                             initial=initial, **kwargs)
+    assert_same(actual, expected, **TOL)
+
+
 @pytest.mark.parametrize("unpack_data,unpack_pivots", [(True, False), (False, True),
                                                        (False, False)])
 def test_lu_unpack_leaves_out_what_is_not_asked(unpack_data, unpack_pivots):

@@ -2,6 +2,7 @@
 
 Scatters with a combining function (XLA's scatter with multiply, max, min or add), after the
 places not reduced into are set as PyTorch's CPU kernels set them.
+segment_reduce's backward follows CPU's kernel at ties, zeros and NaNs.
 """
 
 from __future__ import annotations
@@ -60,9 +61,10 @@ def _segments(lengths, offsets):
     return offsets[..., :-1], offsets[..., 1:]
 
 
-@lowering(aten.segment_reduce, static=("axis", "unsafe"))
-def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
-                    unsafe=False, initial=None):
+def _segment_layout(data, lengths, offsets):
+    """data as (rows, n, inner) along the segmented axis; each position's segment (rows, n),
+    a spare one (number ``segments``) for positions outside every segment; each segment's
+    length (rows, segments); and the output's shape."""
     if lengths is None and offsets is None:
         raise RuntimeError("segment_reduce(): Either lengths or offsets must be defined")
     starts, ends = _segments(lengths, offsets)
@@ -79,15 +81,78 @@ def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, a
     first = starts[:, :1] if segments else jnp.full((rows, 1), n)
     inside = (pos >= first) & (seg < segments)
     seg = jnp.where(inside, seg, segments)
+    return x, seg, ends - starts, outer + (segments,) + data.shape[axis + 1:]
+
+
+@lowering(aten.segment_reduce, static=("axis", "unsafe"))
+def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
+                    unsafe=False, initial=None):
+    x, seg, length, out_shape = _segment_layout(data, lengths, offsets)
+    segments = length.shape[-1]
     if x.dtype in LOW_PRECISION:
         out = _sequential(x, seg, segments, reduce, initial)
     else:
         out = _segment_op(x, seg, segments, reduce, initial)
-    length = (ends - starts)[..., None].astype(out.dtype)
+    length = length[..., None].astype(out.dtype)
     if reduce == "mean":
         divided = jnp.where((length > 0) & ~jnp.isnan(out), out / jnp.maximum(length, 1), out)
         out = jnp.where(length == 0, jnp.nan, divided) if initial is None else divided
-    return out.astype(data.dtype).reshape(outer + (segments,) + data.shape[axis + 1:])
+    return out.astype(data.dtype).reshape(out_shape)
+
+
+@lowering(aten._segment_reduce_backward, static=("axis",))
+def _segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets=None, axis=0,
+                             initial=None):
+    """CPU's backward kernel (SegmentReduce.cpp), position by position: written out rather
+    than a VJP, since CPU's answers at ties, zeros and NaNs are its own."""
+    x, seg, length, _ = _segment_layout(data, lengths, offsets)
+    rows, n, inner = x.shape
+    segments = length.shape[-1]
+    dt = jnp.float32 if x.dtype in LOW_PRECISION else x.dtype
+    x = x.astype(dt)
+    inside = (seg < segments)[..., None]
+
+    def per_position(v):
+        """A per-segment (rows, segments, inner) value at each position; 0 outside."""
+        v = jnp.broadcast_to(v, (rows, segments, inner)).astype(dt)
+        v = jnp.concatenate([v, jnp.zeros((rows, 1, inner), dt)], axis=1)
+        return jnp.take_along_axis(v, jnp.broadcast_to(seg[..., None], (rows, n, inner)), 1)
+
+    def per_segment(v):
+        """The sum over each segment of a per-position value."""
+        return jax.vmap(lambda v, s: jax.ops.segment_sum(v, s, segments + 1)[:segments])(v, seg)
+
+    g = per_position(grad.reshape(rows, segments, inner))
+    if reduce == "sum":
+        return g.astype(data.dtype).reshape(data.shape)
+    if reduce == "mean":
+        count = per_position(length[..., None])
+        return jnp.where(inside, g / jnp.maximum(count, 1), 0).astype(data.dtype).reshape(
+            data.shape)
+    out = per_position(output.reshape(rows, segments, inner))
+    if reduce in ("max", "min"):
+        # Every element equal to the result (and every NaN) takes the gradient; where there
+        # are several, CPU divides only the positive gradients among them.
+        hit = inside & (jnp.isnan(x) | (x == out))
+        ties = per_position(per_segment(hit.astype(dt)))
+        res = jnp.where(hit, g, 0)
+        res = jnp.where((ties >= 2) & (res > 0), res / ties, res)
+        return res.astype(data.dtype).reshape(data.shape)
+    # prod: grad * output / x, except at a zero or NaN, where CPU multiplies out the product
+    # of the others (and the initial value).
+    special = inside & ((x == 0) | jnp.isnan(x))
+    others = per_position(jax.vmap(
+        lambda v, s: jax.ops.segment_prod(v, s, segments + 1)[:segments])(
+            jnp.where(special, 1, x), seg))
+    if initial is not None:
+        others = others * jnp.asarray(initial, dt)
+    n_special = per_position(per_segment(special.astype(dt))) - 1
+    n_nan = per_position(per_segment((inside & jnp.isnan(x)).astype(dt))) - jnp.isnan(x)
+    # The other zeros and NaNs in the segment: a NaN among them makes NaN, a zero makes 0
+    # (NaN too where the rest is infinite, as 0 * inf).
+    others = jnp.where(n_special == 0, others, others * jnp.where(n_nan > 0, jnp.nan, 0))
+    res = jnp.where(special, g * others, g * out / jnp.where(special, 1, x))
+    return jnp.where(inside, res, 0).astype(data.dtype).reshape(data.shape)
 
 
 _COMBINE = {"sum": jnp.add, "mean": jnp.add, "prod": jnp.multiply, "max": jnp.maximum,
