@@ -124,9 +124,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     "multinomial: CPU checks the probabilities' values (negative, inf, NaN, zero sum), a host sync per draw strict mode does not pay (CUDA uses device asserts)": [  # noqa: E501
         ('multinomial', '', 'any', 'errors'),
     ],
-    "no rule for aten._ctc_loss_backward (a backward op): autograd's run_backward fails": [
-        ('nn.functional.ctc_loss', '', 'float32', 'grad'),
-    ],
     'no rule or decomposition for prims.convert_element_type.default': [
         ('renorm', '', 'bfloat16', 'forward'),
     ],

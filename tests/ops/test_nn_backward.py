@@ -219,6 +219,28 @@ def test_segment_reduce_backward_ties_zeros_nans(by, reduce, initial):
     assert_same(actual, expected, **TOL)
 
 
+@pytest.mark.parametrize("as_tensors", [False, True])
+@pytest.mark.parametrize("zero_infinity", [False, True])
+@pytest.mark.parametrize("concatenated", [False, True])
+def test_ctc_loss_backward(concatenated, zero_infinity, as_tensors):
+    # Log-probabilities not normalised (CPU's exp(log_probs) term shows), inputs shorter than
+    # the longest, an empty target, repeated labels, and a target too long for its input
+    # (an infinite loss: NaN gradients, or zeros with zero_infinity).
+    log_probs = _randn(7, 4, 5) - 1.5
+    targets = torch.tensor([[1, 2, 2, 3], [4, 4, 4, 0], [1, 0, 0, 0], [2, 3, 1, 2]])
+    input_lengths, target_lengths = [7, 6, 5, 3], [4, 3, 0, 4]
+    if concatenated:
+        targets = torch.cat([t[:n] for t, n in zip(targets, target_lengths, strict=True)])
+    if as_tensors:
+        input_lengths, target_lengths = torch.tensor(input_lengths), torch.tensor(target_lengths)
+    nll, log_alpha = aten._ctc_loss(log_probs, targets, input_lengths, target_lengths, 0,
+                                    zero_infinity)
+    grad = _randn(4, seed=1)
+    actual, expected = _both(aten._ctc_loss_backward, grad, log_probs, targets, input_lengths,
+                             target_lengths, nll, log_alpha, 0, zero_infinity)
+    assert_same(actual, expected, **TOL)
+
+
 @pytest.mark.parametrize("unpack_data,unpack_pivots", [(True, False), (False, True),
                                                        (False, False)])
 def test_lu_unpack_leaves_out_what_is_not_asked(unpack_data, unpack_pivots):
