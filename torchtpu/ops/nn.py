@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from .conv import _scatter_at_indices
 from .dtypes import LOW_PRECISION, check_with_meta
 from .registry import lowering
 
@@ -188,26 +189,14 @@ def _adaptive_max_pool_rule(self, output_size):
     return _adaptive_max_pool(self, tuple(output_size))
 
 
-def _adaptive_max_pool_backward(grad_output, self, indices, nd):
-    """Each output's gradient goes to the input position its index names, per plane."""
-    lead = self.shape[:-nd]
-    plane = math.prod(self.shape[-nd:])
-    rows = math.prod(lead)
-    g = grad_output.reshape(rows, -1)
-    idx = indices.reshape(rows, -1)
-    out = jnp.zeros((rows, plane), grad_output.dtype)
-    out = jax.vmap(lambda o, i, v: o.at[i].add(v))(out, idx, g)
-    return out.reshape(self.shape)
-
-
 @lowering(aten.adaptive_max_pool2d_backward)
 def _adaptive_max_pool2d_backward(grad_output, self, indices):
-    return _adaptive_max_pool_backward(grad_output, self, indices, 2)
+    return _scatter_at_indices(grad_output, self, indices, 2)
 
 
 @lowering(aten.adaptive_max_pool3d_backward)
 def _adaptive_max_pool3d_backward(grad_output, self, indices):
-    return _adaptive_max_pool_backward(grad_output, self, indices, 3)
+    return _scatter_at_indices(grad_output, self, indices, 3)
 
 
 @lowering(aten.masked_scatter_backward)
