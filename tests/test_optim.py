@@ -1,4 +1,4 @@
-"""torch.optim on tpu parameters, foreach on and off, equals CPU."""
+"""torch.optim on tpu parameters (for-loop, foreach and fused paths) equals CPU."""
 
 from __future__ import annotations
 
@@ -7,20 +7,26 @@ import torch
 from conftest import assert_same
 
 OPTIMS = {
-    "sgd": lambda p, fe: torch.optim.SGD(p, lr=0.1, momentum=0.9, foreach=fe),
-    "sgd_nesterov_wd": lambda p, fe: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True,
-                                                     weight_decay=0.01, foreach=fe),
-    "adam": lambda p, fe: torch.optim.Adam(p, lr=1e-2, foreach=fe),
-    "adamw": lambda p, fe: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1, foreach=fe),
-    "adamw_amsgrad": lambda p, fe: torch.optim.AdamW(p, lr=1e-2, amsgrad=True, foreach=fe),
+    "sgd": lambda p, kw: torch.optim.SGD(p, lr=0.1, momentum=0.9, **kw),
+    "sgd_nesterov_wd": lambda p, kw: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True,
+                                                     weight_decay=0.01, **kw),
+    "sgd_dampening_max": lambda p, kw: torch.optim.SGD(p, lr=0.1, momentum=0.5, dampening=0.2,
+                                                       maximize=True, **kw),
+    "adam": lambda p, kw: torch.optim.Adam(p, lr=1e-2, **kw),
+    "adam_wd_max_betas": lambda p, kw: torch.optim.Adam(p, lr=1e-2, weight_decay=0.1,
+                                                        maximize=True, betas=(0.3, 0.9), **kw),
+    "adamw": lambda p, kw: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1, **kw),
+    "adamw_amsgrad": lambda p, kw: torch.optim.AdamW(p, lr=1e-2, amsgrad=True, **kw),
+    "adamw_tensor_lr": lambda p, kw: torch.optim.AdamW(p, lr=torch.tensor(1e-2), **kw),
 }
+PATHS = {"for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
 
 
-def _train(device, make_opt, foreach, steps=4):
+def _train(device, make_opt, path, steps=4):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
     model.to(device)
-    opt = make_opt(model.parameters(), foreach)
+    opt = make_opt(model.parameters(), PATHS[path])
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
     g = torch.Generator().manual_seed(1)
     losses = []
@@ -35,11 +41,13 @@ def _train(device, make_opt, foreach, steps=4):
     return losses, [p.detach() for p in model.parameters()]
 
 
-@pytest.mark.parametrize("foreach", [False, True], ids=["for-loop", "foreach"])
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("name", OPTIMS)
-def test_optimizer_matches_cpu(name, foreach):
-    cpu = _train("cpu", OPTIMS[name], foreach)
-    tpu = _train("tpu", OPTIMS[name], foreach)
+def test_optimizer_matches_cpu(name, path):
+    if name == "adamw_tensor_lr" and path == "foreach":
+        pytest.skip("PyTorch: lr as a Tensor is not supported for capturable=False and foreach")
+    cpu = _train("cpu", OPTIMS[name], path)
+    tpu = _train("tpu", OPTIMS[name], path)
     assert all(p.device.type == "tpu" for p in tpu[1])
     assert_same(tpu, cpu, rtol=1e-5, atol=1e-6)
 
@@ -51,3 +59,31 @@ def test_optimizer_state_lives_on_tpu():
     opt.step()
     state = opt.state[p]
     assert state["exp_avg"].device.type == "tpu"
+
+
+def test_multi_tensor_paths_are_the_default():
+    # Without them every parameter's update is a dozen separate ops per step.
+    from torch.optim.optimizer import _default_to_fused_or_foreach
+    from torch.utils._foreach_utils import _has_foreach_support
+
+    params = list(torch.nn.Linear(3, 2).to("tpu").parameters())
+    assert _default_to_fused_or_foreach(params, differentiable=False) == (False, True)
+    assert _has_foreach_support(params, torch.device("tpu"))
+
+
+@pytest.mark.parametrize("found_inf", [0.0, 1.0])
+def test_fused_adamw_unscales_and_skips_on_inf(found_inf):
+    # What GradScaler passes: grads are divided by the scale (and kept so); an inf skips all.
+    def step(device):
+        g = torch.Generator().manual_seed(0)
+        lists = [[torch.randn(5, 3, generator=g), torch.randn(7, generator=g)] for _ in range(4)]
+        lists[3] = [t.abs() for t in lists[3]]  # second moments
+        lists = [[t.to(device) for t in ts] for ts in lists]
+        steps = [torch.tensor(3.0, device=device) for _ in range(2)]
+        torch._fused_adamw_(*lists, [], steps, lr=0.01, beta1=0.9, beta2=0.99,
+                            weight_decay=0.1, eps=1e-8, amsgrad=False, maximize=False,
+                            grad_scale=torch.tensor(4.0, device=device),
+                            found_inf=torch.tensor(found_inf, device=device))
+        return lists
+
+    assert_same(step("tpu"), step("cpu"), rtol=1e-6, atol=1e-7)

@@ -10,7 +10,7 @@ from .backward_errors import take_pending_exception
 from .eager import modes
 from .eager.dispatch import dispatch
 from .runtime.transfer import to_device
-from .tensor import wrap
+from .tensor import TpuTensor, wrap
 
 aten = torch.ops.aten
 _lib: torch.library.Library | None = None
@@ -130,6 +130,17 @@ def _apply_keeping_ties(self, fn, recurse=True):
     return self
 
 
+def _enable_multi_tensor_paths() -> None:
+    """Optimizers and clip_grad_norm_ take their _foreach_ paths only for tensor types on
+    these lists (DTensor adds itself the same way); else each parameter is its own ops."""
+    from torch.optim import optimizer
+    from torch.utils import _foreach_utils
+
+    for types in (optimizer._foreach_supported_types, _foreach_utils._foreach_supported_types):
+        if TpuTensor not in types:
+            types.append(TpuTensor)
+
+
 def register() -> None:
     """Rename PrivateUse1 to 'tpu' and install torch.tpu; idempotent."""
     global _lib, _autocast_lib
@@ -162,6 +173,7 @@ def register() -> None:
                 qualified = name if overload == "default" else f"{name}.{overload}"
                 _lib.impl(qualified, _via_cpu(getattr(packet, overload)), "PrivateUse1")
     _autocast_lib = autocast.register(_lib)
+    _enable_multi_tensor_paths()
     backward_errors.install()
     modes.init_from_env()
 

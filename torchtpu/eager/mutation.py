@@ -145,8 +145,16 @@ def _inplace_name(func) -> bool:
 
 
 def _inplace_handler(func, compute):
+    written = [i for i, a in enumerate(func._schema.arguments)
+               if a.alias_info is not None and a.alias_info.is_write]
+
     def handler(args, kwargs):
         out = compute(args, kwargs)
+        if len(written) > 1:  # _fused_adam_: the functional returns each written list in order
+            for i, values in zip(written, out, strict=True):
+                for t, v in zip(args[i], values, strict=True):
+                    _store(t, v, func)
+            return None
         self = args[0]
         if isinstance(self, (list, tuple)):  # _foreach_*_
             for t, v in zip(self, out, strict=True):

@@ -24,6 +24,7 @@ from . import (  # noqa: F401  (registration side effects)
     nn_ctc,
     nn_embedding_bag,
     nn_random,
+    optim_fused,
     pooling_fractional,
     random,
     reduction,
