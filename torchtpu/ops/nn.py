@@ -136,8 +136,24 @@ def _nll_loss_forward(self, target, weight, reduction, ignore_index):
 @lowering(aten.nll_loss_backward, aten.nll_loss2d_backward)
 def _nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index,
                        total_weight):
-    _, vjp = jax.vjp(lambda x: _nll(x, target, weight, reduction, ignore_index)[0], self)
-    return vjp(grad_output.astype(self.dtype))[0]
+    # A one-hot select rather than the scatter the gather's VJP would be: XLA fuses it into
+    # log_softmax's backward instead of materialising zeros and scattering into them.
+    batched = self.ndim > 1
+    tgt = target if batched else target[None]
+    kept = tgt != ignore_index
+    safe = jnp.where(kept, tgt, 0)
+    g = grad_output.astype(self.dtype)
+    if reduction == 0:
+        g = g if batched else g[None]
+    elif reduction == 1:
+        g = g / total_weight.astype(self.dtype)
+    scale = jnp.broadcast_to(-g, safe.shape)
+    if weight is not None:
+        scale = weight[safe].astype(self.dtype) * scale
+    classes = jax.lax.broadcasted_iota(safe.dtype, (self if batched else self[None]).shape, 1)
+    hit = (classes == jnp.expand_dims(safe, 1)) & jnp.expand_dims(kept, 1)
+    out = jnp.where(hit, jnp.expand_dims(scale, 1), jnp.zeros((), self.dtype))
+    return out if batched else out[0]
 
 
 # Backward rules for ops that forward through decompositions: autograd calls them directly.
