@@ -8,6 +8,7 @@ outcome in a results file (``TORCHTPU_COVERAGE_RESULTS``, default under ~/.cache
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 from collections import defaultdict
@@ -19,8 +20,12 @@ _PENDING: dict[str, dict] = {}
 
 
 def results_path() -> Path:
+    """One file per checkout: sweeps of other checkouts (worktrees) must not mix into it."""
     where = config.get("coverage_results")
-    return Path(where) if where else Path.home() / ".cache" / "torchtpu" / "opinfo_results.json"
+    if where:
+        return Path(where)
+    checkout = hashlib.sha1(str(Path(__file__).resolve().parents[2]).encode()).hexdigest()[:10]
+    return Path.home() / ".cache" / "torchtpu" / f"opinfo_results-{checkout}.json"
 
 
 def record(outcome: dict) -> None:
@@ -40,7 +45,7 @@ def save_results() -> None:
     results = load_results()
     results.update(_PENDING)
     _PENDING.clear()
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps({"results": results}, sort_keys=True))
     os.replace(tmp, path)
 
