@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -149,3 +151,38 @@ def test_module_to_while_a_cpu_graph_holds_the_parameters():
     assert model[0].weight is model[2].weight  # still tied
     out.sum().backward()  # the CPU graph still works
     assert_same(model(torch.tensor([1, 2], device="tpu")), out)
+
+
+@pytest.mark.parametrize("fmt,shape", [(torch.channels_last, (2, 3, 4, 5)),
+                                       (torch.channels_last_3d, (2, 3, 2, 4, 5))])
+def test_dense_layouts_survive_transfers_and_copies(fmt, shape):
+    # As between cpu and cuda: .to/.cpu/clone preserve a dense layout, contiguous() undoes it.
+    c = torch.randn(shape).to(memory_format=fmt)
+    t = c.to("tpu")
+    assert t.stride() == c.stride() and t.is_contiguous(memory_format=fmt)
+    back = t.cpu()
+    assert back.stride() == c.stride() and torch.equal(back, c)
+    assert t.clone().stride() == c.stride()
+    assert t.contiguous().stride() == c.contiguous().stride()
+    assert torch.equal(t.contiguous().cpu(), c)
+    u = torch.randn(shape).to("tpu").contiguous(memory_format=fmt)
+    assert u.is_contiguous(memory_format=fmt)
+    assert torch.empty(shape, device="tpu", memory_format=fmt).stride() == c.stride()
+    t.mul_(2).add_(1)  # writes land in the layout's memory order
+    assert torch.equal(t.cpu(), c * 2 + 1) and t.stride() == c.stride()
+    perm = (0, *range(2, len(shape)), 1)
+    assert t.permute(perm).is_contiguous()
+    assert torch.equal(t.permute(perm).cpu(), (c * 2 + 1).permute(perm))
+
+
+def test_channels_last_model_matches_cpu():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Conv2d(4, 2, 1))
+    model = model.to(memory_format=torch.channels_last)
+    x = torch.randn(2, 3, 6, 6).to(memory_format=torch.channels_last)
+    tpu = copy.deepcopy(model).to("tpu")
+    assert tpu[0].weight.is_contiguous(memory_format=torch.channels_last)
+    model(x).square().sum().backward()
+    tpu(x.to("tpu")).square().sum().backward()
+    for p, q in zip(model.parameters(), tpu.parameters(), strict=True):
+        torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-5, atol=1e-5)

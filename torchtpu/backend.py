@@ -7,10 +7,10 @@ from torch.utils.backend_registration import _setup_privateuseone_for_python_bac
 
 from . import autocast, backward_errors
 from .backward_errors import take_pending_exception
-from .eager import modes
+from .eager import modes, views
 from .eager.dispatch import dispatch
 from .runtime.transfer import to_device
-from .tensor import TpuTensor, wrap
+from .tensor import TpuTensor, read, wrap
 
 aten = torch.ops.aten
 _lib: torch.library.Library | None = None
@@ -51,11 +51,17 @@ def _arange_start(start, end, dtype=None, layout=None, device=None, pin_memory=N
 
 def _empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None,
                          memory_format=None):
-    return dispatch(aten.empty.memory_format, (size,), {"dtype": dtype})
+    t = dispatch(aten.empty.memory_format, (size,), {"dtype": dtype})
+    if memory_format in (None, torch.contiguous_format, torch.preserve_format):
+        return t
+    stride = torch.empty(size, device="meta", memory_format=memory_format).stride()
+    return views.with_layout(read(t), stride)
 
 
 def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
-    return dispatch(aten.empty_strided.default, (size, stride), {"dtype": dtype})
+    # A dense layout (channels_last, what .to('tpu') preserves) is kept; others are contiguous.
+    t = dispatch(aten.empty_strided.default, (size, stride), {"dtype": dtype})
+    return views.with_layout(read(t), stride)
 
 
 def _efficientzerotensor(size, dtype=None, layout=None, device=None, pin_memory=None):

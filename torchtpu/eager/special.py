@@ -48,14 +48,29 @@ def _to_copy(args, kwargs):
     x = args[0]
     dtype = kwargs.get("dtype")
     device = kwargs.get("device")
+    stride = _copy_layout(x, kwargs.get("memory_format"))
     if device is not None and torch.device(device).type == "cpu":
         metrics.count("transfer", "device_to_host")
         out = to_host(read(x))
-        return out if dtype is None else out.to(dtype)
+        out = out if dtype is None else out.to(dtype)
+        if out.stride() != stride:  # .cpu() keeps channels_last, as from cuda
+            out = torch.empty_strided(out.shape, stride, dtype=out.dtype).copy_(out)
+        return out
     v = read(x)
     if dtype is not None and to_jax_dtype(dtype) != v.dtype:
         v = cast(v, to_jax_dtype(dtype))
-    return wrap(v)
+    return views.with_layout(v, stride)
+
+
+def _clone(args, kwargs):
+    x = args[0]
+    return views.with_layout(read(x), _copy_layout(x, kwargs.get("memory_format")))
+
+
+def _copy_layout(x: TpuTensor, memory_format) -> tuple[int, ...]:
+    if x._direct and memory_format in (None, torch.preserve_format, torch.contiguous_format):
+        return x.stride()  # the common case, without asking the meta kernels
+    return views.layout_for(x, memory_format)
 
 
 def _local_scalar_dense(args, kwargs):
@@ -111,6 +126,7 @@ HANDLERS = {
     aten._fused_sdp_choice.default: _sdp_choice,
     aten.copy_.default: _copy_,
     aten._to_copy.default: _to_copy,
+    aten.clone.default: _clone,
     aten._local_scalar_dense.default: _local_scalar_dense,
     aten.resize_.default: _resize_,
     aten.resize_as_.default: _resize_as_,

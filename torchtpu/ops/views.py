@@ -60,6 +60,13 @@ def scatter_view(base: jax.Array, value: jax.Array, geometry) -> jax.Array:
 
 
 @executable(static_argnums=(1,))
+def memory_order(value: jax.Array, dims: tuple[int, ...]) -> jax.Array:
+    """``value``'s elements, flat, in the memory order of a dense layout whose dimensions
+    from outermost to innermost are ``dims`` (channels_last: N, H, W, C)."""
+    return jnp.transpose(value, dims).reshape(-1)
+
+
+@executable(static_argnums=(1,))
 def grow_storage(base: jax.Array, numel: int) -> jax.Array:
     """``base``'s elements, flat, followed by zeros up to ``numel`` (resize_ growing a storage)."""
     flat = base.reshape(-1)
