@@ -171,3 +171,15 @@ def test_out_argument_of_another_shape_is_resized():
     with pytest.warns(UserWarning, match="resized"):
         torch.mul(a.to(TPU), 2, out=out)
     assert_same(out, a * 2)
+
+
+def test_conj_and_neg_bit_views_carry_their_values():
+    # PyTorch marks these with a bit on a view; here they are copies with the values applied
+    # (before, the view read its base's values and the conjugation was lost: hfft, ihfft).
+    z = torch.randn(5, dtype=torch.complex64)
+    t = z.to("tpu")
+    assert torch.equal(torch.ops.aten._conj(t).cpu(), z.conj().resolve_conj())
+    assert torch.equal(torch.ops.aten._neg_view(t).cpu(), -z)
+    torch.testing.assert_close(torch.fft.hfft(t).cpu(), torch.fft.hfft(z))
+    x = torch.randn(6)
+    torch.testing.assert_close(torch.fft.ihfft(x.to("tpu")).cpu(), torch.fft.ihfft(x))

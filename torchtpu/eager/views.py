@@ -48,9 +48,12 @@ def handler(func):
         else:
             value = [gather_view(storage.value, _geometry(m)) for m in meta]
         if isinstance(meta, torch.Tensor):
-            if meta.dtype != base.dtype or not torch._C._is_alias_of(meta, meta_base):
-                # A view that reinterprets dtype (view_as_real, view(dtype)) is a copy here,
-                # as is what an aliasing-if-possible op returned as a copy.
+            if (meta.dtype != base.dtype or not torch._C._is_alias_of(meta, meta_base)
+                    or meta.is_conj() != meta_base.is_conj()
+                    or meta.is_neg() != meta_base.is_neg()):
+                # A view that reinterprets dtype (view_as_real, view(dtype)) or sets the
+                # conj/neg bit (_conj, _neg_view) is a copy here, as is what an
+                # aliasing-if-possible op returned as a copy.
                 return wrap(value)
             return make_view(storage, value, *_geometry(meta))
         return [make_view(storage, v, *_geometry(m)) for v, m in zip(value, meta, strict=True)]

@@ -353,10 +353,15 @@ def _mish(self):
     return self * jnp.tanh(jax.nn.softplus(self))
 
 
-
-@lowering(aten._conj_physical)
+@lowering(aten._conj_physical, aten._conj)
 def _conj_physical(self):
+    # _conj is a conj-bit view in PyTorch; without the bit it is a copy here (eager/views.py).
     return jnp.conj(self)
+
+
+@lowering(aten._neg_view)
+def _neg_view(self):
+    return -self
 
 
 @lowering(aten.complex, skip_meta=True)
