@@ -87,3 +87,32 @@ def test_fused_adamw_unscales_and_skips_on_inf(found_inf):
         return lists
 
     assert_same(step("tpu"), step("cpu"), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["unscale-then-step", "fused-adamw"])
+def test_grad_scaler_matches_cpu(fused):
+    # GradScaler as a cuda training loop uses it: an inf step is skipped and backs the scale
+    # off; growth every 2 clean steps. fused=True hands grad_scale/found_inf to the kernel.
+    def run(device):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 3).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=fused or None)
+        scaler = torch.amp.GradScaler(device, init_scale=1024.0, growth_interval=2)
+        x = torch.randn(5, 4).to(device)
+        scales = []
+        for i in range(5):
+            with torch.autocast(device, dtype=torch.bfloat16):
+                loss = model(x).float().square().mean()
+            if i == 2:
+                loss = loss * float("inf")
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad()
+            scales.append(scaler.get_scale())
+        return scales, [p.detach() for p in model.parameters()]
+
+    cpu_scales, cpu_params = run("cpu")
+    tpu_scales, tpu_params = run("tpu")
+    assert tpu_scales == cpu_scales == [1024.0, 2048.0, 1024.0, 1024.0, 2048.0]
+    assert_same(tpu_params, cpu_params, rtol=1e-5, atol=1e-6)

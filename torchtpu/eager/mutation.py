@@ -150,11 +150,14 @@ def _inplace_handler(func, compute):
 
     def handler(args, kwargs):
         out = compute(args, kwargs)
-        if len(written) > 1:  # _fused_adam_: the functional returns each written list in order
-            for i, values in zip(written, out, strict=True):
-                for t, v in zip(args[i], values, strict=True):
-                    _store(t, v, func)
-            return None
+        if len(written) > 1:  # _fused_adam_, _amp_update_scale_: the functional returns
+            for i, values in zip(written, out, strict=True):  # each written argument in order
+                if isinstance(args[i], (list, tuple)):
+                    for t, v in zip(args[i], values, strict=True):
+                        _store(t, v, func)
+                else:
+                    _store(args[i], values, func)
+            return args[0] if func._schema.returns else None
         self = args[0]
         if isinstance(self, (list, tuple)):  # _foreach_*_
             for t, v in zip(self, out, strict=True):
