@@ -168,6 +168,9 @@ def test_dense_layouts_survive_transfers_and_copies(fmt, shape):
     u = torch.randn(shape).to("tpu").contiguous(memory_format=fmt)
     assert u.is_contiguous(memory_format=fmt)
     assert torch.empty(shape, device="tpu", memory_format=fmt).stride() == c.stride()
+    for like in (torch.empty_like, torch.zeros_like, torch.ones_like, torch.randn_like):
+        assert like(t).stride() == like(c).stride()
+    assert torch.equal(torch.ones_like(t).cpu(), torch.ones_like(c))
     t.mul_(2).add_(1)  # writes land in the layout's memory order
     assert torch.equal(t.cpu(), c * 2 + 1) and t.stride() == c.stride()
     perm = (0, *range(2, len(shape)), 1)

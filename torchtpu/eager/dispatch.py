@@ -17,7 +17,7 @@ from torch.utils._pytree import tree_map
 from ..ops.decomps import DECOMPOSITIONS
 from ..ops.registry import LOWERINGS
 from ..runtime.execute import Pending
-from ..tensor import TpuTensor, set_executor
+from ..tensor import TpuTensor, read, set_executor
 from ..tensor import wrap as wrap_tensor
 from . import fallback, mutation, special, strict, views
 from .values import unwrap, wrap_out
@@ -87,6 +87,8 @@ def _build(func, fused: bool = False) -> Handler:
         if mutation.mutated_args(func) or rule.mutates:
             inner = _rule_handler(rule, fused, wrap=False)
             return mutation.rule_with_mutations(func, inner, rule.mutates)
+        if func.overloadpacket in _LIKE:
+            return _keeping_layout(_rule_handler(rule, fused))
         return _rule_handler(rule, fused)
     derived = mutation.derived_handler(func, functional_handler)
     if derived is not None:
@@ -97,6 +99,27 @@ def _build(func, fused: bool = False) -> Handler:
     if composite:
         return lambda args, kwargs: func.decompose(*args, **kwargs)
     return fallback.handler(func)
+
+
+aten = torch.ops.aten
+_LIKE = {aten.empty_like, aten.zeros_like, aten.ones_like, aten.full_like, aten.rand_like,
+         aten.randn_like, aten.randint_like}
+_KEEPS = (None, torch.preserve_format, torch.contiguous_format)
+
+
+def _keeping_layout(inner: Handler) -> Handler:
+    """*_like factories lay their result out as PyTorch does (preserve: a channels_last input
+    gives a channels_last result)."""
+
+    def handler(args, kwargs):
+        out = inner(args, kwargs)
+        x, fmt = args[0], kwargs.get("memory_format")
+        if type(x) is TpuTensor and x._direct and fmt in _KEEPS:
+            return out
+        stride = views.layout_for(x, fmt)
+        return out if out.stride() == stride else views.with_layout(read(out), stride)
+
+    return handler
 
 
 def _rule_handler(rule, fused: bool = False, wrap: bool = True) -> Handler:
