@@ -59,9 +59,7 @@ def _empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=
 
 
 def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
-    # A dense layout (channels_last, what .to('tpu') preserves) is kept; others are contiguous.
-    t = dispatch(aten.empty_strided.default, (size, stride), {"dtype": dtype})
-    return views.with_layout(read(t), stride)
+    return dispatch(aten.empty_strided.default, (size, stride), {"dtype": dtype})
 
 
 def _efficientzerotensor(size, dtype=None, layout=None, device=None, pin_memory=None):

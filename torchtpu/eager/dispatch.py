@@ -89,6 +89,8 @@ def _build(func, fused: bool = False) -> Handler:
             return mutation.rule_with_mutations(func, inner, rule.mutates)
         if func.overloadpacket in _LIKE:
             return _keeping_layout(_rule_handler(rule, fused))
+        if func in _STRIDE_ARG:
+            return _strided(_rule_handler(rule, fused), _STRIDE_ARG[func])
         return _rule_handler(rule, fused)
     derived = mutation.derived_handler(func, functional_handler)
     if derived is not None:
@@ -117,6 +119,20 @@ def _keeping_layout(inner: Handler) -> Handler:
         if type(x) is TpuTensor and x._direct and fmt in _KEEPS:
             return out
         stride = views.layout_for(x, fmt)
+        return out if out.stride() == stride else views.with_layout(read(out), stride)
+
+    return handler
+
+
+# Factories taking strides (AccumulateGrad gives a grad its parameter's layout through
+# new_empty_strided): a dense layout is kept, any other comes out contiguous.
+_STRIDE_ARG = {aten.empty_strided.default: 1, aten.new_empty_strided.default: 2}
+
+
+def _strided(inner: Handler, at: int) -> Handler:
+    def handler(args, kwargs):
+        out = inner(args, kwargs)
+        stride = tuple(args[at])
         return out if out.stride() == stride else views.with_layout(read(out), stride)
 
     return handler
