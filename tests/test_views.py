@@ -183,3 +183,27 @@ def test_conj_and_neg_bit_views_carry_their_values():
     torch.testing.assert_close(torch.fft.hfft(t).cpu(), torch.fft.hfft(z))
     x = torch.randn(6)
     torch.testing.assert_close(torch.fft.ihfft(x.to("tpu")).cpu(), torch.fft.ihfft(x))
+
+
+def test_dtype_views_of_the_same_size_alias_their_base():
+    # x.view(torch.int32) reads and writes x's bits, as on CPU (bit tricks, quantisation code).
+    x = torch.randn(4, 3)
+    t = x.to("tpu")
+    y, yc = t.view(torch.int32), x.view(torch.int32)
+    assert torch.equal(y.cpu(), yc)
+    y.add_(1)
+    yc.add_(1)
+    # 1.5's bits: XLA:CPU flushes denormals (7's bits as a float) to zero where CPU does not
+    y[1:, 1].fill_(0x3FC00000)
+    yc[1:, 1].fill_(0x3FC00000)
+    y.view(torch.float32).mul_(2)
+    yc.view(torch.float32).mul_(2)
+    assert torch.equal(t.cpu(), x)
+    t.add_(1)
+    x.add_(1)
+    assert torch.equal(y.cpu(), yc)
+    b = torch.randn(5).to(torch.bfloat16)
+    bt = b.to("tpu")
+    bt.view(torch.int16).bitwise_xor_(1)
+    b.view(torch.int16).bitwise_xor_(1)
+    assert torch.equal(bt.cpu(), b)

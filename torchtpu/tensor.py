@@ -14,7 +14,7 @@ import jax
 import torch
 
 from .ops.dtypes import JAX_TO_TORCH
-from .ops.views import gather_view, scatter_view
+from .ops.views import bitcast, gather_view, scatter_view
 from .runtime import memory
 
 # PyTorch's autograd engine asserts on a device without an index: always 'tpu:0'.
@@ -53,6 +53,10 @@ class TpuTensor(torch.Tensor):
     """A tensor on the 'tpu' device. Users never construct it directly."""
 
     # No __slots__: torch.utils.swap_tensors (model.to keeping Parameters) needs __dict__.
+
+    # A view reading its storage's bits as another dtype of the same size (x.view(torch.int32)):
+    # that dtype, else None.
+    _bitcast = None
 
     # The inherited __torch_function__ re-wraps every result in Python: ~40 us per op.
     __torch_function__ = torch._C._disabled_torch_function_impl
@@ -104,15 +108,19 @@ def wrap(value: jax.Array) -> TpuTensor:
 
 
 def make_view(storage: Storage, value, size, stride, offset: int) -> TpuTensor:
-    """A tensor aliasing ``storage`` with PyTorch geometry (size, stride, offset)."""
+    """A tensor aliasing ``storage`` with PyTorch geometry (size, stride, offset); a
+    ``value`` of another dtype than the storage's reads the storage's bits as that dtype."""
     size, stride = tuple(size), tuple(stride)
     t = _make(
         TpuTensor, size, stride, offset, dtype=JAX_TO_TORCH[value.dtype], device=DEVICE
     )
     t._storage = storage
     base = storage.value
+    if value.dtype != base.dtype:
+        t._bitcast = value.dtype
     t._direct = (
-        offset == 0 and size == base.shape and stride == contiguous_strides(size)
+        t._bitcast is None and offset == 0 and size == base.shape
+        and stride == contiguous_strides(size)
     )
     t._geometry = (size, stride, offset)
     t._cache = value
@@ -126,7 +134,8 @@ def read(t: TpuTensor) -> jax.Array:
         return t._storage.value
     s = t._storage
     if t._cache_version != s.version:
-        t._cache = gather_view(s.value, t._geometry)
+        value = gather_view(s.value, t._geometry)
+        t._cache = value if t._bitcast is None else bitcast(value, t._bitcast)
         t._cache_version = s.version
     return t._cache
 
@@ -137,7 +146,8 @@ def write(t: TpuTensor, value: jax.Array) -> None:
     if t._direct:
         s.value = value
     else:
-        s.value = scatter_view(s.value, value, t._geometry)
+        bits = value if t._bitcast is None else bitcast(value, s.value.dtype)
+        s.value = scatter_view(s.value, bits, t._geometry)
         t._cache = value
     s.version += 1
     if not t._direct:

@@ -111,6 +111,7 @@ def _set_source_tensor(args, kwargs):
         raise RuntimeError("torchtpu: set_ needs a source of the same shape and dtype")
     self._storage = src._storage
     self._direct = src._direct
+    self._bitcast = src._bitcast
     if not src._direct:
         self._geometry = src._geometry
         self._cache, self._cache_version = src._cache, src._cache_version

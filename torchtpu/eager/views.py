@@ -11,6 +11,7 @@ import math
 
 import torch
 
+from ..ops.dtypes import to_jax_dtype
 from ..ops.registry import LOWERINGS
 from ..ops.views import gather_view, grow_storage, memory_order
 from ..tensor import Storage, TpuTensor, contiguous_strides, make_view, wrap
@@ -48,17 +49,29 @@ def handler(func):
         else:
             value = [gather_view(storage.value, _geometry(m)) for m in meta]
         if isinstance(meta, torch.Tensor):
-            if (meta.dtype != base.dtype or not torch._C._is_alias_of(meta, meta_base)
+            if (not _bits_alias(meta, storage) or not torch._C._is_alias_of(meta, meta_base)
                     or meta.is_conj() != meta_base.is_conj()
                     or meta.is_neg() != meta_base.is_neg()):
-                # A view that reinterprets dtype (view_as_real, view(dtype)) or sets the
-                # conj/neg bit (_conj, _neg_view) is a copy here, as is what an
-                # aliasing-if-possible op returned as a copy.
+                # A view that reinterprets its storage as a dtype of another size
+                # (view_as_real) or sets the conj/neg bit (_conj, _neg_view) is a copy here,
+                # as is what an aliasing-if-possible op returned as a copy.
                 return wrap(value)
             return make_view(storage, value, *_geometry(meta))
         return [make_view(storage, v, *_geometry(m)) for v, m in zip(value, meta, strict=True)]
 
     return view
+
+
+def _bits_alias(meta: torch.Tensor, storage: Storage) -> bool:
+    """Whether a view of this dtype can alias the storage: the same dtype, or one of the same
+    size whose bits it reads (x.view(torch.int32) of float32; not bool, not complex)."""
+    have = storage.value.dtype
+    want = to_jax_dtype(meta.dtype)
+    if want == have:
+        return True
+    plain = not (meta.dtype.is_complex or meta.dtype == torch.bool
+                 or have.kind in "cb")
+    return plain and want.itemsize == have.itemsize
 
 
 def _geometry(m: torch.Tensor) -> tuple:
@@ -119,7 +132,8 @@ def set_geometry(t: TpuTensor, size, stride, offset: int) -> None:
         # the wrapper's own sizes and strides: PyTorch's generic kernel, bounds-checked
         torch.ops.aten.as_strided_.default(t, size, stride, offset)
     base = t._storage.value
-    t._direct = offset == 0 and size == base.shape and stride == contiguous_strides(size)
+    t._direct = (t._bitcast is None and offset == 0 and size == base.shape
+                 and stride == contiguous_strides(size))
     t._geometry = (size, stride, offset)
     t._cache, t._cache_version = None, -1
 

@@ -60,6 +60,12 @@ def scatter_view(base: jax.Array, value: jax.Array, geometry) -> jax.Array:
 
 
 @executable(static_argnums=(1,))
+def bitcast(value: jax.Array, dtype) -> jax.Array:
+    """``value``'s bits read as ``dtype`` (of the same size)."""
+    return lax.bitcast_convert_type(value, dtype)
+
+
+@executable(static_argnums=(1,))
 def memory_order(value: jax.Array, dims: tuple[int, ...]) -> jax.Array:
     """``value``'s elements, flat, in the memory order of a dense layout whose dimensions
     from outermost to innermost are ``dims`` (channels_last: N, H, W, C)."""
