@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from jax import lax
 
-from .dtypes import float_of, promote, result_type, to_torch_dtype
+from .dtypes import LOW_PRECISION, float_of, promote, result_type, to_torch_dtype
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -229,16 +229,24 @@ def _lerp(self, end, weight):
     return a + w * (b - a)
 
 
+def _pointwise_opmath(fn, *operands):
+    """``fn`` of the promoted operands, bfloat16/float16 computed in float32 and rounded once,
+    as CPU's pointwise kernels (addcmul, addcdiv) do."""
+    xs = promote(*operands)
+    dt = xs[0].dtype
+    if dt in LOW_PRECISION:
+        return fn(*(x.astype(jnp.float32) for x in xs)).astype(dt)
+    return fn(*xs)
+
+
 @lowering(aten.addcmul)
 def _addcmul(self, tensor1, tensor2, value=1):
-    a, b, c = promote(self, tensor1, tensor2)
-    return a + value * b * c
+    return _pointwise_opmath(lambda a, b, c: a + value * b * c, self, tensor1, tensor2)
 
 
 @lowering(aten.addcdiv)
 def _addcdiv(self, tensor1, tensor2, value=1):
-    a, b, c = promote(self, tensor1, tensor2)
-    return a + value * (b / c)
+    return _pointwise_opmath(lambda a, b, c: a + value * b / c, self, tensor1, tensor2)
 
 
 @lowering(aten.nan_to_num)

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import torch
 from jax import lax
 
-from .dtypes import LOW_PRECISION, promote, to_jax_dtype
+from .dtypes import LOW_PRECISION, promote, result_type, to_jax_dtype
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -206,3 +206,18 @@ def _cdist_backward(grad, x1, x2, p, cdist):
     x2 = jnp.broadcast_to(x2, batch + x2.shape[-2:])
     _, vjp = jax.vjp(lambda a: _cdist(a, x2, p), x1)
     return vjp(grad)[0]
+
+
+@lowering(aten.addr)
+def _addr(self, vec1, vec2, *, beta=1, alpha=1):
+    # CPU's kernel: beta * self + alpha * vec1 * vec2 elementwise in the result dtype (each
+    # operation rounded, the scalars cast to it); beta == 0 ignores self (its NaNs too).
+    dt = result_type(self, vec1, vec2)
+    s, v1, v2 = (x.astype(dt) for x in (self, vec1, vec2))
+    a, b = jnp.asarray(alpha).astype(dt), jnp.asarray(beta).astype(dt)
+    v1, v2 = v1[:, None], v2[None, :]
+    if dt == jnp.bool_:
+        prod = a & v1 & v2
+        return jnp.broadcast_to((b & s) | prod, prod.shape)
+    prod = a * v1 * v2
+    return jnp.where(b == 0, prod, b * s + prod)
