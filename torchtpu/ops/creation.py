@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import jax.numpy as jnp
+import numpy as np
 import torch
 
 from .dtypes import default_float, to_jax_dtype
@@ -116,7 +117,13 @@ def _arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_mem
         dtype_j = default_float() if floaty else jnp.int64
     else:
         dtype_j = to_jax_dtype(dtype)
-    n = max(math.ceil((end - start) / step), 0)
+    if np.dtype(dtype_j).kind in "iub":
+        # CPU truncates the bounds to integers first, then divides in integers.
+        start, end, step = int(start), int(end), int(step)
+        num = end - start + step - (1 if step > 0 else -1)
+        n = max(abs(num) // abs(step) * (1 if (num >= 0) == (step > 0) else -1), 0)
+    else:
+        n = max(math.ceil((end - start) / step), 0)
     return (start + jnp.arange(n, dtype=jnp.float64 if isinstance(step, float) or
                                isinstance(start, float) else jnp.int64) * step).astype(dtype_j)
 
