@@ -156,7 +156,7 @@ def _div(self, other, rounding_mode=None):
         return float_of(a) / float_of(b)
     if rounding_mode == "trunc":
         if jnp.issubdtype(a.dtype, jnp.integer):
-            return lax.div(a, b)
+            return lax.div(*jnp.broadcast_arrays(a, b))  # lax.div does not broadcast
         return jnp.trunc(a / b)
     return jnp.floor_divide(a, b)
 
