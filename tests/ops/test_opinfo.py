@@ -105,9 +105,15 @@ def _dtype_name(dtype) -> str:
 # Comparison.
 
 
+def _views_more_storage(x: torch.Tensor) -> bool:
+    return x.untyped_storage().nbytes() > x.numel() * x.element_size()
+
+
 def _to_tpu(x, grad=False):
-    if isinstance(x, torch.Tensor) and torch._debug_has_internal_overlap(x) == 1:
-        # an expanded tensor (stride 0) keeps its overlap: rebuilt over its storage on tpu
+    if isinstance(x, torch.Tensor) and (torch._debug_has_internal_overlap(x) == 1
+                                        or not grad and _views_more_storage(x)):
+        # an expanded tensor (stride 0) keeps its overlap, a partial view the rest of its
+        # storage (as_strided may reach it): rebuilt over its storage on tpu
         flat = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage())
         return flat.to(TPU).as_strided(x.shape, x.stride(), x.storage_offset())
     if isinstance(x, torch.Tensor):
