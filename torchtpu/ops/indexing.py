@@ -90,8 +90,11 @@ def _index_select(self, dim, index):
 
 @lowering(aten.gather)
 def _gather(self, dim, index, *, sparse_grad=False):
+    # The result has the index's shape; an empty index may have any number of dimensions.
+    if index.size == 0:
+        return jnp.zeros(index.shape, self.dtype)
     if self.ndim == 0:
-        return self
+        return jnp.broadcast_to(self, index.shape)
     return jnp.take_along_axis(self, index, axis=dim % self.ndim, mode="clip")
 
 
@@ -121,6 +124,8 @@ def _scatter_reduce_apply(self, idx, src, reduce):
 @lowering(aten.scatter.src, aten.scatter.value, aten.scatter.reduce,
           aten.scatter.value_reduce, static=("reduce",))
 def _scatter(self, dim, index, src=None, value=None, *, reduce=None):
+    if index.size == 0:  # nothing written; an empty index may have any number of dimensions
+        return self
     if self.ndim == 0:  # PyTorch indexes a 0-d tensor as a 1-element vector
         src = src.reshape(-1) if hasattr(src, "ndim") and src.ndim else src
         return _scatter(self.reshape(1), 0, index.reshape(-1), src, value,
