@@ -135,7 +135,8 @@ def derived_handler(func, functional_handler):
             return None
         compute = inner
     if is_out:
-        return _out_handler(func, compute, [a.name for a in mutated])
+        takes_dtype = any(a.name == "dtype" for a in functional._schema.arguments)
+        return _out_handler(func, compute, [a.name for a in mutated], takes_dtype)
     return _inplace_handler(func, compute)
 
 
@@ -169,10 +170,13 @@ def _inplace_handler(func, compute):
     return handler
 
 
-def _out_handler(func, compute, out_names):
+def _out_handler(func, compute, out_names, takes_dtype=False):
     def handler(args, kwargs):
         kwargs = dict(kwargs)
         outs = [kwargs.pop(n) for n in out_names]
+        if takes_dtype and len(outs) == 1:
+            # A factory's out= form (linspace.out, arange.out) computes in the out's dtype.
+            kwargs.setdefault("dtype", outs[0].dtype)
         result = compute(args, kwargs)
         if len(outs) == 1:
             result = [result]

@@ -128,16 +128,42 @@ def _arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_mem
                                isinstance(start, float) else jnp.int64) * step).astype(dtype_j)
 
 
-@lowering(aten.linspace.default)
+# skip_meta: the meta kernel cannot tell a 0-d tensor endpoint from a traced Python scalar.
+@lowering(aten.linspace.default, aten.linspace.Tensor_Tensor, aten.linspace.Tensor_Scalar,
+          aten.linspace.Scalar_Tensor, skip_meta=True)
 def _linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_memory=None):
+    for x in (start, end):
+        if jnp.ndim(x) != 0:
+            raise RuntimeError("linspace only supports 0-dimensional start and end tensors, "
+                               f"but got a tensor with {jnp.ndim(x)} dimension(s).")
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
     dt = _dtype(dtype)
+    if steps == 0:
+        return jnp.zeros((0,), dt)
     if steps == 1:
         return jnp.full((1,), start, dt)
-    i = jnp.arange(steps, dtype=jnp.float64)
-    step = (end - start) / (steps - 1)
+    # CPU's kernel: the endpoints in the output dtype; integers step in float64, floating
+    # types in their own dtype (bfloat16 rounding each operation).
+    if np.dtype(dt).kind in "iub":
+        s, e, ct = _as_scalar(start, dt).astype(jnp.float64), _as_scalar(end, dt), jnp.float64
+        e = e.astype(ct)
+    else:
+        ct = dt if dt in (jnp.bfloat16, jnp.float16) else jnp.float64
+        s, e = (jnp.asarray(x).astype(dt).astype(ct) for x in (start, end))
+    i = jnp.arange(steps).astype(ct)
+    # XLA:CPU turns a division by a constant into a multiplication by its reciprocal (49 / 49
+    # gives 0.9999...); a divisor that depends on the data keeps the division exact, as CPU's.
+    step = (e - s) / (e * 0 + (steps - 1))
     # PyTorch fills the second half backwards from `end` for symmetric rounding.
-    out = jnp.where(i < steps // 2, start + step * i, end - step * (steps - 1 - i))
-    return out.astype(dt) if jnp.issubdtype(dt, jnp.floating) else jnp.trunc(out).astype(dt)
+    out = jnp.where(i < steps // 2, s + step * i, e - step * (jnp.asarray(steps - 1, ct) - i))
+    return out.astype(dt)
+
+
+def _as_scalar(x, dtype):
+    """c10::Scalar::to: a float scalar truncates into an integer dtype."""
+    x = jnp.asarray(x)
+    return (jnp.trunc(x) if jnp.issubdtype(x.dtype, jnp.inexact) else x).astype(dtype)
 
 
 @lowering(aten.eye.default, aten.eye.m)

@@ -1,4 +1,4 @@
-"""logspace with tensor endpoints, and the functional copy (into a fresh tensor's shape).
+"""logspace, and the functional copy (into a fresh tensor's shape).
 
 PyTorch's CPU logspace reads the endpoints as the output dtype, takes the step in float64 and
 raises a float64 base to float64 exponents, rounding each power once to the output dtype.
@@ -30,8 +30,8 @@ def _as(x, dtype):
 
 # The meta kernel cannot tell a 0-d tensor endpoint from a traced Python scalar; the rule makes
 # PyTorch's one check itself.
-@lowering(aten.logspace.Tensor_Tensor, aten.logspace.Tensor_Scalar, aten.logspace.Scalar_Tensor,
-          skip_meta=True)
+@lowering(aten.logspace.default, aten.logspace.Tensor_Tensor, aten.logspace.Tensor_Scalar,
+          aten.logspace.Scalar_Tensor, skip_meta=True)
 def _logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device=None,
               pin_memory=None):
     for x in (start, end):
