@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -62,3 +63,25 @@ def test_distributions():
     assert abs(b.mean() - 0.3) < 0.02
     m = torch.multinomial(torch.tensor([0.1, 0.0, 0.9], device="tpu"), 1000, True).cpu()
     assert (m != 1).all() and abs((m == 2).float().mean() - 0.9) < 0.04
+
+
+def test_bernoulli_in_place_with_the_default_p():
+    # PyTorch leaves p=0.5 (its schema default) out of the call; the draw must still use it,
+    # not the tensor's own values (which dropout2d's empty mask would make all zeros).
+    draws = torch.zeros(20000, device="tpu").bernoulli_(0.5)
+    assert abs(draws.mean().item() - 0.5) < 0.02
+    assert abs(torch.ones(20000, device="tpu").bernoulli_().mean().item() - 0.5) < 0.02
+    mask = torch.nn.functional.dropout2d(torch.ones(8, 64, 3, 3, device="tpu"), 0.5)
+    kept = (mask[:, :, 0, 0] != 0).float().mean().item()
+    assert 0.35 < kept < 0.65 and bool((mask.amax((2, 3)) == mask.amin((2, 3))).all())
+
+
+@pytest.mark.parametrize("fn,shape", [(torch.nn.functional.dropout3d, (8, 64, 2, 2, 2)),
+                                      (torch.nn.functional.feature_alpha_dropout, (8, 64, 3, 3))])
+def test_channel_dropout_drops_whole_channels_at_rate_p(fn, shape):
+    x = torch.randn(shape, device="tpu")
+    y = fn(x, 0.5, training=True)
+    dims = tuple(range(2, len(shape)))
+    # A dropped channel is one constant (0, or alpha dropout's fill); a kept one is x rescaled.
+    dropped = (y.amax(dims) - y.amin(dims)).abs() < 1e-6
+    assert 0.35 < dropped.float().mean().item() < 0.65

@@ -227,6 +227,13 @@ def _call(op, s, device="cpu"):
         return op(s.input, *s.args, **s.kwargs)
 
 
+def _draws_dropout(op, s) -> bool:
+    """Attention samples that apply dropout: their values follow the random masks."""
+    if op.name == "nn.functional.multi_head_attention_forward":
+        return bool(s.kwargs.get("training")) and s.args[9] > 0  # dropout_p
+    return s.kwargs.get("dropout_p", 0) > 0
+
+
 def _run_forward(op, dtype, full):
     n = 0
     for s in _samples(op, dtype, "forward", full):
@@ -247,7 +254,7 @@ def _run_forward(op, dtype, full):
         # for every other op it is the identity.
         expected = s.output_process_fn_grad(expected)
         actual = t.output_process_fn_grad(actual)
-        if op.name in RANDOM or s.kwargs.get("dropout_p", 0) > 0:  # attention's dropout
+        if op.name in RANDOM or _draws_dropout(op, s):
             _compare_distribution(actual, expected)
         elif op.name in UNDEFINED:
             _compare_meta(actual, expected)

@@ -205,11 +205,17 @@ def _random(self, from_=None, to=None, *, generator=None):
     return _randint_jit(*_next(), self.shape, self.dtype, from_, to)
 
 
-@lowering(aten.bernoulli, eager=True, records=True)
-def _bernoulli(self, p=None, *, generator=None):
+@lowering(aten.bernoulli.default, eager=True, records=True)
+def _bernoulli(self, *, generator=None):
+    return _bernoulli_jit(*_next(), self.shape, self.dtype, self)
+
+
+# p's default (0.5) matters: PyTorch leaves a default-valued argument out of the call.
+@lowering(aten.bernoulli.p, aten.bernoulli.Tensor, eager=True, records=True)
+def _bernoulli_p(self, p=0.5, *, generator=None):
     if _number(p):
         _check(0 <= p <= 1, f"bernoulli_ expects p to be in [0, 1], but got p={_fmt(p)}")
-    return _bernoulli_jit(*_next(), self.shape, self.dtype, self if p is None else p)
+    return _bernoulli_jit(*_next(), self.shape, self.dtype, p)
 
 
 @lowering(aten.native_dropout, eager=True, records=True)
