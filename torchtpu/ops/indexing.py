@@ -381,6 +381,8 @@ def _masked_scatter(self, mask, source):
         raise RuntimeError("masked_scatter_ only supports boolean masks, but got mask with "
                            f"dtype {_scalar_type_name(mask.dtype)}")
     shape = jnp.broadcast_shapes(self.shape, mask.shape)  # self broadcasts too, as in PyTorch
+    if source.size == 0:  # nothing to take (a gradient of an empty selection)
+        return jnp.broadcast_to(self, shape)
     mask = jnp.broadcast_to(mask, shape).reshape(-1)
     pos = jnp.cumsum(mask) - 1
     taken = source.reshape(-1)[jnp.clip(pos, 0, max(source.size - 1, 0))]
