@@ -233,11 +233,21 @@ def _adaptive_avg_pool(self, output_size):
     return _adaptive_avg(_opmath(self), tuple(output_size)).astype(self.dtype)
 
 
-@lowering(aten._adaptive_avg_pool2d_backward, aten._adaptive_avg_pool3d_backward)
-def _adaptive_avg_pool_backward(grad_output, self):
-    size = grad_output.shape[-(self.ndim - 2):] if self.ndim > 3 else grad_output.shape[-2:]
+def _adaptive_avg_pool_backward(grad_output, self, spatial: int):
+    # The pool's own dimension count: an unbatched 3-D input has as many dims as a batched 2-D.
+    size = grad_output.shape[-spatial:]
     _, vjp = jax.vjp(lambda x: _adaptive_avg(x, tuple(size)), self)
     return vjp(grad_output)[0]
+
+
+@lowering(aten._adaptive_avg_pool2d_backward)
+def _adaptive_avg_pool2d_backward(grad_output, self):
+    return _adaptive_avg_pool_backward(grad_output, self, 2)
+
+
+@lowering(aten._adaptive_avg_pool3d_backward)
+def _adaptive_avg_pool3d_backward(grad_output, self):
+    return _adaptive_avg_pool_backward(grad_output, self, 3)
 
 
 def _bn_stats(x):

@@ -183,13 +183,15 @@ def _opmath(*xs):
 def _softmax_backward_data(grad_output, output, dim, input_dtype):
     go, out = _opmath(grad_output, output)
     g = go * out
-    return (g - out * jnp.sum(g, axis=dim, keepdims=True)).astype(grad_output.dtype)
+    axis = dim % out.ndim if out.ndim else None  # a 0-d tensor's dim 0/-1 is the whole tensor
+    return (g - out * jnp.sum(g, axis=axis, keepdims=True)).astype(grad_output.dtype)
 
 
 @lowering(aten._log_softmax_backward_data)
 def _log_softmax_backward_data(grad_output, output, dim, input_dtype):
     go, out = _opmath(grad_output, output)
-    grad = go - jnp.exp(out) * jnp.sum(go, axis=dim, keepdims=True)
+    axis = dim % out.ndim if out.ndim else None
+    grad = go - jnp.exp(out) * jnp.sum(go, axis=axis, keepdims=True)
     return grad.astype(grad_output.dtype)
 
 
