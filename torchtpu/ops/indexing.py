@@ -95,7 +95,11 @@ def _gather(self, dim, index, *, sparse_grad=False):
         return jnp.zeros(index.shape, self.dtype)
     if self.ndim == 0:
         return jnp.broadcast_to(self, index.shape)
-    return jnp.take_along_axis(self, index, axis=dim % self.ndim, mode="clip")
+    axis = dim % self.ndim
+    # PyTorch lets the index be shorter than self along the other dimensions (not broadcast)
+    self = self[tuple(slice(None) if d == axis else slice(0, n)
+                      for d, n in enumerate(index.shape))]
+    return jnp.take_along_axis(self, index, axis=axis, mode="clip")
 
 
 def _scatter_indices(self, dim, index):
@@ -414,6 +418,11 @@ def _unique2(self, sorted=True, return_inverse=False, return_counts=False):  # n
     counts = counts if return_counts else np.zeros((0,), np.int64)
     return (jnp.asarray(vals), jnp.asarray(inverse.astype(np.int64)),
             jnp.asarray(counts.astype(np.int64)))
+
+
+@lowering(aten._unique, eager=True)
+def _unique(self, sorted=True, return_inverse=False):  # noqa: A002
+    return _unique2(self, sorted, return_inverse)[:2]
 
 
 @lowering(aten.unique_dim, eager=True)
