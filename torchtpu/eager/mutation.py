@@ -12,7 +12,7 @@ import warnings
 import torch
 from torch.utils._pytree import tree_leaves
 
-from ..ops.dtypes import cast, to_jax_dtype
+from ..ops.dtypes import cast, scalar_type_name, to_jax_dtype
 from ..ops.registry import LOWERINGS, is_functional
 from ..runtime.transfer import to_device
 from ..tensor import TpuTensor, read, write
@@ -77,16 +77,9 @@ def _check_cast(result_dtype, target: torch.Tensor, op) -> None:
     src = to_torch_dtype(result_dtype)
     if src != target.dtype and not torch.can_cast(src, target.dtype):
         raise RuntimeError(
-            f"result type {_name(src)} can't be cast to the desired output type "
-            f"{_name(target.dtype)}"
+            f"result type {scalar_type_name(src)} can't be cast to the desired output type "
+            f"{scalar_type_name(target.dtype)}"
         )
-
-
-def _name(dtype: torch.dtype) -> str:
-    return {torch.float32: "Float", torch.float64: "Double", torch.int64: "Long",
-            torch.int32: "Int", torch.bool: "Bool", torch.float16: "Half",
-            torch.bfloat16: "BFloat16", torch.int8: "Char", torch.uint8: "Byte",
-            torch.int16: "Short", torch.complex64: "ComplexFloat"}.get(dtype, str(dtype))
 
 
 def _store(target: TpuTensor, value, op, resize: bool = False) -> None:

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from jax import lax
 
-from .dtypes import LOW_PRECISION, check_with_meta
+from .dtypes import LOW_PRECISION, check_with_meta, lowest
 from .linalg import _PRECISION
 from .registry import lowering
 
@@ -116,17 +116,10 @@ def _ceil_pad(x, window, strides, pads, dilation, ceil_mode):
     return out
 
 
-def _lowest(dtype):
-    """The identity of max in ``dtype`` (-inf has no integer value)."""
-    if jnp.issubdtype(dtype, jnp.floating):
-        return jnp.asarray(-jnp.inf, dtype)
-    return jnp.asarray(False if dtype == jnp.bool_ else jnp.iinfo(dtype).min, dtype)
-
-
 def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, nd):
     window, strides, pads, dil = _pool_cfg(x, kernel_size, stride, padding, dilation, nd)
     pads = _ceil_pad(x, window, strides, pads, dil, ceil_mode)
-    return lax.reduce_window(x, _lowest(x.dtype), lax.max, window, strides, pads,
+    return lax.reduce_window(x, lowest(x.dtype), lax.max, window, strides, pads,
                              window_dilation=dil)
 
 
@@ -150,7 +143,7 @@ def _max_pool_with_indices(self, kernel_size, stride=(), padding=(0,), dilation=
         return jnp.where(take_b, bv, av), jnp.where(take_b, bi, ai)
 
     last = jnp.asarray(jnp.iinfo(jnp.int32).max, jnp.int32)
-    _, idx = lax.reduce_window((self, plane), (_lowest(self.dtype), last),
+    _, idx = lax.reduce_window((self, plane), (lowest(self.dtype), last),
                                select, window, strides, pads, window_dilation=dil)
     return out, idx.astype(jnp.int64)
 

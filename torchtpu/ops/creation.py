@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from .dtypes import default_float, to_jax_dtype
+from .dtypes import default_float, scalar_to, to_jax_dtype
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -143,14 +143,10 @@ def _linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_me
         return jnp.zeros((0,), dt)
     if steps == 1:
         return jnp.full((1,), start, dt)
-    # CPU's kernel: the endpoints in the output dtype; integers step in float64, floating
-    # types in their own dtype (bfloat16 rounding each operation).
-    if np.dtype(dt).kind in "iub":
-        s, e, ct = _as_scalar(start, dt).astype(jnp.float64), _as_scalar(end, dt), jnp.float64
-        e = e.astype(ct)
-    else:
-        ct = dt if dt in (jnp.bfloat16, jnp.float16) else jnp.float64
-        s, e = (jnp.asarray(x).astype(dt).astype(ct) for x in (start, end))
+    # CPU's kernel: the endpoints in the output dtype; integers (and float32) step in
+    # float64, bfloat16/float16 in their own dtype, rounding each operation.
+    ct = dt if dt in (jnp.bfloat16, jnp.float16) else jnp.float64
+    s, e = (scalar_to(x, dt).astype(ct) for x in (start, end))
     i = jnp.arange(steps).astype(ct)
     # XLA:CPU turns a division by a constant into a multiplication by its reciprocal (49 / 49
     # gives 0.9999...); a divisor that depends on the data keeps the division exact, as CPU's.
@@ -158,12 +154,6 @@ def _linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_me
     # PyTorch fills the second half backwards from `end` for symmetric rounding.
     out = jnp.where(i < steps // 2, s + step * i, e - step * (jnp.asarray(steps - 1, ct) - i))
     return out.astype(dt)
-
-
-def _as_scalar(x, dtype):
-    """c10::Scalar::to: a float scalar truncates into an integer dtype."""
-    x = jnp.asarray(x)
-    return (jnp.trunc(x) if jnp.issubdtype(x.dtype, jnp.inexact) else x).astype(dtype)
 
 
 @lowering(aten.eye.default, aten.eye.m)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import torch
 
-from .dtypes import default_float, to_jax_dtype
+from .dtypes import default_float, scalar_to, to_jax_dtype
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -18,14 +18,6 @@ aten = torch.ops.aten
 @lowering(aten.copy)
 def _copy(self, src, non_blocking=False):
     return jnp.broadcast_to(src.astype(self.dtype), self.shape)
-
-
-def _as(x, dtype):
-    """A scalar converted to dtype as c10::Scalar::to does (floats truncate into integers)."""
-    x = jnp.asarray(x)
-    if jnp.issubdtype(dtype, jnp.integer) and jnp.issubdtype(x.dtype, jnp.inexact):
-        x = jnp.trunc(x)
-    return x.astype(dtype)
 
 
 # The meta kernel cannot tell a 0-d tensor endpoint from a traced Python scalar; the rule makes
@@ -41,10 +33,10 @@ def _logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device=N
     dt = to_jax_dtype(dtype) if dtype is not None else default_float()
     base = jnp.float64(base)
     if steps == 1:
-        return _as(jnp.power(base, jnp.asarray(start, jnp.float64)), dt).reshape(1)
-    first, last = _as(start, dt), _as(end, dt)
+        return scalar_to(jnp.power(base, jnp.asarray(start, jnp.float64)), dt).reshape(1)
+    first, last = scalar_to(start, dt), scalar_to(end, dt)
     step = (last - first).astype(jnp.float64) / (steps - 1)
     i = jnp.arange(steps, dtype=jnp.float64)
     exponent = jnp.where(i < steps // 2, first.astype(jnp.float64) + step * i,
                          last.astype(jnp.float64) - step * (steps - 1 - i))
-    return _as(jnp.power(base, exponent), dt)
+    return scalar_to(jnp.power(base, exponent), dt)

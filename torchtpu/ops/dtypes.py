@@ -43,6 +43,35 @@ def to_torch_dtype(dtype) -> torch.dtype:
     return JAX_TO_TORCH[np.dtype(dtype)]
 
 
+def scalar_type_name(dtype) -> str:
+    """c10's name for a dtype (torch or jax), as CPU's error messages print it: Float, Long..."""
+    if not isinstance(dtype, torch.dtype):
+        dtype = to_torch_dtype(dtype)
+    return torch.empty(0, dtype=dtype).type().removeprefix("torch.").removesuffix("Tensor")
+
+
+def scalar_to(x, dtype):
+    """A scalar converted to ``dtype`` as c10::Scalar::to does (floats truncate into integers)."""
+    x = jnp.asarray(x)
+    if jnp.issubdtype(dtype, jnp.integer) and jnp.issubdtype(x.dtype, jnp.inexact):
+        x = jnp.trunc(x)
+    return x.astype(dtype)
+
+
+def lowest(dtype):
+    """The identity of max in ``dtype``: -inf, or the integer minimum (False for bool)."""
+    if jnp.issubdtype(dtype, jnp.inexact):
+        return jnp.asarray(-jnp.inf, dtype)
+    return jnp.asarray(False if dtype == jnp.bool_ else jnp.iinfo(dtype).min, dtype)
+
+
+def highest(dtype):
+    """The identity of min in ``dtype``: inf, or the integer maximum (True for bool)."""
+    if jnp.issubdtype(dtype, jnp.inexact):
+        return jnp.asarray(jnp.inf, dtype)
+    return jnp.asarray(True if dtype == jnp.bool_ else jnp.iinfo(dtype).max, dtype)
+
+
 def example_scalar(x):
     """A Python scalar of the kind a traced weak-typed scalar came from (for promotion)."""
     kind = np.dtype(x.dtype).kind

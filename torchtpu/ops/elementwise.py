@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from jax import lax
 
-from .dtypes import LOW_PRECISION, float_of, promote, result_type, to_torch_dtype
+from .dtypes import LOW_PRECISION, float_of, promote, result_type, scalar_type_name
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -380,18 +380,12 @@ def _complex(real, imag):
     if real.dtype not in floating or imag.dtype not in floating:
         raise RuntimeError(
             "Expected both inputs to be Half, Float or Double tensors but got "
-            f"{_type_name(real.dtype)} and {_type_name(imag.dtype)}")
+            f"{scalar_type_name(real.dtype)} and {scalar_type_name(imag.dtype)}")
     if real.dtype != imag.dtype:
-        raise RuntimeError(f"Expected object of scalar type {_type_name(real.dtype)} but got "
-                           f"scalar type {_type_name(imag.dtype)} for second argument")
+        raise RuntimeError(f"Expected object of scalar type {scalar_type_name(real.dtype)} but got "
+                           f"scalar type {scalar_type_name(imag.dtype)} for second argument")
     real, imag = jnp.broadcast_arrays(real, imag)
     return jax.lax.complex(real, imag)
-
-
-def _type_name(dtype) -> str:
-    """c10's name for a dtype, as CPU's messages print it (Float, Int, Long...)."""
-    return torch.empty(0, dtype=to_torch_dtype(dtype)).type().removeprefix(
-        "torch.").removesuffix("Tensor")
 
 
 @lowering(aten.polar)

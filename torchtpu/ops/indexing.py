@@ -11,7 +11,14 @@ import torch
 from jax import lax
 
 from ..runtime.execute import executable
-from .dtypes import check_with_meta, promote, result_type, to_torch_dtype
+from .dtypes import (
+    check_with_meta,
+    highest,
+    lowest,
+    promote,
+    result_type,
+    scalar_type_name,
+)
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -151,13 +158,7 @@ def _identity(reduce, dtype):
     """The identity of a reduction in ``dtype``: what an untouched-by-self slot starts from."""
     if reduce in ("sum", "prod"):
         return jnp.asarray(0 if reduce == "sum" else 1).astype(dtype)
-    largest = reduce == "amin"
-    if dtype == jnp.bool_:
-        return jnp.asarray(largest)
-    if jnp.issubdtype(dtype, jnp.integer):
-        info = jnp.iinfo(dtype)
-        return jnp.asarray(info.max if largest else info.min, dtype)
-    return jnp.asarray(jnp.inf if largest else -jnp.inf, dtype)
+    return highest(dtype) if reduce == "amin" else lowest(dtype)
 
 
 @lowering(aten.scatter_reduce.two, static=("reduce", "include_self"))
@@ -354,12 +355,6 @@ def _diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
     return jnp.moveaxis(moved, (-2, -1), (d1, d2))
 
 
-def _scalar_type_name(dtype) -> str:
-    """c10's name for a dtype, as CPU's messages print it (Byte, Float, Long...)."""
-    return torch.empty(0, dtype=to_torch_dtype(dtype)).type().removeprefix(
-        "torch.").removesuffix("Tensor")
-
-
 @lowering(aten.as_strided_scatter)
 def _as_strided_scatter(self, src, size, stride, storage_offset=None):
     from .views import scatter_view
@@ -383,7 +378,7 @@ def _as_strided_scatter(self, src, size, stride, storage_offset=None):
 def _masked_scatter(self, mask, source):
     if mask.dtype != jnp.bool_:
         raise RuntimeError("masked_scatter_ only supports boolean masks, but got mask with "
-                           f"dtype {_scalar_type_name(mask.dtype)}")
+                           f"dtype {scalar_type_name(mask.dtype)}")
     shape = jnp.broadcast_shapes(self.shape, mask.shape)  # self broadcasts too, as in PyTorch
     if source.size == 0:  # nothing to take (a gradient of an empty selection)
         return jnp.broadcast_to(self, shape)

@@ -12,18 +12,10 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from .dtypes import LOW_PRECISION
+from .dtypes import LOW_PRECISION, highest, lowest
 from .registry import lowering
 
 aten = torch.ops.aten
-
-
-def _lowest(dtype):
-    return -jnp.inf if jnp.issubdtype(dtype, jnp.inexact) else jnp.iinfo(dtype).min
-
-
-def _highest(dtype):
-    return jnp.inf if jnp.issubdtype(dtype, jnp.inexact) else jnp.iinfo(dtype).max
 
 
 @lowering(aten.index_reduce)
@@ -37,7 +29,7 @@ def _index_reduce(self, dim, index, source, reduce, *, include_self=True):
     base = self
     if not include_self:
         # The places reduced into start from the reduction's identity instead of self.
-        init = {"prod": 1, "amax": _lowest(dt), "amin": _highest(dt), "mean": 0}[reduce]
+        init = {"prod": 1, "amax": lowest(dt), "amin": highest(dt), "mean": 0}[reduce]
         base = base.at[key].set(jnp.asarray(init, dt))
     if reduce == "prod":
         return base.at[key].multiply(src)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ..runtime.execute import executable
-from .dtypes import to_jax_dtype, to_torch_dtype
+from .dtypes import scalar_type_name, to_jax_dtype
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -249,7 +249,7 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
     _check(self.ndim in (1, 2), "prob_dist must be 1 or 2 dim")
     _check(jnp.issubdtype(self.dtype, jnp.floating),
            "multinomial only supports floating-point dtypes for input, got: "
-           + torch.empty(0, dtype=to_torch_dtype(self.dtype)).type()[6:-6])
+           + scalar_type_name(self.dtype))
     _check(num_samples > 0, "cannot sample n_sample <= 0 samples")
     _check(replacement or num_samples <= self.shape[-1],
            "cannot sample n_sample > prob_dist.size(-1) samples without replacement")
