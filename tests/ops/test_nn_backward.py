@@ -101,6 +101,33 @@ def test_avg_pool_backward(nd, cfg):
     assert_same(actual, expected, **TOL)
 
 
+# One window per dimension, far wider than the input: global pooling as EfficientNet writes it
+# (avg_pool2d(x, 2560, ceil_mode=True) on a 1x1 map), and windows overhanging into padding.
+ONE_WINDOW = [((1, 1), 2560, 0, True), ((3, 3), 7, 3, True), ((3, 5), (4, 6), (2, 3), False),
+              ((5, 2), (6, 1), (3, 0), True)]
+
+
+@pytest.mark.parametrize("cfg", ONE_WINDOW, ids=str)
+def test_pool_one_wide_window(cfg):
+    size, kernel, padding, ceil_mode = cfg
+    x = _randn(2, 3, *size)
+    for count_include_pad in (True, False):
+        args = (kernel, None, padding, ceil_mode, count_include_pad)
+        actual, expected = _both(torch.nn.functional.avg_pool2d, x, *args)
+        assert_same(actual, expected, **TOL)
+        grad = _randn(*expected.shape, seed=1)
+        a = (kernel, [], padding if isinstance(padding, tuple) else (padding,), ceil_mode,
+             count_include_pad, None)
+        actual, expected = _both(aten.avg_pool2d_backward, grad, x, *a)
+        assert_same(actual, expected, **TOL)
+    if 2 * max(padding if isinstance(padding, tuple) else (padding,)) <= min(
+            kernel if isinstance(kernel, tuple) else (kernel,)):
+        actual, expected = _both(torch.nn.functional.max_pool2d, x, kernel, None, padding,
+                                 ceil_mode=ceil_mode, return_indices=True)
+        assert_same(actual[0], expected[0])
+        assert_same(actual[1], expected[1])
+
+
 @pytest.mark.parametrize("align_corners", [False, True])
 @pytest.mark.parametrize("padding_mode", [0, 1, 2], ids=["zeros", "border", "reflection"])
 @pytest.mark.parametrize("mode", [0, 1, 2], ids=["bilinear", "nearest", "bicubic"])

@@ -116,9 +116,26 @@ def _ceil_pad(x, window, strides, pads, dilation, ceil_mode):
     return out
 
 
+def _one_window(xs, window, strides, pads, dil):
+    """Dimensions with a single output window: slice the inputs ``xs`` to the elements that
+    window covers and make it exactly that wide. Global pooling written as
+    ``avg_pool2d(x, 2560, ceil_mode=True)`` on a 1x1 input (EfficientNet) otherwise has XLA
+    sum 2560² padding elements per output, and constant-fold the divisor for minutes."""
+    window, strides, pads = list(window), list(strides), list(pads)
+    for axis, (n, k, s, (lo, hi), d) in enumerate(zip(xs[0].shape, window, strides, pads, dil,
+                                                      strict=True)):
+        if d != 1 or k == 1 or (n + lo + hi - k) // s + 1 != 1:
+            continue
+        end = min(n, k - lo)  # the window spans [-lo, k - lo) of the input
+        xs = [lax.slice_in_dim(x, 0, end, axis=axis) for x in xs]
+        window[axis], strides[axis], pads[axis] = end, 1, (0, 0)
+    return xs, tuple(window), tuple(strides), pads
+
+
 def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, nd):
     window, strides, pads, dil = _pool_cfg(x, kernel_size, stride, padding, dilation, nd)
     pads = _ceil_pad(x, window, strides, pads, dil, ceil_mode)
+    (x,), window, strides, pads = _one_window([x], window, strides, pads, dil)
     return lax.reduce_window(x, lowest(x.dtype), lax.max, window, strides, pads,
                              window_dilation=dil)
 
@@ -135,6 +152,7 @@ def _max_pool_with_indices(self, kernel_size, stride=(), padding=(0,), dilation=
     plane = jnp.broadcast_to(plane, self.shape)
     window, strides, pads, dil = _pool_cfg(self, kernel_size, stride, padding, dilation, nd)
     pads = _ceil_pad(self, window, strides, pads, dil, ceil_mode)
+    (self, plane), window, strides, pads = _one_window([self, plane], window, strides, pads, dil)
 
     def select(a, b):
         av, ai = a
@@ -166,25 +184,30 @@ def _scatter_at_indices(grad_output, self, indices, nd):
     return out.reshape(self.shape)
 
 
+def _avg_divisor(shape, window, strides, pads, pads_c, count_include_pad):
+    """CPU's divisor per output position, one dimension at a time (the product is separable):
+    the window clipped to input plus padding, or to the input alone without count_include_pad;
+    the ceil-mode overhang never counts."""
+    divisor = np.ones((), np.int64)
+    for n, k, s, (p, _), (_, hi) in zip(shape, window, strides, pads, pads_c, strict=True):
+        start = np.arange((n + p + hi - k) // s + 1) * s - p
+        end = np.minimum(start + k, n + p)
+        if not count_include_pad:
+            start, end = np.maximum(start, 0), np.minimum(end, n)
+        divisor = np.multiply.outer(divisor, end - start)
+    return divisor
+
+
 def _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
               nd):
     window, strides, pads, dil = _pool_cfg(x, kernel_size, stride, padding, (1,), nd)
     pads_c = _ceil_pad(x, window, strides, pads, dil, ceil_mode)
+    divisor = divisor_override or _avg_divisor(x.shape, window, strides, pads, pads_c,
+                                               count_include_pad).astype(x.dtype)
+    (x,), window, strides, pads_c = _one_window([x], window, strides, pads_c, dil)
     # A concrete (numpy) zero lets JAX see a window sum, which it can differentiate; a traced
     # init makes it a generic reduction with no VJP, and the backward rule below needs one.
-    zero = np.zeros((), x.dtype)
-    summed = lax.reduce_window(x, zero, lax.add, window, strides, pads_c)
-    if divisor_override:
-        return summed / divisor_override
-    if count_include_pad:
-        # Padding counts, the ceil-mode overhang does not.
-        ones = jnp.pad(jnp.ones(x.shape, x.dtype), pads, constant_values=1)
-        extra = [(0, hi - p_hi) for (_, hi), (_, p_hi) in zip(pads_c, pads, strict=False)]
-        counts = lax.reduce_window(ones, zero, lax.add, window, strides, extra)
-    else:
-        counts = lax.reduce_window(jnp.ones(x.shape, x.dtype), zero, lax.add, window, strides,
-                                   pads_c)
-    return summed / counts
+    return lax.reduce_window(x, np.zeros((), x.dtype), lax.add, window, strides, pads_c) / divisor
 
 
 @lowering(aten.avg_pool2d, aten.avg_pool3d)
