@@ -30,6 +30,10 @@ FLAGS: dict[str, Flag] = {
         Flag("eager_mode", "strict",
              "Eager executor: 'strict' (async per op), 'debug' (sync) or 'fused'."),
         Flag("fused_max_ops", 5000, "Fused eager runs what it has recorded at this many ops."),
+        Flag("check_indices", True,
+             "Strict and debug eager read index tensors (gather, scatter, indexing, "
+             "embedding, nll_loss targets) to raise CPU's error for an out-of-range index; "
+             "each such op waits for its index. Fused eager and torch.compile never check."),
         Flag("cpu_fallback", False, "Run ops that have no lowering on the CPU (counted)."),
         Flag(
             "cpu_async",

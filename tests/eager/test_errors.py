@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import torchtpu
+from conftest import assert_same
 
 
 @pytest.mark.parametrize(
@@ -115,20 +116,47 @@ def test_mode_switch_validates_and_env_default(monkeypatch):
     assert torch.tpu.get_eager_mode() == "strict"
 
 
-@pytest.mark.parametrize(
-    "bad",
-    [
-        lambda x, i: x[i],
-        lambda x, i: x.index_select(0, i),
-        lambda x, i: torch.nn.functional.embedding(i, x),
-        lambda x, i: x.gather(0, i[:, None].expand(2, 4)),
-        lambda x, i: x.index_put((i,), torch.zeros(2, 4, device=x.device)),
-    ],
-)
-def test_debug_mode_raises_index_error_for_out_of_range_indices(bad):
-    x = torch.zeros(3, 4)
-    i = torch.tensor([0, 7])
-    with pytest.raises((IndexError, RuntimeError)) as on_cpu:
-        bad(x, i)
-    with torchtpu.set_eager_mode("debug"), pytest.raises(on_cpu.type, match="out of bounds"):
-        bad(x.to("tpu"), i.to("tpu"))
+_F = torch.nn.functional
+OUT_OF_RANGE = {  # (x of shape (3, 4), i = [0, 7] or [0, -5]) -> op
+    "index": lambda x, i: x[i],
+    "index_dim1": lambda x, i: x[:, i],
+    "index_put": lambda x, i: x.index_put((i,), torch.zeros(2, 4, device=x.device)),
+    "setitem": lambda x, i: x.clone().__setitem__(i, 1.0),
+    "index_select": lambda x, i: x.index_select(0, i),
+    "embedding": lambda x, i: _F.embedding(i, x),
+    "embedding_bag": lambda x, i: _F.embedding_bag(i[None], x),
+    "gather": lambda x, i: x.gather(0, i[:, None].expand(2, 4)),
+    "scatter": lambda x, i: x.scatter(0, i[:, None].expand(2, 4), 1.0),
+    "scatter_add": lambda x, i: x.scatter_add(0, i[:, None].expand(2, 4), x[:2]),
+    "index_add": lambda x, i: x.index_add(0, i, x[:2]),
+    "index_copy": lambda x, i: x.index_copy(0, i, x[:2]),
+    "index_fill": lambda x, i: x.index_fill(0, i, 1.0),
+    "take": lambda x, i: x.take(i * 3),
+    "cross_entropy": lambda x, i: _F.cross_entropy(x[:2], i),
+}
+
+
+@pytest.mark.parametrize("mode", ["strict", "debug"])
+@pytest.mark.parametrize("bad", [7, -5], ids=["past_end", "before_start"])
+@pytest.mark.parametrize("op", OUT_OF_RANGE)
+def test_out_of_range_index_raises_cpus_error(op, bad, mode):
+    x, i = torch.zeros(3, 4), torch.tensor([0, bad])
+    try:
+        expected = OUT_OF_RANGE[op](x, i)
+    except (IndexError, RuntimeError) as e:
+        expected = e
+    with torchtpu.set_eager_mode(mode):
+        if isinstance(expected, Exception):
+            with pytest.raises(type(expected)) as info:
+                OUT_OF_RANGE[op](x.to("tpu"), i.to("tpu"))
+            assert str(info.value).splitlines()[0] == str(expected)
+        else:  # a negative index some ops take, counted from the end
+            assert_same(OUT_OF_RANGE[op](x.to("tpu"), i.to("tpu")), expected)
+
+
+def test_ignored_target_is_not_out_of_range():
+    x = torch.randn(3, 4)
+    for target, ignore in (([0, -100, 2], -100), ([0, 9, 2], 9)):
+        target = torch.tensor(target)
+        assert_same(_F.cross_entropy(x.to("tpu"), target.to("tpu"), ignore_index=ignore),
+                    _F.cross_entropy(x, target, ignore_index=ignore))

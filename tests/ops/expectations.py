@@ -16,9 +16,6 @@ def key_of(op: str, variant: str, dtype: str, test: str) -> tuple[str, str, str,
 # --- table ---
 
 _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
-    "not analysed yet (found by the slow sweep at the end of session 3): one sample's gradient differs from CPU's by up to 1.27": [  # noqa: E501
-        ('logdet', '', 'float32', 'grad'),
-    ],
     "harness: a grad test's inputs must be leaves, so a partial view's storage is not rebuilt on tpu and as_strided with a storage_offset reads other elements than on CPU": [  # noqa: E501
         ('as_strided', 'partial_views', 'float32', 'grad'),
     ],
@@ -42,9 +39,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     ],
     "float32 rounding: CPU's flash attention kernel sums the softmax blockwise; one element of a large sample is 1.3e-5 from it (atol 1e-5)": [  # noqa: E501
         ('nn.functional.scaled_dot_product_attention', '', 'float32', 'forward'),
-    ],
-    "random: samples with dropout_p > 0 draw other dropout masks than CPU's, and the gradients follow them": [  # noqa: E501
-        ('nn.functional.scaled_dot_product_attention', '', 'float32', 'grad'),
     ],
     "executor: out= is written without CPU's checks (out dtype, internal overlap, overlap with an input)": [  # noqa: E501
         ('aminmax', '', 'any', 'errors'),
@@ -133,12 +127,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     ],
     'random: the low-rank sketch is drawn from the generator; with M given the input is full rank and the approximation depends on it (PyTorch skips test_compare_cpu)': [  # noqa: E501
         ('svd_lowrank', '', 'float32', 'forward'),
-    ],
-    "random: the sample uses dropout (p=0.5, training=True); CPU's and tpu's generators draw different masks (PyTorch skips test_compare_cpu for it too)": [  # noqa: E501
-        ('nn.functional.multi_head_attention_forward', '', 'float32', 'grad'),
-    ],
-    "tpu draws other random numbers than CPU (rrelu's slopes): the gradients differ": [
-        ('nn.functional.rrelu', '', 'float32', 'grad'),
     ],
 }
 

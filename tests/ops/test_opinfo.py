@@ -110,6 +110,8 @@ def _views_more_storage(x: torch.Tensor) -> bool:
 
 
 def _to_tpu(x, grad=False):
+    if isinstance(x, torch.Tensor) and x.device.type == "meta":
+        return x  # error inputs mixing devices keep their meta tensor
     if isinstance(x, torch.Tensor) and (torch._debug_has_internal_overlap(x) == 1
                                         or not grad and _views_more_storage(x)):
         # an expanded tensor (stride 0) keeps its overlap, a partial view the rest of its
@@ -301,6 +303,41 @@ def _same_draw(op, s):
     return s
 
 
+def _loss(op, s, cotangents) -> float:
+    """The scalar _grads differentiates, evaluated without autograd."""
+    with torch.no_grad(), torch.device(s.input.device):
+        out = s.output_process_fn_grad(op.gradcheck_wrapper(op.get_op(), s.input, *s.args,
+                                                            **s.kwargs))
+    outs = [o for o in _leaves(out) if isinstance(o, torch.Tensor) and o.is_floating_point()
+            or isinstance(o, torch.Tensor) and o.is_complex()]
+    return sum(torch.real((o.cpu().double() * c.double()).sum()).item()
+               for o, c in zip(outs, cotangents, strict=False))
+
+
+def _check_against_own_forward(op, t, actual, cotangents, seed):
+    """A random op's gradient follows its draw, which CPU's does not share: check it against
+    a central difference of the tpu forward itself, every call making the same draw."""
+    inputs = _grad_inputs(t)
+    g = torch.Generator().manual_seed(1)
+    directions = [torch.randn(x.shape, generator=g, dtype=x.dtype) for x in inputs]
+    predicted = sum((a.cpu().double() * v.double()).sum().item()
+                    for a, v in zip(actual, directions, strict=True) if a is not None)
+    h, losses = 1e-2, []
+    for sign in (1, -1):
+        with torch.no_grad():
+            for x, v in zip(inputs, directions, strict=True):
+                x.add_(v.to(x.device), alpha=sign * h)
+        torch.manual_seed(seed)
+        losses.append(_loss(op, t, cotangents))
+        with torch.no_grad():
+            for x, v in zip(inputs, directions, strict=True):
+                x.sub_(v.to(x.device), alpha=sign * h)
+    difference = (losses[0] - losses[1]) / (2 * h)
+    assert abs(difference - predicted) <= 1e-2 * max(1.0, abs(predicted)), (
+        f"gradient along a random direction: {predicted}, its own forward's difference "
+        f"quotient: {difference}")
+
+
 def _run_grad(op, dtype, full):
     n = 0
     for s in _samples(op, dtype, "grad", full):
@@ -309,8 +346,13 @@ def _run_grad(op, dtype, full):
         if expected is None:
             continue
         t = _on_tpu(op, s, grad=True)
+        torch.manual_seed(0)
         actual, _ = _grads(op, t, TPU, cts)
         assert actual is not None, "no differentiable output on tpu"
+        if (op.name in RANDOM and op.name not in SAME_DRAW) or _draws_dropout(op, s):
+            _check_against_own_forward(op, t, actual, cts, seed=0)
+            n += 1
+            continue
         for i, (a, e) in enumerate(zip(actual, expected, strict=False)):
             assert (a is None) == (e is None), f"grad[{i}]: {a is None=} {e is None=}"
             if e is not None:

@@ -1,23 +1,33 @@
-"""Index bounds checks for debug mode.
+"""Index bounds checks for the per-op executors (strict and debug).
 
-XLA clamps out-of-range gather/scatter indices where PyTorch's CPU kernels raise IndexError.
-Checking needs the index values on the host, a sync strict mode will not pay for; debug mode
-is synchronous anyway, so there an out-of-range index raises as on CPU.
+XLA clamps out-of-range gather/scatter indices where PyTorch's CPU kernels raise. Checking
+needs the index values on the host: strict and debug eager wait for the index (flag
+``check_indices``); fused eager and torch.compile never do, and there an out-of-range index
+is clamped, as on PyTorch/XLA. Each op raises CPU's exception type and message, and accepts
+CPU's range (some ops take negative indices, some do not).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
+from .. import config
 from ..tensor import TpuTensor, read
 
 aten = torch.ops.aten
 
 
-# PyTorch's CPU kernels raise IndexError, except gather/scatter, which raise RuntimeError.
-_RUNTIME_ERROR = {aten.gather.default, aten.scatter.src, aten.scatter.value, aten.scatter_.src,
-                  aten.scatter_.value, aten.scatter_add.default, aten.scatter_add_.default}
+@dataclass(frozen=True)
+class _Spec:
+    # (args, kwargs) -> [(index tensor, dim, size, ignore_index or None)]
+    pairs: Callable
+    negative: bool  # whether -size <= index < 0 is valid (counts from the end)
+    error: type
+    message: Callable[[int, int, int, int], str]  # (bad value, dim, size, its flat position)
 
 
 def _dim_index(dim_pos: int, index_pos: int):
@@ -25,63 +35,132 @@ def _dim_index(dim_pos: int, index_pos: int):
         self, dim, index = args[0], args[dim_pos], args[index_pos]
         if self.dim() == 0:
             return []
-        return [(index, dim % self.dim(), self.shape[dim % self.dim()])]
+        return [(index, dim % self.dim(), self.shape[dim % self.dim()], None)]
 
     return pairs
 
 
 def _indices_list(args, kwargs):
+    # CPU's message counts the dimension among the index tensors (a k-dim mask counts k),
+    # not among self's dimensions: x[:, :, i] reports "dimension 0".
     self, indices = args[0], args[1]
-    out, dim = [], 0
+    out, dim, pos = [], 0, 0
     for idx in indices:
         if idx is None:
             dim += 1
             continue
         if idx.dtype == torch.bool:
-            dim += idx.dim()
+            dim, pos = dim + idx.dim(), pos + idx.dim()
             continue
-        out.append((idx, dim, self.shape[dim]))
-        dim += 1
+        if dim < self.dim():
+            out.append((idx, pos, self.shape[dim], None))
+        dim, pos = dim + 1, pos + 1
     return out
 
 
 def _embedding(args, kwargs):
     weight, indices = args[0], args[1]
-    return [(indices, 0, weight.shape[0])]
+    if weight.dim() != 2:
+        return []  # the op's own check says 'weight' must be 2-D
+    return [(indices, 0, weight.shape[0], None)]
 
 
-_CHECKS = {
-    aten.index.Tensor: _indices_list,
-    aten.index_put.default: _indices_list,
-    aten.index_put_.default: _indices_list,
-    aten.index_select.default: _dim_index(1, 2),
-    aten.gather.default: _dim_index(1, 2),
-    aten.scatter.src: _dim_index(1, 2),
-    aten.scatter.value: _dim_index(1, 2),
-    aten.scatter_.src: _dim_index(1, 2),
-    aten.scatter_.value: _dim_index(1, 2),
-    aten.scatter_add.default: _dim_index(1, 2),
-    aten.scatter_add_.default: _dim_index(1, 2),
-    aten.index_add.default: _dim_index(1, 2),
-    aten.index_add_.default: _dim_index(1, 2),
-    aten.index_copy.default: _dim_index(1, 2),
-    aten.index_fill.int_Scalar: _dim_index(1, 2),
-    aten.embedding.default: _embedding,
+def _flat(args, kwargs):
+    return [(args[1], 0, args[0].numel(), None)]
+
+
+def _nll_target(args, kwargs):
+    self, target = args[0], args[1]
+    ignore = args[4] if len(args) > 4 else kwargs.get("ignore_index", -100)
+    classes = self.shape[1] if self.dim() > 1 else self.shape[0]
+    return [(target, 1, classes, ignore)]
+
+
+def _bounds(value, dim, size, at):
+    return f"index {value} is out of bounds for dimension {dim} with size {size}"
+
+
+def _in_self(value, dim, size, at):
+    return "index out of range in self"
+
+
+def _take(value, dim, size, at):
+    return f"out of range: tried to access index {value} on a tensor of {size} elements."
+
+
+def _target(value, dim, size, at):
+    return f"Target {value} is out of bounds."
+
+
+def _index_copy(value, dim, size, at):
+    return "index_copy_(): " + _bounds(value, dim, size, at)
+
+
+def _bag(value, dim, size, at):
+    return f"Index {at} of input takes value {value} which is not in the valid range [0, {size})"
+
+
+_GATHER = _Spec(_dim_index(1, 2), False, RuntimeError, _bounds)
+_INDEX = _Spec(_indices_list, True, IndexError, _bounds)
+_DIM = _Spec(_dim_index(1, 2), True, IndexError, _bounds)
+_SELECT = _Spec(_dim_index(1, 2), False, IndexError, _in_self)
+_SPECS: dict = {
+    aten.index.Tensor: _INDEX,
+    aten.index_put.default: _INDEX,
+    aten.index_put_.default: _INDEX,
+    aten._index_put_impl_.default: _INDEX,
+    aten.index_select.default: _SELECT,
+    aten.index_reduce.default: _SELECT,
+    aten.index_reduce_.default: _SELECT,
+    aten.embedding.default: _Spec(_embedding, False, IndexError, _in_self),
+    aten._embedding_bag.default: _Spec(_embedding, False, RuntimeError, _bag),
+    aten._embedding_bag_forward_only.default: _Spec(_embedding, False, RuntimeError, _bag),
+    aten.gather.default: _GATHER,
+    aten.index_add.default: _Spec(_dim_index(1, 2), True, RuntimeError, _bounds),
+    aten.index_add_.default: _Spec(_dim_index(1, 2), True, RuntimeError, _bounds),
+    aten.index_copy.default: _Spec(_dim_index(1, 2), True, IndexError, _index_copy),
+    aten.index_copy_.default: _Spec(_dim_index(1, 2), True, IndexError, _index_copy),
+    aten.index_fill.int_Scalar: _DIM,
+    aten.index_fill.int_Tensor: _DIM,
+    aten.index_fill_.int_Scalar: _DIM,
+    aten.index_fill_.int_Tensor: _DIM,
+    aten.take.default: _Spec(_flat, True, IndexError, _take),
+    aten.put.default: _Spec(_flat, True, IndexError, _take),
+    aten.put_.default: _Spec(_flat, True, IndexError, _take),
+    aten.nll_loss_forward.default: _Spec(_nll_target, False, IndexError, _target),
+    aten.nll_loss2d_forward.default: _Spec(_nll_target, False, IndexError, _target),
 }
-
+_SPECS.update({op: _GATHER for op in (
+    aten.scatter.src, aten.scatter.value, aten.scatter.reduce, aten.scatter.value_reduce,
+    aten.scatter_.src, aten.scatter_.value, aten.scatter_.reduce, aten.scatter_.value_reduce,
+    aten.scatter_add.default, aten.scatter_add_.default, aten.scatter_reduce.two,
+    aten.scatter_reduce_.two)})
 
 def check(func, args, kwargs) -> None:
-    """Raise PyTorch's IndexError if an index tensor of ``func`` is out of range."""
-    pairs = _CHECKS.get(func)
-    if pairs is None:
+    """Raise CPU's error if an index tensor of ``func`` holds an out-of-range value."""
+    spec = _SPECS.get(func)
+    if spec is None:
         return
-    for index, dim, size in pairs(args, kwargs):
-        if not isinstance(index, TpuTensor) or index.numel() == 0:
+    for index, dim, size, ignore in spec.pairs(args, kwargs):
+        if not isinstance(index, TpuTensor) or index.numel() == 0 or index.is_floating_point():
             continue
         values = np.asarray(read(index))
-        bad = values[(values >= size) | (values < -size)]
-        if bad.size:
-            error = RuntimeError if func in _RUNTIME_ERROR else IndexError
-            raise error(
-                f"index {int(bad.flat[0])} is out of bounds for dimension {dim} with size {size}"
-            )
+        low = -size if spec.negative else 0
+        bad = (values >= size) | (values < low)
+        if ignore is not None:
+            bad &= values != ignore
+        if bad.any():
+            at = int(np.flatnonzero(bad)[0])
+            raise spec.error(spec.message(int(values.flat[at]), dim, size, at))
+
+
+def checked(func, handler):
+    """``handler`` with ``func``'s index bounds checked first, if it has indices to check."""
+    if func not in _SPECS or not config.get("check_indices"):
+        return handler
+
+    def run(args, kwargs):
+        check(func, args, kwargs)
+        return handler(args, kwargs)
+
+    return run

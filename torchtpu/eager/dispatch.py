@@ -19,7 +19,7 @@ from ..ops.registry import LOWERINGS
 from ..runtime.execute import Pending
 from ..tensor import TpuTensor, read, set_executor
 from ..tensor import wrap as wrap_tensor
-from . import fallback, mutation, special, strict, views
+from . import bounds, fallback, mutation, special, strict, views
 from .values import unwrap, wrap_out
 
 Handler = Callable[[tuple, dict], object]
@@ -60,7 +60,7 @@ def resolve(func) -> Handler:
 def _strict_handler(func) -> Handler:
     handler = _STRICT.get(func)
     if handler is None:
-        handler = _STRICT[func] = _build(func)
+        handler = _STRICT[func] = bounds.checked(func, _build(func))
     return handler
 
 
@@ -91,6 +91,8 @@ def _build(func, fused: bool = False) -> Handler:
             return _keeping_layout(_rule_handler(rule, fused))
         if func in _STRIDE_ARG:
             return _strided(_rule_handler(rule, fused), _STRIDE_ARG[func])
+        if func in _LU_OF_TRANSPOSE:
+            return _factoring_a_itself(_rule_handler(rule, fused))
         return _rule_handler(rule, fused)
     derived = mutation.derived_handler(func, functional_handler)
     if derived is not None:
@@ -134,6 +136,21 @@ def _strided(inner: Handler, at: int) -> Handler:
         out = inner(args, kwargs)
         stride = tuple(args[at])
         return out if out.stride() == stride else views.with_layout(read(out), stride)
+
+    return handler
+
+
+# Their rules factor a real A's transpose, as CPU does for a contiguous A (ops.linalg_factor.
+# lu_for_det); the backward reads A's contiguity to know which it got.
+_LU_OF_TRANSPOSE = {aten._linalg_det.default, aten._linalg_slogdet.default}
+
+
+def _factoring_a_itself(inner: Handler) -> Handler:
+    def handler(args, kwargs):
+        (A,) = args
+        if A.is_complex() or A.is_contiguous():
+            return inner(args, kwargs)
+        return inner((A.mT,), kwargs)  # a non-contiguous A: CPU factors A itself
 
     return handler
 

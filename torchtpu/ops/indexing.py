@@ -438,6 +438,13 @@ def _repeat_interleave(repeats, *, output_size=None):
 def _bincount(self, weights=None, minlength=0):
     host = np.asarray(self)
     w = None if weights is None else np.asarray(weights)
+    # CPU's checks, before numpy's (which raise ValueError)
+    if minlength < 0:
+        raise RuntimeError("minlength should be >= 0")
+    if host.ndim != 1 or (host.size and host.min() < 0):
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if w is not None and (w.ndim != 1 or w.shape[0] != host.shape[0]):
+        raise RuntimeError("weights should be 1-d and have the same length as input")
     out = np.bincount(host, w, minlength)
     return jnp.asarray(out if w is not None else out.astype(np.int64))
 

@@ -8,6 +8,7 @@ import torch
 from jax import lax
 
 from .dtypes import LOW_PRECISION, promote, result_type, to_jax_dtype
+from .linalg_factor import lu_for_det
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -132,8 +133,7 @@ def _tril(self, diagonal=0):
 
 @lowering(aten._linalg_det)
 def _det(A):
-    lu, piv, _ = lax.linalg.lu(A)
-    return jnp.linalg.det(A), lu, piv.astype(jnp.int32) + 1
+    return jnp.linalg.det(A), *lu_for_det(A)
 
 
 @lowering(aten.linalg_inv_ex)

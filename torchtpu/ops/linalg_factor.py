@@ -211,11 +211,19 @@ def _linalg_eig(self):
     return w, v
 
 
+def lu_for_det(A):
+    """The LU factors _linalg_det and _linalg_slogdet return: CPU factors a real matrix's
+    transpose (a C-contiguous A is F-contiguous transposed; det(A^T) = det(A)), and its
+    backward solves with them accordingly. A non-contiguous real A reaches the rule already
+    transposed (eager/dispatch.py), as CPU then factors A itself."""
+    lu, piv, _ = lax.linalg.lu(A if jnp.iscomplexobj(A) else jnp.swapaxes(A, -1, -2))
+    return lu, piv.astype(jnp.int32) + 1
+
+
 @lowering(aten._linalg_slogdet)
 def _linalg_slogdet(A):
     sign, logabsdet = jnp.linalg.slogdet(A)
-    lu, pivots, _ = _lu(A)
-    return sign, logabsdet, lu, pivots
+    return sign, logabsdet, *lu_for_det(A)
 
 
 @lowering(aten.linalg_matrix_exp)
