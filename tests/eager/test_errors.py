@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import assert_same
 
 import torchtpu
-from conftest import assert_same
 
 
 @pytest.mark.parametrize(
