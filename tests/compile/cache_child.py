@@ -1,6 +1,11 @@
-"""Run by test_compile_cache.py in fresh processes: compile a small model, print metrics."""
+"""Run by test_compile_cache.py in fresh processes: compile a small model, print metrics.
+
+``python cache_child.py`` runs it under torch.compile; ``python cache_child.py fused`` trains
+it two steps in fused eager (each step one program, stored under fused eager's own key).
+"""
 
 import json
+import sys
 
 import torch
 
@@ -14,9 +19,19 @@ torchtpu.compile.register()
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
 model.to("tpu:0")
-compiled = torch.compile(model, backend="tpu")
-out = compiled(torch.ones(2, 8).to("tpu:0"))
-out.sum().backward()
+if sys.argv[1:] == ["fused"]:
+    torchtpu.set_eager_mode("fused")
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    for _ in range(2):
+        out = model(torch.ones(2, 8).to("tpu:0"))
+        out.sum().backward()
+        opt.step()
+        opt.zero_grad()
+        out = out.detach().cpu()
+else:
+    compiled = torch.compile(model, backend="tpu")
+    out = compiled(torch.ones(2, 8).to("tpu:0"))
+    out.sum().backward()
 m = torchtpu.metrics()
-print(json.dumps({"cache": m["cache"], "graph": m["graph"], "out": out.detach().cpu().tolist(),
-                  "dir": str(compile_cache.active_dir())}))
+print(json.dumps({"cache": m["cache"], "graph": m["graph"], "compile": m["compile"],
+                  "out": out.detach().cpu().tolist(), "dir": str(compile_cache.active_dir())}))

@@ -12,10 +12,10 @@ CHILD = Path(__file__).with_name("cache_child.py")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _start(cache_dir) -> subprocess.Popen:
+def _start(cache_dir, *args: str) -> subprocess.Popen:
     env = dict(os.environ, TORCHTPU_CACHE_DIR=str(cache_dir), PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, str(CHILD)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, str(CHILD), *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _finish(p: subprocess.Popen) -> dict:
@@ -24,8 +24,8 @@ def _finish(p: subprocess.Popen) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def _run(cache_dir) -> dict:
-    return _finish(_start(cache_dir))
+def _run(cache_dir, *args: str) -> dict:
+    return _finish(_start(cache_dir, *args))
 
 
 def _entries(folder: Path) -> list[Path]:
@@ -68,6 +68,14 @@ def test_concurrent_writers_leave_whole_entries(tmp_path):
     after = _run(tmp_path)
     assert after["cache"].get("persistent_corrupt", 0) == 0
     assert after["cache"].get("persistent_miss", 0) == 0
+
+
+def test_fused_eager_starts_warm_in_a_second_process(tmp_path):
+    cold = _run(tmp_path, "fused")
+    assert cold["compile"]["fused_program"] >= 1 and cold["cache"]["persistent_write"] > 0
+    warm = _run(tmp_path, "fused")
+    assert warm["cache"].get("persistent_miss", 0) == 0  # every step's program from disk
+    assert warm["out"] == cold["out"]
 
 
 def test_empty_cache_dir_turns_it_off(monkeypatch):
