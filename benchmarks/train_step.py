@@ -1,8 +1,9 @@
 """minGPT training step: PyTorch CPU (eager, inductor) beside the tpu device (eager, compiled).
 
 Each row runs in its own process: first-step time (tracing and compiling included) and the
-steady-state step time (median). The last row starts a new process on the compile cache the
-`tpu compile` row left behind, to show a warm start. Prints ratios; never asserts speed.
+steady-state step time (median). The two warm rows start a new process on the compile cache
+the `tpu compile` (or `tpu fused`) row left behind, to show a warm start. Prints ratios;
+never asserts speed.
 
     python benchmarks/train_step.py [--steps 10] [--rows cpu,inductor,...]
 """
@@ -27,7 +28,10 @@ ROWS = {
     "fused": "tpu fused eager",
     "compile": "tpu torch.compile",
     "warm": "tpu torch.compile, warm cache, new process",
+    "warm_fused": "tpu fused eager, warm cache, new process",
 }
+# A warm row runs on the cache its cold row left behind.
+WARMS = {"warm": "compile", "warm_fused": "fused"}
 
 
 def _model_and_batch(device: str):
@@ -61,7 +65,7 @@ def run_row(row: str, steps: int) -> dict | None:
     import torch
 
     device = "cpu"
-    if row in ("strict", "fused", "compile", "warm"):
+    if row in ("strict", "fused", "compile", "warm", "warm_fused"):
         import torchtpu
         import torchtpu.compile
         from torchtpu.runtime import compile_cache
@@ -69,7 +73,7 @@ def run_row(row: str, steps: int) -> dict | None:
         compile_cache.setup()  # idempotent once torchtpu/__init__.py does it
         torchtpu.compile.register()
         device = "tpu:0"
-        if row == "fused":
+        if row in ("fused", "warm_fused"):
             try:
                 torchtpu.set_eager_mode("fused")
             except ValueError:
@@ -118,10 +122,10 @@ def main() -> None:
         print(json.dumps(run_row(args.child, args.steps)))
         return
     results = {}
-    with tempfile.TemporaryDirectory() as cache:
+    with tempfile.TemporaryDirectory() as scratch:
         for row in args.rows.split(","):
-            # Every row but 'warm' starts on an empty cache; 'warm' reuses 'compile''s.
-            own = cache if row in ("compile", "warm") else tempfile.mkdtemp()
+            # Every row starts on an empty cache, but a warm row on its cold row's.
+            own = os.path.join(scratch, WARMS.get(row, row))
             results[row] = _child(row, args.steps, own)
             print(f"  {ROWS[row]}: {results[row]}", file=sys.stderr)
     base = results.get("cpu") or {}
