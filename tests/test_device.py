@@ -133,11 +133,42 @@ def test_printing_shows_device():
 
 
 def test_save_and_load_round_trip(tmp_path):
-    t = torch.arange(6.0, device="tpu").reshape(2, 3)
-    torch.save({"t": t}, tmp_path / "t.pt")
-    loaded = torch.load(tmp_path / "t.pt", weights_only=False)["t"]
-    assert loaded.device.type == "tpu"
-    assert_same(loaded, torch.arange(6.0).reshape(2, 3))
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    expected = {k: v.clone() for k, v in model.state_dict().items()}
+    model.to("tpu")
+    leaf = torch.arange(6.0, device="tpu").reshape(2, 3).requires_grad_()
+    torch.save({"state": model.state_dict(), "leaf": leaf, "bf16": leaf.detach().bfloat16()},
+               tmp_path / "t.pt")
+    loaded = torch.load(tmp_path / "t.pt")  # weights_only=True, PyTorch's default
+    for k, v in loaded["state"].items():
+        assert v.device.type == "tpu"
+        assert_same(v, expected[k])
+    assert loaded["leaf"].requires_grad and loaded["leaf"].device.type == "tpu"
+    assert loaded["bf16"].dtype == torch.bfloat16
+    on_cpu = torch.load(tmp_path / "t.pt", map_location="cpu")
+    assert on_cpu["leaf"].device.type == "cpu"
+    assert_same(on_cpu["state"]["weight"], expected["weight"])
+
+
+def test_load_with_map_location_tpu(tmp_path):
+    torch.save({"cpu": torch.arange(3.0)}, tmp_path / "cpu.pt")
+    torch.save({"tpu": torch.arange(3.0, device="tpu")}, tmp_path / "tpu.pt")
+    with pytest.warns(UserWarning, match="saved from the CPU stay on the CPU"):
+        from_cpu = torch.load(tmp_path / "cpu.pt", map_location="tpu")["cpu"]
+        from_tpu = torch.load(tmp_path / "tpu.pt", map_location="tpu")["tpu"]
+    assert_same(from_cpu, torch.arange(3.0))
+    assert from_tpu.device.type == "tpu"
+    assert_same(from_tpu, torch.arange(3.0))
+
+
+def test_pin_memory_and_pinned_data_loader():
+    x = torch.randn(8, 3)
+    assert_same(x.pin_memory(), x)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x), batch_size=4,
+                                         pin_memory=True)
+    batches = [b.to("tpu") for (b,) in loader]
+    assert_same(torch.cat(batches), x)
 
 
 def test_module_to_while_a_cpu_graph_holds_the_parameters():

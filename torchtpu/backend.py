@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
-from . import autocast, backward_errors
+from . import autocast, backward_errors, serialization
 from .backward_errors import take_pending_exception
 from .eager import modes, views
 from .eager.dispatch import dispatch
@@ -33,6 +35,10 @@ class _Guard(torch._C._acc.DeviceGuard):
         # Called while the autograd engine unwinds from an op error (see backward_errors).
         take_pending_exception()
         return torch._C._autograd.DeviceType.PrivateUse1
+
+
+def _pin_memory(self, device=None):
+    return self.clone()
 
 
 def _arange(start, end=None, step=1, dtype=None, layout=None, device=None, pin_memory=None):
@@ -170,6 +176,14 @@ def register() -> None:
     _lib.impl("eye.m", _eye, "PrivateUse1")
     _lib.impl("_copy_from", _copy_from, "PrivateUse1")
     _lib.impl("_efficientzerotensor", _efficientzerotensor, "PrivateUse1")
+    if not torch.cuda.is_available():
+        # With 'tpu' the process's accelerator, CPU pinning asks it for a pinned allocator,
+        # which a Python backend cannot give: DataLoader(pin_memory=True) would fail. XLA
+        # copies from any host memory, so a pinned copy is a plain one. (With CUDA present,
+        # PyTorch's own kernel stays: it pins for an explicit device='cuda'.)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
+            _lib.impl("_pin_memory", _pin_memory, "CPU")
     for name in _HOST_FACTORIES:
         packet = getattr(aten, name)
         for overload in packet.overloads():
@@ -178,6 +192,7 @@ def register() -> None:
                 _lib.impl(qualified, _via_cpu(getattr(packet, overload)), "PrivateUse1")
     _autocast_lib = autocast.register(_lib)
     _enable_multi_tensor_paths()
+    serialization.install()
     backward_errors.install()
     modes.init_from_env()
 

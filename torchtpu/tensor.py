@@ -89,12 +89,10 @@ class TpuTensor(torch.Tensor):
         return self.numpy() if dtype is None else self.numpy().astype(dtype)
 
     def __reduce_ex__(self, protocol):
-        # Pickling (torch.save) goes through the CPU, as for cuda tensors.
-        return (_from_cpu, (self.detach().cpu(), self.requires_grad))
-
-
-def _from_cpu(t: torch.Tensor, requires_grad: bool) -> torch.Tensor:
-    return t.to(DEVICE).requires_grad_(requires_grad)
+        # PyTorch's own form for a storage-less device (torchtpu/serialization.py): its CPU
+        # copy and its device, which torch.load(weights_only=True) accepts.
+        return (torch._utils._rebuild_device_tensor_from_cpu_tensor,
+                (self.detach().cpu(), self.dtype, str(self.device), self.requires_grad))
 
 
 def wrap(value: jax.Array) -> TpuTensor:
