@@ -63,6 +63,9 @@ class TpuTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        fake = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
+        if fake is not None:
+            return _as_fake(fake, func, args, kwargs or {})
         return _executor(func, args, kwargs)
 
     def __repr__(self, *, tensor_contents=None) -> str:
@@ -93,6 +96,18 @@ class TpuTensor(torch.Tensor):
         # copy and its device, which torch.load(weights_only=True) accepts.
         return (torch._utils._rebuild_device_tensor_from_cpu_tensor,
                 (self.detach().cpu(), self.dtype, str(self.device), self.requires_grad))
+
+
+def _as_fake(mode, func, args, kwargs):
+    """An op FakeTensorMode passed on to us because a real tpu tensor is among its arguments:
+    a constant made while tracing (``torch.tensor([], device=x.device)`` in Dynamo builds a
+    real one, then lifts it). FakeTensorMode leaves unknown tensor subclasses to themselves;
+    a tpu tensor is a plain tensor of this device, so it is faked and the op run as fake."""
+    if func in mode.lift_fns:  # as FakeTensorMode lifts a plain tensor, keeping its value
+        return mode.fake_tensor_converter.from_real_tensor(mode, args[0], make_constant=True)
+    args, kwargs = torch.utils._pytree.tree_map_only(TpuTensor, mode.from_tensor, (args, kwargs))
+    with mode:
+        return func(*args, **kwargs)
 
 
 def wrap(value: jax.Array) -> TpuTensor:

@@ -25,6 +25,18 @@ def test_function_matches_cpu():
     assert_same(out, f(x, y))
 
 
+def test_tensors_made_inside_the_graph_on_the_device():
+    # HF's DynamicCache does torch.tensor([], device=x.device): PyTorch builds a real device
+    # tensor while tracing and lifts it into the graph as a constant.
+    def f(x):
+        empty = torch.tensor([], dtype=x.dtype, device=x.device)
+        scale = torch.tensor([1.0, 2.0, 3.0], device=x.device)
+        return torch.cat([empty, x * scale], dim=-1)
+
+    x = torch.randn(2, 3)
+    assert_same(torch.compile(f, backend="tpu")(x.to(TPU)), f(x))
+
+
 def test_module_forward_backward_matches_cpu():
     torch.manual_seed(0)
     cpu = nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 3))

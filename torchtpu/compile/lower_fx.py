@@ -167,6 +167,8 @@ def _arg_kinds(gm: fx.GraphModule) -> list[str]:
 
 
 def _to_array(x) -> jax.Array:
+    if getattr(x, "constant", None) is not None:  # a fake standing for a tensor made while
+        x = x.constant  # tracing (torch.tensor(data, device=...)): its value (tensor._as_fake)
     if type(x) is TpuTensor:
         return x._storage.value if x._direct else read(x)
     if isinstance(x, TpuTensor):
