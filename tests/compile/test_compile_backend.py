@@ -37,6 +37,23 @@ def test_tensors_made_inside_the_graph_on_the_device():
     assert_same(torch.compile(f, backend="tpu")(x.to(TPU)), f(x))
 
 
+def test_dtype_conversions_and_integer_indexing_stay_in_the_program():
+    # RMSNorm's x.to(float32) and gathers by position ids: one program, not an eager graph.
+    def f(x, i):
+        y = x.to(torch.bfloat16).float() * 2
+        return y[i].sum() + x[:, i].to(torch.float64).sum()
+
+    x, i = torch.randn(4, 4), torch.tensor([0, 2, 3])
+    xt = x.to(TPU).requires_grad_()
+    xc = x.clone().requires_grad_()
+    out = torch.compile(f, backend="tpu")(xt, i.to(TPU))
+    out.backward()
+    f(xc, i).backward()
+    assert_same(out, f(x, i))
+    assert_same(xt.grad, xc.grad)
+    assert _count("graph", "eager_graph") == 0
+
+
 def test_module_forward_backward_matches_cpu():
     torch.manual_seed(0)
     cpu = nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 3))

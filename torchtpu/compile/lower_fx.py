@@ -70,14 +70,37 @@ def check(gm: fx.GraphModule) -> None:
             if _SYM_QUERIES[t] is None:
                 raise Unlowerable(f"{t} (strides are not modelled inside programs)")
             continue
+        if t is aten._to_copy.default:
+            if not _stays_on_device(node):
+                raise Unlowerable(f"{t} to another device")
+            continue
         if isinstance(t, torch._ops.OpOverload):
             rule = LOWERINGS.get(t)
             if rule is None:
                 raise Unlowerable(f"{t} has no lowering rule")
-            if rule.eager and not is_random(rule):
+            if rule.eager and not is_random(rule) and not _integer_indexing(node):
                 raise Unlowerable(f"{t} has a data-dependent output shape")
         elif isinstance(t, torch._ops.HigherOrderOperator) or not callable(t):
             raise Unlowerable(f"call of {t!r}")
+
+
+def _stays_on_device(node: fx.Node) -> bool:
+    """A ``_to_copy`` between tpu tensors: a dtype conversion, which _conform does."""
+    src, out = node.args[0].meta.get("val"), node.meta.get("val")
+    return all(isinstance(v, torch.Tensor) and v.device.type == "tpu" for v in (src, out))
+
+
+# Eager only because a bool mask's selection has a data-dependent size: with integer index
+# tensors their rules are plain array code, and run inside a program.
+_INDEXING = {aten.index.Tensor, aten.index_put.default, aten._unsafe_index_put.default}
+
+
+def _integer_indexing(node: fx.Node) -> bool:
+    if node.target not in _INDEXING:
+        return False
+    indices = [i for i in node.args[1] if i is not None]
+    return all(isinstance(i, fx.Node) and isinstance(i.meta.get("val"), torch.Tensor)
+               and i.meta["val"].dtype != torch.bool for i in indices)
 
 
 def has_random(gm: fx.GraphModule) -> bool:
@@ -144,6 +167,8 @@ def interpret(gm: fx.GraphModule, inputs: list) -> list:
                 env[node] = None
             elif t in _SYM_QUERIES:
                 env[node] = _SYM_QUERIES[t](*args, **kwargs)
+            elif t is aten._to_copy.default:
+                env[node] = _conform(node, args[0])  # on the device: only its dtype changes
             elif isinstance(t, torch._ops.OpOverload):
                 env[node] = _conform(node, LOWERINGS[t].fn(*args, **kwargs))
             else:  # operator.getitem, operator.mul on sizes, math functions, ...
