@@ -90,3 +90,24 @@ def test_embedding_bag_forward_and_backward(mode):
         (out * torch.arange(3.0, device=dev)).sum().backward()
         res.append((out, w.grad))
     assert_same(res[1], res[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+@pytest.mark.parametrize("fn", [torch.linalg.det, lambda a: torch.linalg.slogdet(a)[1],
+                                lambda a: torch.logdet(a).real],
+                         ids=["det", "slogdet", "logdet"])
+def test_determinant_gradients(fn, layout, dtype):
+    # CPU's _linalg_det returns the LU of A^T for a contiguous real A, and the backward picks
+    # its solve by A's contiguity: both layouts, real and complex.
+    a = torch.randn(3, 4, 4, dtype=dtype, generator=torch.Generator().manual_seed(0))
+    a = a + 4 * torch.eye(4, dtype=dtype)  # positive determinants: logdet is real
+    if layout == "transposed":
+        cpu = a.mT.contiguous().mT.requires_grad_()
+        tpu = a.mT.contiguous().to("tpu").mT.detach().requires_grad_()
+    else:
+        cpu, tpu = a.clone().requires_grad_(), a.to("tpu").requires_grad_()
+    assert tpu.is_contiguous() == cpu.is_contiguous()
+    fn(cpu).abs().sum().backward()
+    fn(tpu).abs().sum().backward()
+    assert_same(tpu.grad, cpu.grad, rtol=1e-4, atol=1e-5)

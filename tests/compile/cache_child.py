@@ -1,7 +1,7 @@
 """Run by test_compile_cache.py in fresh processes: compile a small model, print metrics.
 
 ``python cache_child.py`` runs it under torch.compile; ``python cache_child.py fused`` trains
-it two steps in fused eager (each step one program, stored under fused eager's own key).
+it two steps in fused eager (each step one program; a warm process loads them from disk).
 """
 
 import json
