@@ -54,6 +54,28 @@ def test_dtype_conversions_and_integer_indexing_stay_in_the_program():
     assert _count("graph", "eager_graph") == 0
 
 
+def test_inference_graph_writes_its_inputs():
+    # An optimizer step's shape: inputs updated in place under no_grad, inside the program.
+    def step(p, m, g):
+        m.mul_(0.9).add_(g)
+        p.sub_(m[None], alpha=0.1)
+        return p.sum()
+
+    p, m, g = torch.randn(3, 4), torch.randn(4), torch.randn(4)
+    pt, mt = p.to(TPU), m.to(TPU)
+    row = pt[1]  # a view: sees the write through its base
+    version = pt._version
+    with torch.no_grad():
+        out = torch.compile(step, backend="tpu")(pt, mt, g.to(TPU))
+        expected = step(p, m, g)
+    assert_same(out, expected)
+    assert_same(pt, p)
+    assert_same(mt, m)
+    assert_same(row, p[1])
+    assert pt._version > version  # autograd sees the mutation
+    assert _count("graph", "eager_graph") == 0
+
+
 def test_module_forward_backward_matches_cpu():
     torch.manual_seed(0)
     cpu = nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 3))

@@ -4,8 +4,9 @@ Dynamo hands us a torch-level FX graph with FakeTensor example inputs. AOTAutogr
 into functional ATen graphs -- one for inference, or a forward and a backward for training --
 decomposing ops that have no lowering rule (ops/decomps.py). Each ATen graph becomes one jax
 program (lower_fx.py), looked up first in an in-process cache. AOTAutograd's runtime wrapper
-does the rest in eager tpu code: it writes mutated inputs back with ``copy_`` (optimizer
-state, BatchNorm's running stats) and rebuilds outputs that alias inputs.
+does the rest in eager tpu code: it writes a training graph's mutated inputs back with
+``copy_`` (BatchNorm's running stats) and rebuilds outputs that alias inputs; an inference
+graph (an optimizer step) writes its inputs inside the program.
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ def compile_aten(gm: fx.GraphModule, example_inputs: list, options: tuple = ()) 
         bw_compiler=_graph_compiler("backward", options),
         inference_compiler=_graph_compiler("inference", options),
         decompositions=_decompositions(),
+        # An inference graph (an optimizer step) writes its inputs itself (copy_ nodes,
+        # lower_fx): no epilogue of one eager copy_ per parameter and moment.
+        keep_inference_input_mutations=True,
     )
     return backend(gm, example_inputs)
 

@@ -25,7 +25,7 @@ from ..ops import random as rng
 from ..ops.dtypes import to_jax_dtype
 from ..ops.registry import LOWERINGS
 from ..runtime.transfer import to_device
-from ..tensor import TpuTensor, read, wrap
+from ..tensor import TpuTensor, read, wrap, write
 
 aten = torch.ops.aten
 
@@ -73,6 +73,10 @@ def check(gm: fx.GraphModule) -> None:
         if t is aten._to_copy.default:
             if not _stays_on_device(node):
                 raise Unlowerable(f"{t} to another device")
+            continue
+        if t is aten.copy_.default:
+            if node.args[0].op != "placeholder":
+                raise Unlowerable(f"{t} into an intermediate")
             continue
         if isinstance(t, torch._ops.OpOverload):
             rule = LOWERINGS.get(t)
@@ -136,8 +140,10 @@ def _conform(node: fx.Node, out):
     return out
 
 
-def interpret(gm: fx.GraphModule, inputs: list) -> list:
-    """Evaluate the graph on jax values (inside a trace): the graph's outputs, flattened."""
+def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None) -> list:
+    """Evaluate the graph on jax values (inside a trace): the graph's outputs, flattened.
+    ``copy_`` into an input (AOTAutograd keeps an inference graph's input mutations in it)
+    records the input's new value in ``written``, by placeholder."""
     env: dict[fx.Node, Any] = {}
     it = iter(inputs)
 
@@ -169,6 +175,12 @@ def interpret(gm: fx.GraphModule, inputs: list) -> list:
                 env[node] = _SYM_QUERIES[t](*args, **kwargs)
             elif t is aten._to_copy.default:
                 env[node] = _conform(node, args[0])  # on the device: only its dtype changes
+            elif t is aten.copy_.default:
+                dst, src = args[0], args[1]
+                value = jnp.broadcast_to(jnp.asarray(src).astype(dst.dtype), dst.shape)
+                env[node] = env[node.args[0]] = value  # later reads see the new value
+                if written is not None:
+                    written[node.args[0]] = value
             elif isinstance(t, torch._ops.OpOverload):
                 env[node] = _conform(node, LOWERINGS[t].fn(*args, **kwargs))
             else:  # operator.getitem, operator.mul on sizes, math functions, ...
@@ -215,6 +227,12 @@ class Program:
             _to_array(getattr(gm, n.target)) for n in gm.graph.nodes if n.op == "get_attr"
         ]
         self.random = has_random(gm)
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        # Inputs the graph writes (copy_ into a placeholder): their positions, in order.
+        self.mutated = [i for i, n in enumerate(placeholders)
+                        if any(u.target is aten.copy_.default and u.args[0] is n
+                               for u in n.users)]
+        self._placeholders = placeholders
         # Per static-argument signature: the draws the program makes, its non-array outputs.
         self._draws: dict[tuple, int] = {}
         self._layout: dict[tuple, list] = {}
@@ -226,12 +244,13 @@ class Program:
         it_arrays, it_statics = iter(arrays), iter(statics)
         inputs = [next(it_arrays) if k == "array" else next(it_statics) for k in self.kinds]
         inputs += list(it_arrays)  # the constants
+        written: dict = {}
         if stream is not None:
             with rng.traced_stream(*stream) as draws:
-                outs = interpret(self.gm, inputs)
+                outs = interpret(self.gm, inputs, written)
             self._draws[statics] = draws[2]
         else:
-            outs = interpret(self.gm, inputs)
+            outs = interpret(self.gm, inputs, written)
         # A program returns arrays only; ints and Nones in the output are fixed per signature.
         layout, arrays_out = [], []
         for o in outs:
@@ -241,7 +260,7 @@ class Program:
             else:
                 layout.append(("const", o))
         self._layout[statics] = layout
-        return arrays_out
+        return arrays_out + [written[self._placeholders[i]] for i in self.mutated]
 
     # AOTAutograd's boxed convention: one list argument, which we may clear early. Its
     # backward wrapper (Dynamo's ``disable``) hides the flag and passes inputs unboxed.
@@ -256,6 +275,7 @@ class Program:
                 arrays.append(_to_array(a))
             else:
                 statics.append(a)
+        targets = [args[i] for i in self.mutated]
         if type(args) is list:
             args.clear()  # drop references to the inputs once we hold their arrays
         arrays += self.constants
@@ -264,6 +284,10 @@ class Program:
         outs = self._jit(arrays, statics, stream)
         if stream is not None:
             rng.advance(self._draws[statics])
+        if targets:  # the inputs the graph wrote: their new values are the last outputs
+            for t, value in zip(targets, outs[len(outs) - len(targets):], strict=True):
+                write(t, value)
+            outs = outs[:len(outs) - len(targets)]
         it = iter(outs)
         return [wrap(next(it)) if slot is None else slot[1] for slot in self._layout[statics]]
 
