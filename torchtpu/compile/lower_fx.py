@@ -175,9 +175,8 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None) -> 
                 env[node] = _SYM_QUERIES[t](*args, **kwargs)
             elif t is aten._to_copy.default:
                 env[node] = _conform(node, args[0])  # on the device: only its dtype changes
-            elif t is aten.copy_.default:
-                dst, src = args[0], args[1]
-                value = jnp.broadcast_to(jnp.asarray(src).astype(dst.dtype), dst.shape)
+            elif t is aten.copy_.default:  # its functional form's rule, into the input
+                value = LOWERINGS[aten.copy.default].fn(*args, **kwargs)
                 env[node] = env[node.args[0]] = value  # later reads see the new value
                 if written is not None:
                     written[node.args[0]] = value

@@ -30,14 +30,12 @@ class _Spec:
     message: Callable[[int, int, int, int], str]  # (bad value, dim, size, its flat position)
 
 
-def _dim_index(dim_pos: int, index_pos: int):
-    def pairs(args, kwargs):
-        self, dim, index = args[0], args[dim_pos], args[index_pos]
-        if self.dim() == 0:
-            return []
-        return [(index, dim % self.dim(), self.shape[dim % self.dim()], None)]
-
-    return pairs
+def _dim_index(args, kwargs):
+    """Ops called as (self, dim, index, ...)."""
+    self, dim, index = args[0], args[1], args[2]
+    if self.dim() == 0:
+        return []
+    return [(index, dim % self.dim(), self.shape[dim % self.dim()], None)]
 
 
 def _indices_list(args, kwargs):
@@ -100,10 +98,15 @@ def _bag(value, dim, size, at):
     return f"Index {at} of input takes value {value} which is not in the valid range [0, {size})"
 
 
-_GATHER = _Spec(_dim_index(1, 2), False, RuntimeError, _bounds)
+_GATHER = _Spec(_dim_index, False, RuntimeError, _bounds)
 _INDEX = _Spec(_indices_list, True, IndexError, _bounds)
-_DIM = _Spec(_dim_index(1, 2), True, IndexError, _bounds)
-_SELECT = _Spec(_dim_index(1, 2), False, IndexError, _in_self)
+_DIM = _Spec(_dim_index, True, IndexError, _bounds)
+_SELECT = _Spec(_dim_index, False, IndexError, _in_self)
+_ADD = _Spec(_dim_index, True, RuntimeError, _bounds)
+_COPY = _Spec(_dim_index, True, IndexError, _index_copy)
+_BAG = _Spec(_embedding, False, RuntimeError, _bag)
+_TAKE = _Spec(_flat, True, IndexError, _take)
+_TARGET = _Spec(_nll_target, False, IndexError, _target)
 _SPECS: dict = {
     aten.index.Tensor: _INDEX,
     aten.index_put.default: _INDEX,
@@ -113,28 +116,29 @@ _SPECS: dict = {
     aten.index_reduce.default: _SELECT,
     aten.index_reduce_.default: _SELECT,
     aten.embedding.default: _Spec(_embedding, False, IndexError, _in_self),
-    aten._embedding_bag.default: _Spec(_embedding, False, RuntimeError, _bag),
-    aten._embedding_bag_forward_only.default: _Spec(_embedding, False, RuntimeError, _bag),
+    aten._embedding_bag.default: _BAG,
+    aten._embedding_bag_forward_only.default: _BAG,
     aten.gather.default: _GATHER,
-    aten.index_add.default: _Spec(_dim_index(1, 2), True, RuntimeError, _bounds),
-    aten.index_add_.default: _Spec(_dim_index(1, 2), True, RuntimeError, _bounds),
-    aten.index_copy.default: _Spec(_dim_index(1, 2), True, IndexError, _index_copy),
-    aten.index_copy_.default: _Spec(_dim_index(1, 2), True, IndexError, _index_copy),
+    aten.index_add.default: _ADD,
+    aten.index_add_.default: _ADD,
+    aten.index_copy.default: _COPY,
+    aten.index_copy_.default: _COPY,
     aten.index_fill.int_Scalar: _DIM,
     aten.index_fill.int_Tensor: _DIM,
     aten.index_fill_.int_Scalar: _DIM,
     aten.index_fill_.int_Tensor: _DIM,
-    aten.take.default: _Spec(_flat, True, IndexError, _take),
-    aten.put.default: _Spec(_flat, True, IndexError, _take),
-    aten.put_.default: _Spec(_flat, True, IndexError, _take),
-    aten.nll_loss_forward.default: _Spec(_nll_target, False, IndexError, _target),
-    aten.nll_loss2d_forward.default: _Spec(_nll_target, False, IndexError, _target),
+    aten.take.default: _TAKE,
+    aten.put.default: _TAKE,
+    aten.put_.default: _TAKE,
+    aten.nll_loss_forward.default: _TARGET,
+    aten.nll_loss2d_forward.default: _TARGET,
 }
 _SPECS.update({op: _GATHER for op in (
     aten.scatter.src, aten.scatter.value, aten.scatter.reduce, aten.scatter.value_reduce,
     aten.scatter_.src, aten.scatter_.value, aten.scatter_.reduce, aten.scatter_.value_reduce,
     aten.scatter_add.default, aten.scatter_add_.default, aten.scatter_reduce.two,
     aten.scatter_reduce_.two)})
+
 
 def check(func, args, kwargs) -> None:
     """Raise CPU's error if an index tensor of ``func`` holds an out-of-range value."""

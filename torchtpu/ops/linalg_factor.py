@@ -216,8 +216,7 @@ def lu_for_det(A):
     transpose (a C-contiguous A is F-contiguous transposed; det(A^T) = det(A)), and its
     backward solves with them accordingly. A non-contiguous real A reaches the rule already
     transposed (eager/dispatch.py), as CPU then factors A itself."""
-    lu, piv, _ = lax.linalg.lu(A if jnp.iscomplexobj(A) else jnp.swapaxes(A, -1, -2))
-    return lu, piv.astype(jnp.int32) + 1
+    return _lu(A if jnp.iscomplexobj(A) else _mT(A))[:2]
 
 
 @lowering(aten._linalg_slogdet)
