@@ -271,11 +271,15 @@ def _grad_inputs(s):
             if isinstance(x, torch.Tensor) and x.requires_grad]
 
 
-def _grads(op, s, device="cpu", cotangents=None):
+def _differentiable_outputs(op, s, device="cpu") -> list:
     with torch.device(device):
         out = op.gradcheck_wrapper(op.get_op(), s.input, *s.args, **s.kwargs)
     out = s.output_process_fn_grad(out)
-    outs = [o for o in _leaves(out) if isinstance(o, torch.Tensor) and o.requires_grad]
+    return [o for o in _leaves(out) if isinstance(o, torch.Tensor) and o.requires_grad]
+
+
+def _grads(op, s, device="cpu", cotangents=None):
+    outs = _differentiable_outputs(op, s, device)
     inputs = _grad_inputs(s)
     if not outs or not inputs:
         return None, None
@@ -304,13 +308,9 @@ def _same_draw(op, s):
 
 
 def _loss(op, s, cotangents) -> float:
-    """The scalar _grads differentiates, evaluated without autograd."""
-    with torch.no_grad(), torch.device(s.input.device):
-        out = s.output_process_fn_grad(op.gradcheck_wrapper(op.get_op(), s.input, *s.args,
-                                                            **s.kwargs))
-    outs = [o for o in _leaves(out) if isinstance(o, torch.Tensor) and o.is_floating_point()
-            or isinstance(o, torch.Tensor) and o.is_complex()]
-    return sum(torch.real((o.cpu().double() * c.double()).sum()).item()
+    """The scalar _grads differentiates, summed in float64 (for a difference quotient)."""
+    outs = _differentiable_outputs(op, s, s.input.device)
+    return sum(torch.real((o.detach().cpu().double() * c.double()).sum()).item()
                for o, c in zip(outs, cotangents, strict=False))
 
 
