@@ -1,7 +1,8 @@
 """Run by test_compile_cache.py in fresh processes: compile a small model, print metrics.
 
-``python cache_child.py`` runs it under torch.compile; ``python cache_child.py fused`` trains
-it two steps in fused eager (each step one program; a warm process loads them from disk).
+``python cache_child.py`` runs it under torch.compile; ``python cache_child.py fused [batch]``
+trains it two steps in fused eager (each step one program; a warm process loads them from
+disk).
 """
 
 import json
@@ -19,11 +20,12 @@ torchtpu.compile.register()
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
 model.to("tpu:0")
-if sys.argv[1:] == ["fused"]:
+if sys.argv[1:2] == ["fused"]:
+    batch = int(sys.argv[2]) if len(sys.argv) > 2 else 2
     torchtpu.set_eager_mode("fused")
     opt = torch.optim.AdamW(model.parameters(), lr=0.1)
     for _ in range(2):
-        out = model(torch.ones(2, 8).to("tpu:0"))
+        out = model(torch.ones(batch, 8).to("tpu:0"))
         out.sum().backward()
         opt.step()
         opt.zero_grad()

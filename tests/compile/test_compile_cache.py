@@ -73,9 +73,35 @@ def test_concurrent_writers_leave_whole_entries(tmp_path):
 def test_fused_eager_starts_warm_in_a_second_process(tmp_path):
     cold = _run(tmp_path, "fused")
     assert cold["compile"]["fused_program"] >= 1 and cold["cache"]["persistent_write"] > 0
+    assert cold["cache"]["fused_store_write"] >= cold["compile"]["fused_program"]
     warm = _run(tmp_path, "fused")
     assert warm["cache"].get("persistent_miss", 0) == 0  # every step's program from disk
+    # ... and neither a program nor an op was traced: the store had them all.
+    assert "fused_program" not in warm["compile"]
+    assert warm["cache"].get("fused_store_miss", 0) == 0
+    assert warm["cache"]["fused_store_hit"] == cold["cache"]["fused_store_write"]
     assert warm["out"] == cold["out"]
+    # Another batch size is another trace: traced, compiled and stored, not mistaken for
+    # the first one.
+    other = _run(tmp_path, "fused", "3")
+    assert other["compile"]["fused_program"] == cold["compile"]["fused_program"]
+    assert len(other["out"]) == 3
+
+
+def test_damaged_fused_store_entries_are_rebuilt(tmp_path):
+    cold = _run(tmp_path, "fused")
+    store = Path(cold["dir"]) / "fused"
+    files = _entries(store)
+    assert files
+    for f in files:  # every program, and the op shapes
+        f.write_bytes(f.read_bytes()[:-7] + b"garbage")
+    damaged = _run(tmp_path, "fused")
+    assert damaged["cache"]["fused_store_corrupt"] == len(files)
+    assert damaged["compile"]["fused_program"] == cold["compile"]["fused_program"]
+    assert damaged["out"] == cold["out"]
+    healed = _run(tmp_path, "fused")
+    assert healed["cache"].get("fused_store_corrupt", 0) == 0
+    assert "fused_program" not in healed["compile"]
 
 
 def test_empty_cache_dir_turns_it_off(monkeypatch):

@@ -8,6 +8,10 @@ point (`.item()`, `.cpu()`, printing, a data-dependent shape, ``torch.tpu.synchr
 one jitted function, cached by the trace's signature, so a training loop that syncs once per
 step compiles once and then runs each step as one XLA program. Only outputs some tensor
 still references are returned; intermediates never leave the device program.
+
+With the persistent cache on, programs and per-op output shapes are also kept on disk under a
+key built from what was recorded (runtime/program_store.py), so a new process running the
+same loop neither traces nor compiles: it loads.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from jax.tree_util import tree_flatten, tree_unflatten
 
 from .. import config
 from ..debug import counters
-from ..runtime import execute
+from ..runtime import execute, program_store
 from ..runtime.execute import Executable, Pending
+from ..runtime.program_store import Unstable, stable
 
 
 class _Trace:
@@ -38,6 +43,8 @@ class _Trace:
 _trace = _Trace()
 _AVALS: dict = {}
 _PROGRAMS: dict = {}
+_stored_shapes: tuple = (None, {})  # (store folder, its shapes) as last read
+_new_shapes: dict = {}  # found by tracing since the last write to the store
 _max_ops = 0
 _donate = True
 
@@ -85,7 +92,7 @@ def record(exe: Executable, args: tuple, kwargs: dict):
     sig = (exe, statics, kw_statics, treedef, tuple(avals))
     shape_info = _AVALS.get(sig)
     if shape_info is None:
-        shape_info = _AVALS[sig] = _eval_shape(exe, args, kwargs, nums, names)
+        shape_info = _AVALS[sig] = _shapes(sig, exe, args, kwargs)
     out_treedef, out_avals = shape_info
     node = len(t.nodes)
     outs = [Pending(a.shape, a.dtype, (node, j)) for j, a in enumerate(out_avals)]
@@ -94,6 +101,33 @@ def record(exe: Executable, args: tuple, kwargs: dict):
     if node + 1 >= _max_ops:
         flush()
     return tree_unflatten(out_treedef, outs)
+
+
+def _shapes(sig, exe, args, kwargs):
+    """An op's output shapes: from the store if an earlier process traced this signature."""
+    global _stored_shapes
+    text = _call_text(*sig) if program_store.enabled() else None
+    if text is not None:
+        folder = program_store.folder()
+        if _stored_shapes[0] != folder:
+            _stored_shapes = (folder, program_store.load_shapes())
+        known = _stored_shapes[1].get(text)
+        if known is not None:
+            return known
+    info = _eval_shape(exe, args, kwargs, exe.static_argnums, exe.static_argnames)
+    if text is not None:
+        _new_shapes[text] = info
+    return info
+
+
+def _call_text(exe, statics, kw_statics, treedef, inputs) -> str | None:
+    """A recorded call as text the same in every process; None if some part is not."""
+    if exe.key is None:
+        return None
+    try:
+        return f"{exe.key}|{stable(statics)}|{stable(kw_statics)}|{treedef}|{stable(inputs)}"
+    except Unstable:
+        return None
 
 
 def _eval_shape(exe, args, kwargs, nums, names):
@@ -157,8 +191,7 @@ def flush() -> None:
     sig = (tuple(t.nodes), tuple(t.leaf_avals), needed, donated)
     prog = _PROGRAMS.get(sig)
     if prog is None:
-        counters.count("compile", "fused_program")
-        prog = _PROGRAMS[sig] = _program(t.nodes, needed, donated)
+        prog = _PROGRAMS[sig] = _loaded_or_traced(t, needed, donated)
     else:
         counters.count("cache_hit", "fused_program")
     counters.count("execute", "fused_program")
@@ -169,6 +202,50 @@ def flush() -> None:
         p = t.outs[i][j]()
         if p is not None:
             p.array = value
+    if _new_shapes:
+        program_store.save_shapes(_new_shapes)
+        _new_shapes.clear()
+
+
+def _loaded_or_traced(t: _Trace, needed: tuple, donated: tuple):
+    """The trace's program: loaded from the store, else traced (and stored when it can be)."""
+    key = _program_key(t, needed, donated) if program_store.enabled() else None
+    if key is not None:
+        try:
+            exported = program_store.load_program(key)
+        except Exception:  # an entry this jax cannot read back: trace it again
+            exported = None
+        if exported is not None:
+            return jax.jit(exported.call, donate_argnums=donated)
+    counters.count("compile", "fused_program")
+    prog = _program(t.nodes, needed, donated)
+    if key is None:
+        return prog
+    try:
+        exported = jax.export.export(prog)(*map(_abstract, t.leaves))
+    except Exception:
+        # Not exportable (a host callback, say), or the trace fails: the plain program
+        # runs, and raises the trace's own error if there is one.
+        return prog
+    blob = exported.serialize()
+    program_store.save_program(key, blob)
+    # This process compiles the program a later one will load, so that one finds this
+    # one's executable in the compile cache.
+    return jax.jit(jax.export.deserialize(blob).call, donate_argnums=donated)
+
+
+def _program_key(t: _Trace, needed: tuple, donated: tuple) -> str | None:
+    calls = []
+    for exe, statics, kw_statics, treedef, wiring in t.nodes:
+        text = _call_text(exe, statics, kw_statics, treedef, wiring)
+        if text is None:
+            return None
+        calls.append(text)
+    try:
+        tail = stable((t.leaf_avals, needed, donated))
+    except Unstable:
+        return None
+    return program_store.key("\n".join(calls), tail)
 
 
 def enable() -> None:

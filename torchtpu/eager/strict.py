@@ -100,8 +100,8 @@ def compile_rule(rule: Lowering) -> Executable:
     )
     names = tuple(a.name for a in schema.arguments if a.kwarg_only and not _is_dynamic(a, rule))
     if rule.eager:
-        exe = Executable(rule.fn, nums, names, jit=False)
+        exe = Executable(rule.fn, nums, names, jit=False, key=f"rule:{rule.op}")
     else:
-        exe = Executable(traced(rule), nums, names)
+        exe = Executable(traced(rule), nums, names, key=f"rule:{rule.op}")
     _COMPILED[rule.op] = exe
     return exe

@@ -61,8 +61,9 @@ def default_dir() -> Path:
 class CheckedFileCache:
     """JAX's cache interface (get/put by key) over files carrying their own checksum."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, counter: str = "persistent"):
         self._path = path
+        self._counter = counter  # metrics()["cache"] keys: "<counter>_hit", "_miss", ...
         path.mkdir(parents=True, exist_ok=True)
 
     def _file(self, key: str) -> Path:
@@ -73,10 +74,10 @@ class CheckedFileCache:
         try:
             data = f.read_bytes()
         except FileNotFoundError:
-            metrics.count("cache", "persistent_miss")
+            metrics.count("cache", f"{self._counter}_miss")
             return None
         except OSError:
-            metrics.count("cache", "persistent_miss")
+            metrics.count("cache", f"{self._counter}_miss")
             return None
         head = len(_MAGIC)
         payload = data[head + _DIGEST:]
@@ -86,10 +87,10 @@ class CheckedFileCache:
             or hashlib.sha256(payload).digest() != data[head:head + _DIGEST]
         ):
             # Drop it, so the fresh compile that follows is written in its place.
-            metrics.count("cache", "persistent_corrupt")
+            metrics.count("cache", f"{self._counter}_corrupt")
             f.unlink(missing_ok=True)
             return None
-        metrics.count("cache", "persistent_hit")
+        metrics.count("cache", f"{self._counter}_hit")
         return payload
 
     def put(self, key: str, value: bytes) -> None:
@@ -104,7 +105,7 @@ class CheckedFileCache:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        metrics.count("cache", "persistent_write")
+        metrics.count("cache", f"{self._counter}_write")
 
 
 def _install(cache: CheckedFileCache | None) -> bool:

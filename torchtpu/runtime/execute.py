@@ -58,9 +58,10 @@ class Pending:
 class Executable:
     """A jitted function plus which of its arguments are static (compile-time) values."""
 
-    __slots__ = ("jitted", "static_argnums", "static_argnames", "name")
+    __slots__ = ("jitted", "static_argnums", "static_argnames", "name", "key")
 
-    def __init__(self, fn: Callable, static_argnums=(), static_argnames=(), jit: bool = True):
+    def __init__(self, fn: Callable, static_argnums=(), static_argnames=(), jit: bool = True,
+                 key: str | None = None):
         self.static_argnums = tuple(static_argnums)
         self.static_argnames = tuple(static_argnames)
         self.jitted = (
@@ -68,6 +69,12 @@ class Executable:
             if jit else fn
         )
         self.name = getattr(fn, "__name__", "fn")
+        # What names this executable in any process (fused eager's program store keys on
+        # it); None for a lambda or a closure, whose name does not say what it computes.
+        qualname = getattr(fn, "__qualname__", "<lambda>")
+        if key is None and "<" not in qualname:
+            key = f"{fn.__module__}.{qualname}"
+        self.key = key
 
     def __call__(self, *args, **kwargs):
         if _recorder is not None:
