@@ -103,8 +103,14 @@ def _as_fake(mode, func, args, kwargs):
     a constant made while tracing (``torch.tensor([], device=x.device)`` in Dynamo builds a
     real one, then lifts it). FakeTensorMode leaves unknown tensor subclasses to themselves;
     a tpu tensor is a plain tensor of this device, so it is faked and the op run as fake."""
-    if func in mode.lift_fns:  # as FakeTensorMode lifts a plain tensor, keeping its value
-        return mode.fake_tensor_converter.from_real_tensor(mode, args[0], make_constant=True)
+    if func in mode.lift_fns:
+        # Lift its CPU copy, then move that: every mode sees plain tensors, so a tracer
+        # (AOTAutograd's make_fx) records a real constant, a lift and a copy to this device,
+        # as for a constant made on the CPU. Handing back a fake ourselves would leave the
+        # tracer a fake constant it does not know ("Unexpected fake buffer").
+        with torch.utils._python_dispatch._disable_current_modes():
+            host = args[0].cpu()
+        return func(host, *args[1:], **kwargs).to(args[0].device)
     args, kwargs = torch.utils._pytree.tree_map_only(TpuTensor, mode.from_tensor, (args, kwargs))
     with mode:
         return func(*args, **kwargs)

@@ -36,6 +36,17 @@ def test_tensors_made_inside_the_graph_on_the_device():
     x = torch.randn(2, 3)
     assert_same(torch.compile(f, backend="tpu")(x.to(TPU)), f(x))
 
+    # Training: AOTAutograd's joint trace records them as real constants, and the forward
+    # program takes them in (HF models train under torch.compile with use_cache on).
+    xt = x.to(TPU).requires_grad_()
+    xc = x.clone().requires_grad_()
+    out = torch.compile(f, backend="tpu")(xt)
+    (out * out).sum().backward()
+    (f(xc) * f(xc)).sum().backward()
+    assert_same(out, f(x))
+    assert_same(xt.grad, xc.grad)
+    assert _count("graph", "eager_graph") == 0
+
 
 def test_dtype_conversions_and_integer_indexing_stay_in_the_program():
     # RMSNorm's x.to(float32) and gathers by position ids: one program, not an eager graph.

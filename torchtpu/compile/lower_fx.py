@@ -89,9 +89,21 @@ def check(gm: fx.GraphModule) -> None:
 
 
 def _stays_on_device(node: fx.Node) -> bool:
-    """A ``_to_copy`` between tpu tensors: a dtype conversion, which _conform does."""
+    """A ``_to_copy`` onto tpu of a tpu tensor or of a constant (a constant is a device
+    array inside the program already): a dtype conversion at most, which _conform does."""
     src, out = node.args[0].meta.get("val"), node.meta.get("val")
-    return all(isinstance(v, torch.Tensor) and v.device.type == "tpu" for v in (src, out))
+    if not (isinstance(out, torch.Tensor) and out.device.type == "tpu"):
+        return False
+    return (isinstance(src, torch.Tensor) and src.device.type == "tpu"
+            or _is_constant(node.args[0]))
+
+
+def _is_constant(node) -> bool:
+    """A graph constant, or its lift (torch.tensor(data, device='tpu') made while tracing
+    becomes get_attr -> lift_fresh_copy -> _to_copy onto the device; tensor._as_fake)."""
+    while isinstance(node, fx.Node) and node.target is aten.lift_fresh_copy.default:
+        node = node.args[0]
+    return isinstance(node, fx.Node) and node.op == "get_attr"
 
 
 # Eager only because a bool mask's selection has a data-dependent size: with integer index
@@ -203,14 +215,14 @@ def _arg_kinds(gm: fx.GraphModule) -> list[str]:
 
 
 def _to_array(x) -> jax.Array:
-    if getattr(x, "constant", None) is not None:  # a fake standing for a tensor made while
-        x = x.constant  # tracing (torch.tensor(data, device=...)): its value (tensor._as_fake)
     if type(x) is TpuTensor:
         return x._storage.value if x._direct else read(x)
     if isinstance(x, TpuTensor):
         return read(x)
     if isinstance(x, torch.Tensor):
-        return to_device(x)
+        # A real CPU constant; the graph compilers run under AOTAutograd's FakeTensorMode.
+        with torch.utils._python_dispatch._disable_current_modes():
+            return to_device(x)
     return jnp.asarray(x)
 
 
