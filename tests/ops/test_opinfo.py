@@ -420,7 +420,7 @@ def _check(request, test, op_id, dtype, mode):
         raise
     coverage.record(record | {"outcome": "pass" if n else "skip", "reason": "",
                               "seconds": time.perf_counter() - start})
-    if reason:
+    if reason and not reason.startswith("hardware:"):
         pytest.fail(f"{key} passes but is listed in expectations.py ({reason}): remove the entry")
     if n == 0:
         pytest.skip("no sample applies")
