@@ -65,6 +65,31 @@ def test_dtype_conversions_and_integer_indexing_stay_in_the_program():
     assert _count("graph", "eager_graph") == 0
 
 
+def test_grouped_mm_in_float32_compiles():
+    # Hugging Face's mixture-of-experts layers call torch._grouped_mm on tpu for any dtype;
+    # PyTorch's meta kernel admits only bfloat16, so the fake-tensor rule is ours.
+    offs = torch.tensor([2, 2, 6], dtype=torch.int32)  # expert 1 gets no tokens
+
+    def experts(x, w):
+        return torch._grouped_mm(x, w, offs=offs.to(x.device)).relu().sum(0)
+
+    def by_loop(x, w):
+        bounds = [(0, 2), (2, 2), (2, 6)]
+        rows = [x[lo:hi] @ w[g] for g, (lo, hi) in enumerate(bounds)]
+        return torch.cat(rows).relu().sum(0)
+
+    x, w = torch.randn(6, 4), torch.randn(3, 4, 8)
+    xt, wt = x.to(TPU).requires_grad_(), w.to(TPU).requires_grad_()
+    xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
+    out = torch.compile(experts, backend="tpu")(xt, wt)
+    out.sum().backward()
+    by_loop(xc, wc).sum().backward()
+    assert_same(out, by_loop(x, w))
+    assert_same(xt.grad, xc.grad)
+    assert_same(wt.grad, wc.grad)
+    assert _count("graph", "eager_graph") == 0
+
+
 def test_inference_graph_writes_its_inputs():
     # An optimizer step's shape: inputs updated in place under no_grad, inside the program.
     def step(p, m, g):

@@ -18,6 +18,11 @@ AOTAutograd checks at backward time that each incoming gradient has the type it 
 (``torch.Tensor``); a tensor may declare itself equivalent through
 ``__coerce_same_metadata_as_tangent__``, which TpuTensor does (tensor.py).
 
+Some of PyTorch's meta kernels carry one backend's limits: ``_grouped_mm``'s admits only
+bfloat16 (CUDA's kernel), so FakeTensorMode refused Hugging Face's mixture-of-experts layers
+on tpu, where transformers calls it for every dtype and our rule computes any. FakeTensorMode
+lets a backend answer first (``fake_impls.register_op_impl``); we answer for tpu tensors only.
+
 Dynamo must also never trace the runtime itself. Between graphs (after a graph break, or
 inside ``loss.backward()``) eager tpu ops run our dispatcher and JAX in Python frames that
 Dynamo would otherwise try to compile; those packages go on Dynamo's skip list. The
@@ -27,6 +32,8 @@ reference models in torchtpu.models are user code and stay traceable.
 from __future__ import annotations
 
 import importlib.util
+
+import torch
 
 from ..tensor import TpuTensor
 
@@ -56,3 +63,35 @@ def install() -> None:
     # The table is built once per trace_numpy setting and cached; patch both.
     for trace_numpy in (False, True):
         dispatch_impl(trace_numpy)[TpuTensor] = VariableBuilder.wrap_tensor
+    _register_fake_rules()
+
+
+_registered = False
+
+
+def _register_fake_rules() -> None:
+    global _registered
+    if _registered:
+        return
+    from torch._subclasses import fake_impls
+
+    fake_impls.register_op_impl(lambda func: func is torch.ops.aten._grouped_mm.default)(
+        _grouped_mm_fake)
+    _registered = True
+
+
+def _grouped_mm_fake(mode, func, mat_a, mat_b, offs=None, bias=None, out_dtype=None):
+    """``_grouped_mm``'s output on tpu (the shapes of ops/linalg.py's rule, any dtype);
+    NotImplemented elsewhere, so PyTorch's own meta kernel decides."""
+    if mat_a.device.type != "tpu":
+        return NotImplemented
+    if offs is None:  # one matrix pair per group
+        shape = (mat_a.shape[0], mat_a.shape[-2], mat_b.shape[-1])
+    elif mat_a.ndim == 2 and mat_b.ndim == 3:  # rows grouped
+        shape = (mat_a.shape[0], mat_b.shape[-1])
+    elif mat_a.ndim == 2:  # the contraction grouped: one product per group
+        shape = (offs.shape[0], mat_a.shape[0], mat_b.shape[1])
+    else:  # columns grouped
+        shape = (mat_a.shape[1], mat_b.shape[1])
+    with mode:
+        return torch.empty(shape, dtype=out_dtype or mat_a.dtype, device=mat_a.device)

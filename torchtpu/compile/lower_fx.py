@@ -89,21 +89,11 @@ def check(gm: fx.GraphModule) -> None:
 
 
 def _stays_on_device(node: fx.Node) -> bool:
-    """A ``_to_copy`` onto tpu of a tpu tensor or of a constant (a constant is a device
-    array inside the program already): a dtype conversion at most, which _conform does."""
-    src, out = node.args[0].meta.get("val"), node.meta.get("val")
-    if not (isinstance(out, torch.Tensor) and out.device.type == "tpu"):
-        return False
-    return (isinstance(src, torch.Tensor) and src.device.type == "tpu"
-            or _is_constant(node.args[0]))
-
-
-def _is_constant(node) -> bool:
-    """A graph constant, or its lift (torch.tensor(data, device='tpu') made while tracing
-    becomes get_attr -> lift_fresh_copy -> _to_copy onto the device; tensor._as_fake)."""
-    while isinstance(node, fx.Node) and node.target is aten.lift_fresh_copy.default:
-        node = node.args[0]
-    return isinstance(node, fx.Node) and node.op == "get_attr"
+    """A ``_to_copy`` onto tpu: inside a program every value is a device array already (a CPU
+    input or constant is moved in with the call), so it is a dtype conversion at most, which
+    _conform does. A copy off the device runs eagerly."""
+    out = node.meta.get("val")
+    return isinstance(out, torch.Tensor) and out.device.type == "tpu"
 
 
 # Eager only because a bool mask's selection has a data-dependent size: with integer index
