@@ -90,6 +90,31 @@ def test_grouped_mm_in_float32_compiles():
     assert _count("graph", "eager_graph") == 0
 
 
+def test_as_strided_runs_in_the_program_when_its_source_is_dense():
+    # AOTAutograd regenerates views with as_strided (Swin's pooling does), and their
+    # backward scatters with as_strided_scatter: both by storage geometry.
+    def f(x):
+        windows = x.as_strided((3, 2, 2), (2, 4, 1), 1)
+        return (windows * windows).sum(0)
+
+    x = torch.randn(4, 4)
+    xt, xc = x.to(TPU).requires_grad_(), x.clone().requires_grad_()
+    out = torch.compile(f, backend="tpu")(xt)
+    out.sum().backward()
+    f(xc).sum().backward()
+    assert_same(out, f(x))
+    assert_same(xt.grad, xc.grad)
+    assert _count("graph", "eager_graph") == 0
+
+    # A source that is not its own dense storage (a transpose): the graph runs eagerly,
+    # with CPU's result.
+    def g(x):
+        return x.t().as_strided((2, 2), (1, 4), 2) * 2
+
+    assert_same(torch.compile(g, backend="tpu")(x.to(TPU)), g(x))
+    assert _count("graph", "eager_graph") >= 1
+
+
 def test_inference_graph_writes_its_inputs():
     # An optimizer step's shape: inputs updated in place under no_grad, inside the program.
     def step(p, m, g):

@@ -24,6 +24,7 @@ from ..debug import counters as metrics
 from ..ops import random as rng
 from ..ops.dtypes import to_jax_dtype
 from ..ops.registry import LOWERINGS
+from ..ops.views import gather_view
 from ..runtime.transfer import to_device
 from ..tensor import TpuTensor, read, wrap, write
 
@@ -78,6 +79,10 @@ def check(gm: fx.GraphModule) -> None:
             if node.args[0].op != "placeholder":
                 raise Unlowerable(f"{t} into an intermediate")
             continue
+        if t in _STORAGE_VIEWS:
+            if not _is_own_storage(node.args[0]):
+                raise Unlowerable(f"{t} of a tensor that is not its own dense storage")
+            continue
         if isinstance(t, torch._ops.OpOverload):
             rule = LOWERINGS.get(t)
             if rule is None:
@@ -94,6 +99,23 @@ def _stays_on_device(node: fx.Node) -> bool:
     _conform does. A copy off the device runs eagerly."""
     out = node.meta.get("val")
     return isinstance(out, torch.Tensor) and out.device.type == "tpu"
+
+
+# Views and scatters by storage geometry (AOTAutograd regenerates views of a base with them):
+# inside a program a value is a dense array, which is its storage only if PyTorch's meta says
+# the tensor is contiguous from offset 0. Otherwise the graph runs eagerly.
+_STORAGE_VIEWS = {aten.as_strided.default, aten.as_strided_scatter.default}
+
+
+def _is_own_storage(node) -> bool:
+    val = node.meta.get("val") if isinstance(node, fx.Node) else None
+    return (isinstance(val, torch.Tensor) and val.storage_offset() == 0
+            and val.is_contiguous())
+
+
+def _as_strided(x, size, stride, storage_offset=None):
+    geometry = (tuple(size), tuple(stride), storage_offset or 0)
+    return gather_view.jitted(x, geometry)
 
 
 # Eager only because a bool mask's selection has a data-dependent size: with integer index
@@ -177,6 +199,8 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None) -> 
                 env[node] = _SYM_QUERIES[t](*args, **kwargs)
             elif t is aten._to_copy.default:
                 env[node] = _conform(node, args[0])  # on the device: only its dtype changes
+            elif t is aten.as_strided.default:
+                env[node] = _conform(node, _as_strided(*args, **kwargs))
             elif t is aten.copy_.default:  # its functional form's rule, into the input
                 value = LOWERINGS[aten.copy.default].fn(*args, **kwargs)
                 env[node] = env[node.args[0]] = value  # later reads see the new value
