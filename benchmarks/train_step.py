@@ -100,7 +100,9 @@ def run_row(row: str, steps: int) -> dict | None:
 
 
 def _child(row: str, steps: int, cache_dir: str) -> dict | None:
+    # Inductor's own cache too, so its first step is a cold one as ours are.
     env = dict(os.environ, TORCHTPU_CACHE_DIR=cache_dir,
+               TORCHINDUCTOR_CACHE_DIR=os.path.join(cache_dir, "inductor"),
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     out = subprocess.run(
         [sys.executable, __file__, "--child", row, "--steps", str(steps)],
