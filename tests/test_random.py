@@ -27,6 +27,34 @@ def test_manual_seed_reproduces_every_random_op():
     assert not torch.equal(a[0].cpu(), torch.rand(5, device="tpu").cpu())
 
 
+def _draw_with(g):
+    x = torch.ones(6, device="tpu")
+    return [torch.rand(5, generator=g, device="tpu"), torch.randn(5, generator=g, device="tpu"),
+            torch.randint(0, 100, (5,), generator=g, device="tpu"),
+            torch.randperm(7, generator=g, device="tpu"), torch.bernoulli(x / 2, generator=g),
+            torch.empty(5, device="tpu").exponential_(generator=g),
+            torch.multinomial(x, 3, generator=g)]
+
+
+def test_a_generator_reproduces_its_draws_and_leaves_the_default_stream_alone():
+    # torch.Generator(device="tpu") needs C++ hooks PyTorch gives no Python backend, so a
+    # CPU generator is what a tpu op is handed; it was ignored before.
+    g = torch.Generator().manual_seed(7)
+    torch.manual_seed(0)
+    a = _draw_with(g)
+    after_a = torch.rand(3, device="tpu")
+    g.manual_seed(7)
+    torch.manual_seed(0)
+    b = _draw_with(g)
+    for x, y in zip(a, b, strict=True):
+        assert torch.equal(x.cpu(), y.cpu())
+    # The default stream's first draw after seed 0, both times: g's draws took none of it.
+    torch.manual_seed(0)
+    assert torch.equal(after_a.cpu(), torch.rand(3, device="tpu").cpu())
+    g.manual_seed(8)
+    assert not torch.equal(a[0].cpu(), torch.rand(5, generator=g, device="tpu").cpu())
+
+
 def test_rng_state_round_trip():
     torch.manual_seed(5)
     state = torch.tpu.get_rng_state()

@@ -37,5 +37,5 @@ def _rrelu_eval(x, noise, lower, upper):
 def _rrelu_with_noise_functional(self, noise, lower=0.125, upper=1 / 3, training=False,
                                  generator=None):
     if training:
-        return _rrelu_train(*_next(), self, lower, upper)
+        return _rrelu_train(*_next(generator), self, lower, upper)
     return _rrelu_eval(self, noise, lower, upper)

@@ -46,14 +46,29 @@ def set_state(state: torch.Tensor) -> None:
     _Stream.seed, _Stream.counter = (int(v) for v in state.tolist())
 
 
-def _next():
+def _next(generator: torch.Generator | None = None):
     t = _Stream.traced
+    if generator is not None and t is None:
+        return _from_generator(generator)
     if t is not None:
         t[2] += 1
         return t[0], t[1] + jnp.uint32(t[2])
     # Plain ints: traced as scalars, so a new draw never recompiles and costs no transfer.
     _Stream.counter += 1
     return _Stream.seed & 0xFFFFFFFF, _Stream.counter & 0xFFFFFFFF
+
+
+def _from_generator(generator: torch.Generator) -> tuple[int, int]:
+    """A draw keyed by the caller's generator: two words from its stream, so reseeding it
+    repeats the draw, and the default stream is left alone. PyTorch cannot make a generator
+    for a Python backend's device (torch.Generator(device='tpu') needs C++ hooks), so a CPU
+    generator is what a tpu op can be handed; the values are tpu's, not CPU's."""
+    if generator.device.type != "cpu":
+        raise RuntimeError("Expected a 'cpu' device type for generator (the generator a tpu "
+                           f"op accepts) but found '{generator.device.type}'")
+    seed, counter = torch.randint(0, 2 ** 32, (2,), generator=generator, dtype=torch.int64,
+                                  device="cpu").tolist()
+    return seed, counter
 
 
 def stream_inputs() -> tuple:
@@ -167,7 +182,7 @@ def _uniform(self, from_=0.0, to=1.0, *, generator=None):
     if _number(from_) and _number(to):
         _check(from_ <= to, "uniform_ expects to return a [from, to) range, but found "
                f"from={_fmt(from_)} > to={_fmt(to)}")
-    return _uniform_jit(*_next(), self.shape, self.dtype, from_, to)
+    return _uniform_jit(*_next(generator), self.shape, self.dtype, from_, to)
 
 
 def _fmt(x) -> str:
@@ -179,7 +194,7 @@ def _fmt(x) -> str:
 def _normal(self, mean=0.0, std=1.0, *, generator=None):
     if _number(std):
         _check(std >= 0.0, f"normal expects std >= 0.0, but found std {_fmt(std)}")
-    return _normal_jit(*_next(), self.shape, self.dtype, mean, std)
+    return _normal_jit(*_next(generator), self.shape, self.dtype, mean, std)
 
 
 @lowering(aten.normal.Tensor_float, aten.normal.float_Tensor, aten.normal.Tensor_Tensor,
@@ -187,7 +202,7 @@ def _normal(self, mean=0.0, std=1.0, *, generator=None):
 def _normal_tensors(mean, std=1.0, *, generator=None):
     if _number(std):
         _check(std >= 0.0, f"normal expects std >= 0.0, but found std {_fmt(std)}")
-    return _normal_like_jit(*_next(), mean, std)
+    return _normal_like_jit(*_next(generator), mean, std)
 
 
 @lowering(aten.random, eager=True, records=True)
@@ -202,12 +217,12 @@ def _random(self, from_=None, to=None, *, generator=None):
             to = 2 ** jnp.finfo(self.dtype).nmant + 1
         else:
             to = int(jnp.iinfo(self.dtype).max) + 1
-    return _randint_jit(*_next(), self.shape, self.dtype, from_, to)
+    return _randint_jit(*_next(generator), self.shape, self.dtype, from_, to)
 
 
 @lowering(aten.bernoulli.default, eager=True, records=True)
 def _bernoulli(self, *, generator=None):
-    return _bernoulli_jit(*_next(), self.shape, self.dtype, self)
+    return _bernoulli_jit(*_next(generator), self.shape, self.dtype, self)
 
 
 # p's default (0.5) matters: PyTorch leaves a default-valued argument out of the call.
@@ -215,7 +230,7 @@ def _bernoulli(self, *, generator=None):
 def _bernoulli_p(self, p=0.5, *, generator=None):
     if _number(p):
         _check(0 <= p <= 1, f"bernoulli_ expects p to be in [0, 1], but got p={_fmt(p)}")
-    return _bernoulli_jit(*_next(), self.shape, self.dtype, p)
+    return _bernoulli_jit(*_next(generator), self.shape, self.dtype, p)
 
 
 @lowering(aten.native_dropout, eager=True, records=True)
@@ -237,7 +252,7 @@ def _native_dropout_backward(grad_output, mask, scale):
 
 @lowering(aten.randperm.default, aten.randperm.generator, eager=True, records=True)
 def _randperm(n, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None):
-    return _permutation_jit(*_next(), n, np.dtype(jnp.int64) if dtype is None
+    return _permutation_jit(*_next(generator), n, np.dtype(jnp.int64) if dtype is None
                             else to_jax_dtype(dtype))
 
 
@@ -254,7 +269,7 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
     _check(replacement or num_samples <= self.shape[-1],
            "cannot sample n_sample > prob_dist.size(-1) samples without replacement")
     _check(self.shape[-1] <= 2 ** 24, "number of categories cannot exceed 2^24")
-    seed, counter = _next()
+    seed, counter = _next(generator)
     logits = jnp.log(self.astype(jnp.float32))
     key = _key(jnp.asarray(seed), jnp.asarray(counter))
     if replacement:
@@ -269,14 +284,14 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
 def _exponential(self, lambd=1.0, *, generator=None):
     if _number(lambd):
         _check(lambd > 0.0, f"exponential_ expects lambda > 0.0, but found lambda={_fmt(lambd)}")
-    return _exponential_jit(*_next(), self.dtype, self, lambd)
+    return _exponential_jit(*_next(generator), self.dtype, self, lambd)
 
 
 @lowering(aten.geometric, eager=True, records=True)
 def _geometric(self, p, *, generator=None):
     if _number(p):
         _check(0 < p < 1, f"geometric_ expects p to be in (0, 1), but got p={_fmt(p)}")
-    return _geometric_jit(*_next(), self.dtype, self, p)
+    return _geometric_jit(*_next(generator), self.dtype, self, p)
 
 
 def _like(self, dtype):
@@ -287,13 +302,13 @@ def _like(self, dtype):
 @lowering(aten.rand_like, eager=True, records=True)
 def _rand_like(self, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None,
                memory_format=None):
-    return _uniform(_like(self, dtype))
+    return _uniform(_like(self, dtype), generator=generator)
 
 
 @lowering(aten.randn_like, eager=True, records=True)
 def _randn_like(self, *, generator=None, dtype=None, layout=None, device=None,
                 pin_memory=None, memory_format=None):
-    return _normal(_like(self, dtype))
+    return _normal(_like(self, dtype), generator=generator)
 
 
 @lowering(aten.randint_like.default, aten.randint_like.Tensor, aten.randint_like.low_dtype,
@@ -302,4 +317,4 @@ def _randint_like(self, low, high=None, *, generator=None, dtype=None, layout=No
                   device=None, pin_memory=None, memory_format=None):
     if high is None:
         low, high = 0, low
-    return _random(_like(self, dtype), int(low), int(high))
+    return _random(_like(self, dtype), int(low), int(high), generator=generator)
