@@ -150,8 +150,11 @@ def _nll_loss_backward(grad_output, self, target, weight, reduction, ignore_inde
     scale = jnp.broadcast_to(-g, safe.shape)
     if weight is not None:
         scale = weight[safe].astype(self.dtype) * scale
-    classes = jax.lax.broadcasted_iota(safe.dtype, (self if batched else self[None]).shape, 1)
-    hit = (classes == jnp.expand_dims(safe, 1)) & jnp.expand_dims(kept, 1)
+    # Class ids fit in int32, and int64 compares cost XLA:CPU twice the time.
+    shape = (self if batched else self[None]).shape
+    index = jnp.int32 if shape[1] < 2 ** 31 else safe.dtype
+    classes = jax.lax.broadcasted_iota(index, shape, 1)
+    hit = (classes == jnp.expand_dims(safe.astype(index), 1)) & jnp.expand_dims(kept, 1)
     out = jnp.where(hit, jnp.expand_dims(scale, 1), jnp.zeros((), self.dtype))
     return out if batched else out[0]
 
