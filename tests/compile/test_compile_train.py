@@ -53,3 +53,24 @@ def test_gpt_training_steps_match_cpu_and_second_step_compiles_nothing():
     assert counts[-1][1] <= 1
     for a, b in zip(tpu_model.parameters(), cpu_model.parameters(), strict=True):
         torch.testing.assert_close(a.detach().cpu(), b.detach(), rtol=1e-4, atol=2e-4)
+
+
+def test_optimizer_with_step_counters_on_the_host():
+    # Without capturable=True (the default) AdamW's step counters are CPU tensors the
+    # compiled optimizer graph updates in place: their new values go back to the host.
+    torch.manual_seed(0)
+    cfg = GPTConfig.tiny(vocab_size=96, block_size=32)
+    cpu_model = GPT(cfg)
+    tpu_model = copy.deepcopy(cpu_model).to(TPU)
+    cpu_opt = torch.optim.AdamW(cpu_model.parameters(), lr=1e-3)
+    tpu_opt = torch.optim.AdamW(tpu_model.parameters(), lr=1e-3)
+    cpu_step = _train_step(cpu_model, cpu_opt)
+    tpu_step = torch.compile(_train_step(tpu_model, tpu_opt), backend="tpu")
+    for _ in range(3):
+        idx, targets = torch.randint(0, 96, (4, 24)), torch.randint(0, 96, (4, 24))
+        expected = cpu_step(idx, targets).item()
+        assert abs(tpu_step(idx.to(TPU), targets.to(TPU)).item() - expected) <= 1e-4 * expected
+    state = tpu_opt.state[next(iter(tpu_model.parameters()))]
+    assert state["step"].device.type == "cpu" and state["step"].item() == 3
+    for a, b in zip(tpu_model.parameters(), cpu_model.parameters(), strict=True):
+        torch.testing.assert_close(a.detach().cpu(), b.detach(), rtol=1e-4, atol=2e-4)

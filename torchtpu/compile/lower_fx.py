@@ -25,7 +25,7 @@ from ..ops import random as rng
 from ..ops.dtypes import to_jax_dtype
 from ..ops.registry import LOWERINGS
 from ..ops.views import gather_view
-from ..runtime.transfer import to_device
+from ..runtime.transfer import to_device, to_host
 from ..tensor import TpuTensor, read, wrap, write
 
 aten = torch.ops.aten
@@ -311,10 +311,20 @@ class Program:
             rng.advance(self._draws[statics])
         if targets:  # the inputs the graph wrote: their new values are the last outputs
             for t, value in zip(targets, outs[len(outs) - len(targets):], strict=True):
-                write(t, value)
+                _write_input(t, value)
             outs = outs[:len(outs) - len(targets)]
         it = iter(outs)
         return [wrap(next(it)) if slot is None else slot[1] for slot in self._layout[statics]]
+
+
+def _write_input(t: torch.Tensor, value: jax.Array) -> None:
+    """An input's new value: a tpu tensor takes it in its storage; a CPU one (a step counter
+    of an optimizer without capturable=True) gets it copied back to the host."""
+    if isinstance(t, TpuTensor):
+        write(t, value)
+    else:
+        with torch.no_grad():
+            t.copy_(to_host(value))
 
 
 def eager_runner(gm: fx.GraphModule) -> Callable:
