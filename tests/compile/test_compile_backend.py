@@ -115,6 +115,22 @@ def test_as_strided_runs_in_the_program_when_its_source_is_dense():
     assert _count("graph", "eager_graph") >= 1
 
 
+def test_addcdiv_and_addcmul_with_a_value():
+    # Dynamo traces them (single-tensor Adam/AdamW, foreach=False) into inductor's prims.fma.
+    def f(p, a, b):
+        p.addcdiv_(a, b, value=-0.1)
+        p.addcmul_(a, b, value=0.5)
+        return p * 2
+
+    p, a, b = torch.randn(5), torch.randn(5), torch.rand(5) + 0.5
+    pt = p.to(TPU)
+    out = torch.compile(f, backend="tpu")(pt, a.to(TPU), b.to(TPU))
+    expected = f(p, a, b)
+    assert_same(out, expected)
+    assert_same(pt, p)
+    assert _count("graph", "eager_graph") == 0
+
+
 def test_inference_graph_writes_its_inputs():
     # An optimizer step's shape: inputs updated in place under no_grad, inside the program.
     def step(p, m, g):

@@ -19,10 +19,13 @@ from torch import fx
 from ..debug import counters as metrics
 from ..debug import explain
 from ..ops.decomps import DECOMPOSITIONS
+from ..ops.elementwise import register_inductor_prims
 from ..ops.registry import LOWERINGS
 from . import buckets as bucketing
 from .cache_key import graph_key
 from .lower_fx import Program, Unlowerable, eager_runner
+
+register_inductor_prims()
 
 # Compiled programs by graph key; a hit skips lowering and JAX's tracing and compiling.
 PROGRAMS: dict[str, Callable] = {}

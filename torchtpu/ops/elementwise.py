@@ -249,6 +249,24 @@ def _addcdiv(self, tensor1, tensor2, value=1):
     return _pointwise_opmath(lambda a, b, c: a + value * b / c, self, tensor1, tensor2)
 
 
+def _fma(a, b, c):
+    """a * b + c: torch._inductor's prims.fma, which Dynamo traces addcmul_/addcdiv_ with a
+    value (and add_ with a tensor alpha) into. XLA may fuse it; one rounding either way
+    is within CPU's."""
+    return _pointwise_opmath(lambda x, y, z: x * y + z, a, b, c)
+
+
+def register_inductor_prims() -> None:
+    """Rules for the prims Dynamo puts into graphs: they exist only once torch._inductor's
+    prims are imported (cheap after Dynamo), so they are registered on the first compile."""
+    from torch._inductor import inductor_prims  # noqa: F401  (defines torch.ops.prims.fma)
+
+    from .registry import LOWERINGS
+
+    if torch.ops.prims.fma.default not in LOWERINGS:
+        lowering(torch.ops.prims.fma.default)(_fma)
+
+
 @lowering(aten.nan_to_num)
 def _nan_to_num(self, nan=None, posinf=None, neginf=None):
     return jnp.nan_to_num(self, nan=0.0 if nan is None else nan, posinf=posinf, neginf=neginf)
