@@ -69,6 +69,39 @@ def test_matches_cpu_without_dropout(fused):
     assert losses["tpu"] == pytest.approx(losses["cpu"], rel=1e-4)
 
 
+def test_a_forced_loss_runs_first_and_the_rest_after_it():
+    # loss.item() after backward and the optimizer step: the ops the loss needs run as one
+    # program, the rest as a second one dispatched after it (the caller has its loss while
+    # the rest runs); both cached, the parameters those of strict mode.
+    def step(model, opt, x):
+        _, loss = model(x, x)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    models = {}
+    for mode in ("strict", "fused"):
+        with torchtpu.set_eager_mode(mode):
+            torch.manual_seed(0)
+            model = GPT(GPTConfig(vocab_size=61, block_size=16, n_layer=2, n_head=2, n_embd=32))
+            model.to("tpu")
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+            x = torch.arange(64).reshape(4, 16).remainder(61).to("tpu")
+            for _ in range(3):
+                loss = step(model, opt, x)
+                torchtpu.reset_metrics()
+                loss.item()
+                if mode == "fused":
+                    assert _programs("execute") == 2
+            assert _programs("compile") == 0  # the third step's two programs: cached
+            models[mode] = model
+    # (AdamW turns the key bias's zero gradient, rounding noise in either mode, into steps
+    # of up to ~1e-5 here: hence atol.)
+    for a, b in zip(models["fused"].parameters(), models["strict"].parameters(), strict=True):
+        torch.testing.assert_close(a.detach().cpu(), b.detach().cpu(), rtol=1e-4, atol=1e-4)
+
+
 def test_nothing_runs_until_a_sync_point(fused):
     torchtpu.reset_metrics()
     x = torch.arange(6.0, device="tpu")

@@ -173,17 +173,90 @@ def _donatable(leaves: list, outputs: list) -> tuple[int, ...]:
     return tuple(out)
 
 
-def flush() -> None:
-    """Run every recorded op as one program (compiled once per trace signature)."""
+def flush(target: Pending | None = None) -> None:
+    """Run every recorded op (each program compiled once per trace signature).
+
+    Forcing one value (``target``: ``loss.item()``) runs the ops it depends on as their own
+    program and dispatches the rest after it without waiting, so the caller has its value
+    while the rest (backward, the optimizer step) still runs and Python records on."""
     global _trace
     t = _trace
     if not t.nodes:
         return
     _trace = _Trace()
-    needed = tuple(
-        (i, j) for i, refs in enumerate(t.outs) for j, r in enumerate(refs) if r() is not None
-    )
     t.leaf_index.clear()
+    first = _ancestors(t, target.src[0]) if target is not None else None
+    if first is None or len(t.nodes) - len(first) < _MIN_TAIL:
+        _run(t)
+    else:
+        head, tail, links = _split(t, first)
+        del t
+        arrays = _run(head, links)
+        del head  # its leaf list, so the tail may donate what only it still reads
+        tail.leaves += arrays
+        tail.leaf_avals += [_aval_key(a) for a in arrays]
+        del arrays
+        _run(tail)
+    if _new_shapes:
+        program_store.save_shapes(_new_shapes)
+        _new_shapes.clear()
+
+
+# Fewer ops than this left over after a forced value are not worth a program of their own.
+_MIN_TAIL = 64
+
+
+def _ancestors(t: _Trace, node: int) -> set[int]:
+    """The nodes ``node`` depends on, itself included."""
+    seen, stack = {node}, [node]
+    while stack:
+        for w in t.nodes[stack.pop()][4]:
+            if type(w) is tuple and w[0] not in seen:
+                seen.add(w[0])
+                stack.append(w[0])
+    return seen
+
+
+def _split(t: _Trace, first: set[int]) -> tuple[_Trace, _Trace, tuple]:
+    """``t`` as two traces: the nodes in ``first`` and the rest. The rest reads the first's
+    outputs as extra leaves, appended after ``t``'s; ``links`` names them in the first."""
+    head, tail = _Trace(), _Trace()
+    head.leaves, head.leaf_avals = t.leaves, t.leaf_avals
+    tail.leaves, tail.leaf_avals = list(t.leaves), list(t.leaf_avals)
+    in_head = {}
+    for i, node in enumerate(t.nodes):
+        if i in first:
+            in_head[i] = len(head.nodes)
+            head.nodes.append(node[:4] + (tuple(w if type(w) is int else (in_head[w[0]], w[1])
+                                                for w in node[4]),))
+            head.outs.append(t.outs[i])
+    in_tail, link_leaf, links = {}, {}, []
+    for i, node in enumerate(t.nodes):
+        if i in first:
+            continue
+        wiring = []
+        for w in node[4]:
+            if type(w) is int:
+                wiring.append(w)
+            elif w[0] in first:
+                k = link_leaf.get(w)
+                if k is None:
+                    k = link_leaf[w] = len(t.leaves) + len(links)
+                    links.append((in_head[w[0]], w[1]))
+                wiring.append(k)
+            else:
+                wiring.append((in_tail[w[0]], w[1]))
+        in_tail[i] = len(tail.nodes)
+        tail.nodes.append(node[:4] + (tuple(wiring),))
+        tail.outs.append(t.outs[i])
+    return head, tail, tuple(links)
+
+
+def _run(t: _Trace, keep: tuple = ()) -> list:
+    """Run ``t`` as one program: outputs some tensor still references, and ``keep``'s
+    (returned, in order)."""
+    live = {(i, j) for i, refs in enumerate(t.outs) for j, r in enumerate(refs) if r() is not None}
+    needed = tuple(sorted(live.union(keep)))
     outputs = [t.outs[i][j]() for i, j in needed]
     donated = _donatable(t.leaves, [p for p in outputs if p is not None])
     del outputs
@@ -202,9 +275,10 @@ def flush() -> None:
         p = t.outs[i][j]()
         if p is not None:
             p.array = value
-    if _new_shapes:
-        program_store.save_shapes(_new_shapes)
-        _new_shapes.clear()
+    if not keep:
+        return []
+    at = {ij: k for k, ij in enumerate(needed)}
+    return [results[at[ij]] for ij in keep]
 
 
 def _loaded_or_traced(t: _Trace, needed: tuple, donated: tuple):

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import jax
 
 _recorder: Callable | None = None
-_flush: Callable[[], None] = lambda: None
+_flush: Callable = lambda target=None: None
 
 
 class Pending:
@@ -41,7 +41,7 @@ class Pending:
 
     def force(self) -> jax.Array:
         if self.array is None:
-            _flush()
+            _flush(self)
         return self.array
 
     def __array__(self, dtype=None, copy=None):
@@ -90,11 +90,12 @@ def executable(static_argnums=(), static_argnames=()) -> Callable[[Callable], Ex
     return lambda fn: Executable(fn, static_argnums, static_argnames)
 
 
-def set_recorder(recorder: Callable | None, flush: Callable[[], None] | None = None) -> None:
-    """Install (or with None, remove) the fused-eager recorder and its flush."""
+def set_recorder(recorder: Callable | None, flush: Callable | None = None) -> None:
+    """Install (or with None, remove) the fused-eager recorder and its flush, which takes the
+    pending value being forced (None: everything)."""
     global _recorder, _flush
     _recorder = recorder
-    _flush = flush or (lambda: None)
+    _flush = flush or (lambda target=None: None)
 
 
 def flush_pending() -> None:
