@@ -6,8 +6,11 @@ external array). Output shapes come from ``jax.eval_shape``, cached per signatur
 point (`.item()`, `.cpu()`, printing, a data-dependent shape, ``torch.tpu.synchronize()``,
 ``torchtpu.sync()``, or the trace growing past ``TORCHTPU_FUSED_MAX_OPS``) the trace becomes
 one jitted function, cached by the trace's signature, so a training loop that syncs once per
-step compiles once and then runs each step as one XLA program. Only outputs some tensor
-still references are returned; intermediates never leave the device program.
+step compiles once and then runs each step as one XLA program. When the sync point forces
+one value and much of the trace does not lead to it (``loss.item()`` after backward and the
+optimizer step), the part it needs runs first and the rest after it, without waiting.
+Only outputs some tensor still references are returned; intermediates never leave the
+device program.
 
 With the persistent cache on, programs and per-op output shapes are also kept on disk under a
 key built from what was recorded (runtime/program_store.py), so a new process running the
