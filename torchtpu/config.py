@@ -30,6 +30,10 @@ FLAGS: dict[str, Flag] = {
         Flag("eager_mode", "strict",
              "Eager executor: 'strict' (async per op), 'debug' (sync) or 'fused'."),
         Flag("fused_max_ops", 5000, "Fused eager runs what it has recorded at this many ops."),
+        Flag("fused_split", True,
+             "Fused eager: a sync point forcing one value (loss.item()) runs what that value "
+             "needs first and the rest (backward, optimizer step) after it, without waiting; "
+             "0: one program per sync point."),
         Flag("check_indices", True,
              "Strict and debug eager read index tensors (gather, scatter, indexing, "
              "embedding, nll_loss targets) to raise CPU's error for an out-of-range index; "

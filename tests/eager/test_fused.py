@@ -102,6 +102,22 @@ def test_a_forced_loss_runs_first_and_the_rest_after_it():
         torch.testing.assert_close(a.detach().cpu(), b.detach().cpu(), rtol=1e-4, atol=1e-4)
 
 
+def test_one_program_per_sync_point_without_the_split(monkeypatch):
+    monkeypatch.setenv("TORCHTPU_FUSED_SPLIT", "0")
+    with torchtpu.set_eager_mode("fused"):
+        torch.manual_seed(0)
+        model = GPT(GPTConfig(vocab_size=61, block_size=16, n_layer=2, n_head=2, n_embd=32))
+        model.to("tpu")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        x = torch.arange(64).reshape(4, 16).remainder(61).to("tpu")
+        _, loss = model(x, x)
+        loss.backward()
+        opt.step()
+        torchtpu.reset_metrics()
+        loss.item()
+        assert _programs("execute") == 1
+
+
 def test_nothing_runs_until_a_sync_point(fused):
     torchtpu.reset_metrics()
     x = torch.arange(6.0, device="tpu")

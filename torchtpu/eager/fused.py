@@ -49,6 +49,7 @@ _PROGRAMS: dict = {}
 _stored_shapes: tuple = (None, {})  # (store folder, its shapes) as last read
 _new_shapes: dict = {}  # found by tracing since the last write to the store
 _max_ops = 0
+_split_forced = True
 _donate = True
 
 
@@ -188,7 +189,7 @@ def flush(target: Pending | None = None) -> None:
         return
     _trace = _Trace()
     t.leaf_index.clear()
-    first = _ancestors(t, target.src[0]) if target is not None else None
+    first = _ancestors(t, target.src[0]) if target is not None and _split_forced else None
     if first is None or len(t.nodes) - len(first) < _MIN_TAIL:
         _run(t)
     else:
@@ -326,8 +327,9 @@ def _program_key(t: _Trace, needed: tuple, donated: tuple) -> str | None:
 
 
 def enable() -> None:
-    global _max_ops
+    global _max_ops, _split_forced
     _max_ops = int(config.get("fused_max_ops"))
+    _split_forced = bool(config.get("fused_split"))
     execute.set_recorder(record, flush)
 
 
