@@ -118,6 +118,24 @@ def test_one_program_per_sync_point_without_the_split(monkeypatch):
         assert _programs("execute") == 1
 
 
+def test_shape_inference_records_nothing(fused, monkeypatch):
+    # The first new_zeros of a signature is traced for its shapes, which runs PyTorch's meta
+    # check: with the device left as tpu, PyTorch built (and fused eager recorded) a real
+    # empty + fill. Recordings then differed between a process that traced shapes and one
+    # that loaded them from the program store.
+    from torchtpu.eager import fused as recorder
+
+    monkeypatch.setattr(recorder, "_AVALS", {})  # trace every shape here, in memory and
+    monkeypatch.setattr(recorder.program_store, "enabled", lambda: False)  # not from disk
+    x = torch.ones(3, device="tpu")
+    x.cpu()
+    y = x.new_zeros((5, 7), device="tpu")
+    z = x.new_full((2, 3), 1.5, device=x.device)
+    assert [node[0].key for node in recorder._trace.nodes] == [
+        "rule:aten.new_zeros.default", "rule:aten.new_full.default"]
+    assert y.cpu().eq(0).all() and z.cpu().eq(1.5).all()
+
+
 def test_nothing_runs_until_a_sync_point(fused):
     torchtpu.reset_metrics()
     x = torch.arange(6.0, device="tpu")

@@ -38,8 +38,12 @@ def pytorch_outputs(op, args, kwargs):
 
     Raises PyTorch's own error for invalid arguments, so users see CPU's exception and message.
     """
+    # A factory's device is meta too: a tpu device would make PyTorch build real tensors
+    # (new_zeros allocates on the device it is given), ops that fused eager would record.
+    kwargs = {k: torch.device("meta") if k == "device" and v is not None else _meta_tree(v)
+              for k, v in kwargs.items()}
     try:
-        return op(*_meta_tree(args), **{k: _meta_tree(v) for k, v in kwargs.items()})
+        return op(*_meta_tree(args), **kwargs)
     except NotImplementedError:
         return None
     except RuntimeError as e:
