@@ -300,12 +300,11 @@ def _loaded_or_traced(t: _Trace, needed: tuple, donated: tuple):
     if key is None:
         return prog
     try:
-        exported = jax.export.export(prog)(*map(_abstract, t.leaves))
+        blob = jax.export.export(prog)(*map(_abstract, t.leaves)).serialize()
     except Exception:
-        # Not exportable (a host callback, say), or the trace fails: the plain program
-        # runs, and raises the trace's own error if there is one.
+        # Not exportable (a host callback, say; flatbuffers missing), or the trace fails:
+        # the plain program runs, and raises the trace's own error if there is one.
         return prog
-    blob = exported.serialize()
     program_store.save_program(key, blob)
     # This process compiles the program a later one will load, so that one finds this
     # one's executable in the compile cache.
