@@ -227,32 +227,24 @@ def _split(t: _Trace, first: set[int]) -> tuple[_Trace, _Trace, tuple]:
     head, tail = _Trace(), _Trace()
     head.leaves, head.leaf_avals = t.leaves, t.leaf_avals
     tail.leaves, tail.leaf_avals = list(t.leaves), list(t.leaf_avals)
-    in_head = {}
+    moved, link_leaf, links = {}, {}, []  # node -> its index in its part; tail's links
     for i, node in enumerate(t.nodes):
-        if i in first:
-            in_head[i] = len(head.nodes)
-            head.nodes.append(node[:4] + (tuple(w if type(w) is int else (in_head[w[0]], w[1])
-                                                for w in node[4]),))
-            head.outs.append(t.outs[i])
-    in_tail, link_leaf, links = {}, {}, []
-    for i, node in enumerate(t.nodes):
-        if i in first:
-            continue
+        part = head if i in first else tail
         wiring = []
         for w in node[4]:
             if type(w) is int:
                 wiring.append(w)
-            elif w[0] in first:
+            elif part is tail and w[0] in first:  # a head output: one more tail leaf
                 k = link_leaf.get(w)
                 if k is None:
                     k = link_leaf[w] = len(t.leaves) + len(links)
-                    links.append((in_head[w[0]], w[1]))
+                    links.append((moved[w[0]], w[1]))
                 wiring.append(k)
             else:
-                wiring.append((in_tail[w[0]], w[1]))
-        in_tail[i] = len(tail.nodes)
-        tail.nodes.append(node[:4] + (tuple(wiring),))
-        tail.outs.append(t.outs[i])
+                wiring.append((moved[w[0]], w[1]))
+        moved[i] = len(part.nodes)
+        part.nodes.append(node[:4] + (tuple(wiring),))
+        part.outs.append(t.outs[i])
     return head, tail, tuple(links)
 
 

@@ -103,9 +103,10 @@ def compile_rule(rule: Lowering) -> Executable:
         i for i, a in enumerate(schema.arguments) if not a.kwarg_only and not _is_dynamic(a, rule)
     )
     names = tuple(a.name for a in schema.arguments if a.kwarg_only and not _is_dynamic(a, rule))
+    key = f"rule:{rule.op}"  # fused eager's program store names it so
     if rule.eager:
-        exe = Executable(rule.fn, nums, names, jit=False, key=f"rule:{rule.op}")
+        exe = Executable(rule.fn, nums, names, jit=False, key=key)
     else:
-        exe = Executable(traced(rule), nums, names, key=f"rule:{rule.op}")
+        exe = Executable(traced(rule), nums, names, key=key)
     _COMPILED[rule.op] = exe
     return exe

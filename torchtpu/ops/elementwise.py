@@ -13,7 +13,7 @@ import torch
 from jax import lax
 
 from .dtypes import LOW_PRECISION, float_of, promote, result_type, scalar_type_name
-from .registry import lowering
+from .registry import LOWERINGS, lowering
 
 aten = torch.ops.aten
 
@@ -260,8 +260,6 @@ def register_inductor_prims() -> None:
     """Rules for the prims Dynamo puts into graphs: they exist only once torch._inductor's
     prims are imported (cheap after Dynamo), so they are registered on the first compile."""
     from torch._inductor import inductor_prims  # noqa: F401  (defines torch.ops.prims.fma)
-
-    from .registry import LOWERINGS
 
     if torch.ops.prims.fma.default not in LOWERINGS:
         lowering(torch.ops.prims.fma.default)(_fma)
