@@ -69,27 +69,34 @@ def test_matches_cpu_without_dropout(fused):
     assert losses["tpu"] == pytest.approx(losses["cpu"], rel=1e-4)
 
 
-def test_a_forced_loss_runs_first_and_the_rest_after_it():
-    # loss.item() after backward and the optimizer step: the ops the loss needs run as one
-    # program, the rest as a second one dispatched after it (the caller has its loss while
-    # the rest runs); both cached, the parameters those of strict mode.
-    def step(model, opt, x):
+def _gpt_step_recorder():
+    """A tiny GPT on tpu and a function recording one training step (returns its loss)."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=61, block_size=16, n_layer=2, n_head=2, n_embd=32))
+    model.to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    x = torch.arange(64).reshape(4, 16).remainder(61).to("tpu")
+
+    def step():
         _, loss = model(x, x)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         return loss
 
+    return model, step
+
+
+def test_a_forced_loss_runs_first_and_the_rest_after_it():
+    # loss.item() after backward and the optimizer step: the ops the loss needs run as one
+    # program, the rest as a second one dispatched after it (the caller has its loss while
+    # the rest runs); both cached, the parameters those of strict mode.
     models = {}
     for mode in ("strict", "fused"):
         with torchtpu.set_eager_mode(mode):
-            torch.manual_seed(0)
-            model = GPT(GPTConfig(vocab_size=61, block_size=16, n_layer=2, n_head=2, n_embd=32))
-            model.to("tpu")
-            opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-            x = torch.arange(64).reshape(4, 16).remainder(61).to("tpu")
+            model, step = _gpt_step_recorder()
             for _ in range(3):
-                loss = step(model, opt, x)
+                loss = step()
                 torchtpu.reset_metrics()
                 loss.item()
                 if mode == "fused":
@@ -105,14 +112,8 @@ def test_a_forced_loss_runs_first_and_the_rest_after_it():
 def test_one_program_per_sync_point_without_the_split(monkeypatch):
     monkeypatch.setenv("TORCHTPU_FUSED_SPLIT", "0")
     with torchtpu.set_eager_mode("fused"):
-        torch.manual_seed(0)
-        model = GPT(GPTConfig(vocab_size=61, block_size=16, n_layer=2, n_head=2, n_embd=32))
-        model.to("tpu")
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-        x = torch.arange(64).reshape(4, 16).remainder(61).to("tpu")
-        _, loss = model(x, x)
-        loss.backward()
-        opt.step()
+        _, step = _gpt_step_recorder()
+        loss = step()
         torchtpu.reset_metrics()
         loss.item()
         assert _programs("execute") == 1
