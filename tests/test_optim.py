@@ -52,6 +52,26 @@ def test_optimizer_matches_cpu(name, path):
     assert_same(tpu, cpu, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("name", ["adam", "adamw_amsgrad", "sgd"])
+def test_complex_parameters_match_cpu(name, path):
+    # Adam and AdamW update a complex parameter through torch.view_as_real(param).
+    def train(device):
+        p = torch.nn.Parameter(torch.randn(4, 3, dtype=torch.complex64,
+                                           generator=torch.Generator().manual_seed(0)).to(device))
+        opt = OPTIMS[name]([p], PATHS[path])
+        for _ in range(3):
+            loss = (p * p.conj()).real.sum() + p.abs().pow(3).sum()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+        return p.detach()
+
+    if path == "fused":
+        pytest.skip("PyTorch: fused optimizers take floating point parameters only")
+    assert_same(train("tpu"), train("cpu"), rtol=1e-5, atol=1e-6)
+
+
 def test_optimizer_state_lives_on_tpu():
     p = torch.nn.Parameter(torch.ones(3, device="tpu"))
     opt = torch.optim.Adam([p], lr=0.1)

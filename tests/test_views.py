@@ -207,3 +207,32 @@ def test_dtype_views_of_the_same_size_alias_their_base():
     bt.view(torch.int16).bitwise_xor_(1)
     b.view(torch.int16).bitwise_xor_(1)
     assert torch.equal(bt.cpu(), b)
+
+
+def test_views_of_another_element_size_alias_their_base():
+    # view_as_real / view_as_complex and x.view(dtype) of another size read and write the
+    # base's bytes (torch.optim updates a complex parameter through view_as_real).
+    def run(device):
+        z = torch.arange(12, dtype=torch.float32).view(6, 2).to(device)
+        c = torch.view_as_complex(z)
+        r = torch.view_as_real(c[1:4])
+        r[:, 1].mul_(-2)
+        c[5] = 7 + 8j
+        b = z.view(torch.uint8)
+        b[0, 0:4] = 0
+        h = z[3].view(torch.float16)
+        h[1] = 1.5
+        w = z.view(torch.int64)
+        w[4].add_(1)
+        return z, c, torch.view_as_real(c), b[2], h, w
+
+    assert_same(run("tpu"), run("cpu"))
+
+
+def test_a_bool_view_writes_only_its_bytes():
+    def run(device):
+        x = torch.tensor([0, 1, 2, 3], dtype=torch.uint8).to(device)
+        x.view(torch.bool)[0] = True
+        return x
+
+    assert_same(run("tpu"), run("cpu"))

@@ -14,7 +14,7 @@ import jax
 import torch
 
 from .ops.dtypes import JAX_TO_TORCH
-from .ops.views import bitcast, gather_view, scatter_view
+from .ops.views import gather_as, gather_view, scatter_as, scatter_view
 from .runtime import memory
 
 # PyTorch's autograd engine asserts on a device without an index: always 'tpu:0'.
@@ -54,7 +54,7 @@ class TpuTensor(torch.Tensor):
 
     # No __slots__: torch.utils.swap_tensors (model.to keeping Parameters) needs __dict__.
 
-    # A view reading its storage's bits as another dtype of the same size (x.view(torch.int32)):
+    # A view reading its storage's bytes as another dtype (x.view(torch.int32), view_as_real):
     # that dtype, else None.
     _bitcast = None
 
@@ -128,7 +128,8 @@ def wrap(value: jax.Array) -> TpuTensor:
 
 def make_view(storage: Storage, value, size, stride, offset: int) -> TpuTensor:
     """A tensor aliasing ``storage`` with PyTorch geometry (size, stride, offset); a
-    ``value`` of another dtype than the storage's reads the storage's bits as that dtype."""
+    ``value`` of another dtype than the storage's reads the storage's bytes as that dtype,
+    and its geometry counts elements of that dtype."""
     size, stride = tuple(size), tuple(stride)
     t = _make(
         TpuTensor, size, stride, offset, dtype=JAX_TO_TORCH[value.dtype], device=DEVICE
@@ -153,8 +154,8 @@ def read(t: TpuTensor) -> jax.Array:
         return t._storage.value
     s = t._storage
     if t._cache_version != s.version:
-        value = gather_view(s.value, t._geometry)
-        t._cache = value if t._bitcast is None else bitcast(value, t._bitcast)
+        t._cache = (gather_view(s.value, t._geometry) if t._bitcast is None
+                    else gather_as(s.value, t._bitcast, t._geometry))
         t._cache_version = s.version
     return t._cache
 
@@ -165,8 +166,8 @@ def write(t: TpuTensor, value: jax.Array) -> None:
     if t._direct:
         s.value = value
     else:
-        bits = value if t._bitcast is None else bitcast(value, s.value.dtype)
-        s.value = scatter_view(s.value, bits, t._geometry)
+        s.value = (scatter_view(s.value, value, t._geometry) if t._bitcast is None
+                   else scatter_as(s.value, value, t._geometry))
         t._cache = value
     s.version += 1
     if not t._direct:

@@ -11,7 +11,6 @@ import math
 
 import torch
 
-from ..ops.dtypes import to_jax_dtype
 from ..ops.registry import LOWERINGS
 from ..ops.views import gather_view, grow_storage, memory_order
 from ..tensor import Storage, TpuTensor, contiguous_strides, make_view, wrap
@@ -21,7 +20,8 @@ from .values import call_unwrapped
 
 def _meta_base(t: TpuTensor) -> torch.Tensor:
     storage = t._storage.value
-    meta = torch.empty(storage.size, dtype=t.dtype, device="meta")
+    numel = storage.size * storage.dtype.itemsize // t.element_size()  # in t's dtype
+    meta = torch.empty(numel, dtype=t.dtype, device="meta")
     return meta.as_strided(t.shape, t.stride(), t.storage_offset())
 
 
@@ -49,29 +49,16 @@ def handler(func):
         else:
             value = [gather_view(storage.value, _geometry(m)) for m in meta]
         if isinstance(meta, torch.Tensor):
-            if (not _bits_alias(meta, storage) or not torch._C._is_alias_of(meta, meta_base)
+            if (not torch._C._is_alias_of(meta, meta_base)
                     or meta.is_conj() != meta_base.is_conj()
                     or meta.is_neg() != meta_base.is_neg()):
-                # A view that reinterprets its storage as a dtype of another size
-                # (view_as_real) or sets the conj/neg bit (_conj, _neg_view) is a copy here,
-                # as is what an aliasing-if-possible op returned as a copy.
+                # A view that sets the conj/neg bit (_conj, _neg_view) is a copy here, as is
+                # what an aliasing-if-possible op returned as a copy.
                 return wrap(value)
             return make_view(storage, value, *_geometry(meta))
         return [make_view(storage, v, *_geometry(m)) for v, m in zip(value, meta, strict=True)]
 
     return view
-
-
-def _bits_alias(meta: torch.Tensor, storage: Storage) -> bool:
-    """Whether a view of this dtype can alias the storage: the same dtype, or one of the same
-    size whose bits it reads (x.view(torch.int32) of float32; not bool, not complex)."""
-    have = storage.value.dtype
-    want = to_jax_dtype(meta.dtype)
-    if want == have:
-        return True
-    plain = not (meta.dtype.is_complex or meta.dtype == torch.bool
-                 or have.kind in "cb")
-    return plain and want.itemsize == have.itemsize
 
 
 def _geometry(m: torch.Tensor) -> tuple:

@@ -59,10 +59,55 @@ def scatter_view(base: jax.Array, value: jax.Array, geometry) -> jax.Array:
     return flat.reshape(base.shape)
 
 
-@executable(static_argnums=(1,))
-def bitcast(value: jax.Array, dtype) -> jax.Array:
-    """``value``'s bits read as ``dtype`` (of the same size)."""
-    return lax.bitcast_convert_type(value, dtype)
+def reinterpret(flat: jax.Array, dtype) -> jax.Array:
+    """A 1-D array's bytes (little-endian, as PyTorch's CPU storage) read as a 1-D array of
+    ``dtype``.
+
+    Only same-width bitcasts: XLA's simplifier merges a chain of width-changing bitcasts into
+    one invalid instruction (f32 -> u8[n,4] -> f32 -> f16 fails the HLO verifier), so widths
+    change through unsigned integers and shifts.
+    """
+    src, dst = flat.dtype, jnp.dtype(dtype)
+    if src == dst:
+        return flat
+    if src.kind == "c":  # a complex number's bytes are its real part's, then its imaginary's
+        return reinterpret(jnp.stack([flat.real, flat.imag], axis=-1).reshape(-1), dst)
+    if dst.kind == "c":
+        parts = reinterpret(flat, jnp.finfo(dst).dtype).reshape(-1, 2)
+        return lax.complex(parts[:, 0], parts[:, 1])
+    if src == jnp.bool_:
+        return reinterpret(flat.astype(jnp.uint8), dst)
+    if dst == jnp.bool_:
+        return reinterpret(flat, jnp.uint8) != 0
+    if src.itemsize == dst.itemsize:
+        return lax.bitcast_convert_type(flat, dst)
+    wide, narrow = (src, dst) if src.itemsize > dst.itemsize else (dst, src)
+    k = wide.itemsize // narrow.itemsize
+    uwide, unarrow = jnp.dtype(f"uint{8 * wide.itemsize}"), jnp.dtype(f"uint{8 * narrow.itemsize}")
+    shifts = jnp.arange(k, dtype=uwide) * (8 * narrow.itemsize)  # least significant first
+    if src is wide:
+        bits = lax.bitcast_convert_type(flat, uwide)
+        return reinterpret((bits[:, None] >> shifts).astype(unarrow).reshape(-1), dst)
+    pieces = lax.bitcast_convert_type(flat, unarrow).reshape(-1, k).astype(uwide)
+    return lax.bitcast_convert_type(jnp.sum(pieces << shifts, axis=1, dtype=uwide), dst)
+
+
+@executable(static_argnums=(1, 2))
+def gather_as(base: jax.Array, dtype, geometry) -> jax.Array:
+    """What a view of ``dtype`` with this geometry sees of ``base``'s storage read as that
+    dtype (x.view(torch.int32), view_as_real, view_as_complex): its geometry counts elements
+    of ``dtype``, which may be wider or narrower than the storage's."""
+    return gather_view.jitted(reinterpret(base.reshape(-1), dtype), geometry)
+
+
+@executable(static_argnums=(2,))
+def scatter_as(base: jax.Array, value: jax.Array, geometry) -> jax.Array:
+    """``base`` with what a view of ``value``'s dtype sees (``gather_as``) replaced."""
+    # A bool view writes bytes: read as bool, the storage's other bytes would become 0 or 1.
+    unit = jnp.uint8 if value.dtype == jnp.bool_ else value.dtype
+    flat = reinterpret(base.reshape(-1), unit)
+    flat = scatter_view.jitted(flat, reinterpret(value.reshape(-1), unit), geometry)
+    return reinterpret(flat, base.dtype).reshape(base.shape)
 
 
 @executable(static_argnums=(1,))
@@ -212,5 +257,10 @@ def _view_as_complex(self):
 def _view_dtype(self, dtype):
     from .dtypes import to_jax_dtype
 
-    return lax.bitcast_convert_type(self, to_jax_dtype(dtype))
+    want = to_jax_dtype(dtype)
+    if self.ndim == 0:
+        return reinterpret(self.reshape(1), want).reshape(())
+    # the last dimension scales when the sizes differ
+    flat = reinterpret(self.reshape(-1), want)
+    return flat.reshape(*self.shape[:-1], -1)
 
