@@ -77,6 +77,26 @@ def test_conversions():
              torch.tensor([0.0, 1.7, -2.2, 3.5]))
 
 
+def test_autocast_follows_pytorchs_accelerator_policy():
+    # ATen's policy for CUDA and XPU, with bfloat16 the default dtype as on CPU and TPUs.
+    x = torch.randn(4, 5, device="tpu")
+    b, d = x.bfloat16(), x.double()
+    with torch.autocast("tpu"):
+        assert torch.get_autocast_dtype("tpu") == torch.bfloat16
+        assert (x @ x.T).dtype == torch.bfloat16
+        assert (d @ d.T).dtype == torch.float64  # float64 is never cast
+        assert b.softmax(-1).dtype == b.exp().dtype == torch.float32
+        assert torch.nn.functional.layer_norm(b, (5,)).dtype == torch.float32
+        assert b.sum().dtype == b.cumsum(0).dtype == b.norm().dtype == torch.float32
+        assert b.sum(dtype=torch.bfloat16).dtype == b.log_softmax(0, torch.bfloat16).dtype \
+            == torch.bfloat16  # a dtype the caller gives stays
+        assert torch.addcmul(x, b, b).dtype == torch.float32  # the widest input
+        assert torch.addcmul(b, b, b).dtype == torch.bfloat16
+        assert (b + b).dtype == torch.bfloat16  # everything else as is
+    with torch.autocast("tpu", dtype=torch.float16):
+        assert (x @ x.T).dtype == torch.float16
+
+
 def test_autocast_bf16_matches_cpu_autocast():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
