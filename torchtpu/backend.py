@@ -7,7 +7,7 @@ import warnings
 import torch
 from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
-from . import autocast, backward_errors, serialization
+from . import autocast, autograd_formulas, backward_errors, serialization
 from .backward_errors import take_pending_exception
 from .eager import modes, views
 from .eager.dispatch import dispatch
@@ -92,6 +92,15 @@ def _via_cpu(op):
 
     return kernel
 
+
+def _to_executor(op):
+    return lambda *args, **kwargs: dispatch(op, args, kwargs)
+
+
+# CPU computes these with kernels of its own, but they also have a CompositeImplicitAutograd
+# kernel, which PyTorch runs for a device without one: 7-11 ops, rounding after each in
+# bfloat16. With a PrivateUse1 kernel their rules run, as CPU's kernels do.
+_FUSED_ON_CPU = ("silu_backward", "mish_backward")
 
 # Small index and window factories: cheaper built once on the host than compiled.
 _HOST_FACTORIES = ("tril_indices", "triu_indices", "hann_window", "hamming_window",
@@ -190,7 +199,10 @@ def register() -> None:
             if overload != "out":
                 qualified = name if overload == "default" else f"{name}.{overload}"
                 _lib.impl(qualified, _via_cpu(getattr(packet, overload)), "PrivateUse1")
+    for name in _FUSED_ON_CPU:
+        _lib.impl(name, _to_executor(getattr(aten, name).default), "PrivateUse1")
     _autocast_lib = autocast.register(_lib)
+    autograd_formulas.register(_lib)
     _enable_multi_tensor_paths()
     serialization.install()
     backward_errors.install()

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from jax import lax
 
-from .dtypes import LOW_PRECISION, check_with_meta, lowest
+from .dtypes import LOW_PRECISION, check_with_meta, lowest, upcast
 from .linalg import _PRECISION
 from .registry import lowering
 
@@ -215,7 +215,7 @@ def _avg_pool_rule(self, kernel_size, stride=(), padding=(0,), ceil_mode=False,
                    count_include_pad=True, divisor_override=None):
     nd = 3 if len(kernel_size) == 3 else 2
     # bfloat16/float16 sum and divide in float32, rounding once, as on CPU.
-    out = _avg_pool(_opmath(self), kernel_size, stride, padding, ceil_mode, count_include_pad,
+    out = _avg_pool(upcast(self), kernel_size, stride, padding, ceil_mode, count_include_pad,
                     divisor_override, nd)
     return out.astype(self.dtype)
 
@@ -246,7 +246,7 @@ def _adaptive_avg(x, output_size):
 @lowering(aten._adaptive_avg_pool2d, aten._adaptive_avg_pool3d)
 def _adaptive_avg_pool(self, output_size):
     # One dimension at a time: bfloat16 stays float32 in between and rounds once, as on CPU.
-    return _adaptive_avg(_opmath(self), tuple(output_size)).astype(self.dtype)
+    return _adaptive_avg(upcast(self), tuple(output_size)).astype(self.dtype)
 
 
 def _adaptive_avg_pool_backward(grad_output, self, spatial: int):
@@ -268,13 +268,10 @@ def _adaptive_avg_pool3d_backward(grad_output, self):
 
 def _bn_stats(x):
     axes = (0,) + tuple(range(2, x.ndim))
-    xf = _opmath(x)
+    xf = upcast(x)
     return axes, xf, jnp.mean(xf, axis=axes), jnp.var(xf, axis=axes)
 
 
-def _opmath(x):
-    """bfloat16/float16 computed in float32, as PyTorch's CPU kernels do."""
-    return x if x is None or x.dtype not in LOW_PRECISION else x.astype(jnp.float32)
 
 
 def _bn_apply(x, xf, mean, invstd, weight, bias):
@@ -302,10 +299,10 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
     then invstd from those, and the input normalised with the stored values. Outside
     training the saved statistics are empty, as on CPU."""
     stats = _bn_stats_dtype(input, weight, bias, running_mean, running_var)
-    xf = _opmath(input)
+    xf = upcast(input)
     if not training:
-        invstd = lax.rsqrt(_opmath(running_var) + eps)
-        out = _bn_apply(input, xf, _opmath(running_mean), invstd, weight, bias)
+        invstd = lax.rsqrt(upcast(running_var) + eps)
+        out = _bn_apply(input, xf, upcast(running_mean), invstd, weight, bias)
         empty = jnp.zeros((0,), stats)
         return out, empty, empty, running_mean, running_var
     axes = (0,) + tuple(range(2, input.ndim))
@@ -313,15 +310,15 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
     mean = jnp.mean(xf, axis=axes, keepdims=True)
     var_sum = jnp.sum(jnp.square(xf - mean), axis=axes).astype(stats)
     mean = mean.reshape(-1).astype(stats)
-    invstd = lax.rsqrt(_opmath(var_sum) / n + eps).astype(stats)
-    out = _bn_apply(input, xf, _opmath(mean), _opmath(invstd), weight, bias)
+    invstd = lax.rsqrt(upcast(var_sum) / n + eps).astype(stats)
+    out = _bn_apply(input, xf, upcast(mean), upcast(invstd), weight, bias)
     new_rm = new_rv = None
     if running_mean is not None:
-        new_rm = ((1 - momentum) * _opmath(running_mean) + momentum * _opmath(mean)).astype(
+        new_rm = ((1 - momentum) * upcast(running_mean) + momentum * upcast(mean)).astype(
             running_mean.dtype)
     if running_var is not None:
-        unbiased = _opmath(var_sum) / (n - 1) if n > 1 else jnp.full(var_sum.shape, jnp.nan)
-        new_rv = ((1 - momentum) * _opmath(running_var) + momentum * unbiased).astype(
+        unbiased = upcast(var_sum) / (n - 1) if n > 1 else jnp.full(var_sum.shape, jnp.nan)
+        new_rv = ((1 - momentum) * upcast(running_var) + momentum * unbiased).astype(
             running_var.dtype)
     return out, mean, invstd, new_rm, new_rv
 

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from jax import lax
 
-from .dtypes import LOW_PRECISION, float_of, promote, result_type, scalar_type_name
+from .dtypes import LOW_PRECISION, float_of, opmath, promote, result_type, scalar_type_name
 from .registry import LOWERINGS, lowering
 
 aten = torch.ops.aten
@@ -25,7 +25,7 @@ def _unary(op, fn):
 
 def _unary_float(op, fn):
     """Integers and bools compute in the default float dtype (sin, exp, sqrt...)."""
-    lowering(op)(lambda self: fn(float_of(self)))
+    lowering(op)(opmath(lambda self: fn(float_of(self))))
 
 
 def _binary(op, fn):
@@ -47,6 +47,7 @@ def _compare(op, fn):
 
 
 def _binary_float(op, fn):
+    @opmath
     def rule(self, other):
         a, b = promote(self, other)
         return fn(float_of(a), float_of(b))
@@ -90,7 +91,7 @@ for _op, _fn in [
     _unary_float(_op, _fn)
 
 for _op, _fn in [
-    (aten.mul, jnp.multiply), (aten.maximum, jnp.maximum), (aten.minimum, jnp.minimum),
+    (aten.maximum, jnp.maximum), (aten.minimum, jnp.minimum),
     (aten.fmax, jnp.fmax), (aten.fmin, jnp.fmin), (aten.fmod, jnp.fmod),
     (aten.remainder, jnp.remainder), (aten.bitwise_and, jnp.bitwise_and),
     (aten.bitwise_or, jnp.bitwise_or), (aten.bitwise_xor, jnp.bitwise_xor),
@@ -131,25 +132,42 @@ def _is_one(alpha) -> bool:
     return isinstance(alpha, int) and alpha == 1
 
 
+def _plus_scaled(a, b, alpha, sign=1):
+    """a + sign * alpha * b. CPU rounds alpha to a bfloat16/float16 tensor's dtype and the
+    sum once (XLA would round the product too)."""
+    if _is_one(alpha):
+        return a + b if sign > 0 else a - b
+    if a.dtype in LOW_PRECISION and b.dtype == a.dtype:
+        scale = jnp.asarray(sign * alpha, a.dtype).astype(jnp.float32)
+        return (a.astype(jnp.float32) + scale * b.astype(jnp.float32)).astype(a.dtype)
+    return a + b * alpha if sign > 0 else a - b * alpha
+
+
 @lowering(aten.add)
 def _add(self, other, alpha=1):
     a, b = promote(self, other)
-    return a + b if _is_one(alpha) else a + b * alpha
+    return _plus_scaled(a, b, alpha)
 
 
 @lowering(aten.sub)
 def _sub(self, other, alpha=1):
     a, b = promote(self, other)
-    return a - b if _is_one(alpha) else a - b * alpha
+    return _plus_scaled(a, b, alpha, -1)
 
 
 @lowering(aten.rsub)
 def _rsub(self, other, alpha=1):
     a, b = promote(self, other)
-    return b - a if _is_one(alpha) else b - a * alpha
+    return _plus_scaled(b, a, alpha, -1)
+
+
+# CPU multiplies a bfloat16/float16 tensor by a number at float32's precision (x * 0.1);
+# an added number it rounds to the tensor's dtype first, as promote does.
+lowering(aten.mul)(opmath(lambda self, other: jnp.multiply(*promote(self, other))))
 
 
 @lowering(aten.div, static=("rounding_mode",))
+@opmath
 def _div(self, other, rounding_mode=None):
     a, b = promote(self, other)
     if rounding_mode is None:
@@ -168,6 +186,7 @@ def _floor_divide(self, other):
 
 
 @lowering(aten.pow)
+@opmath
 def _pow(self, exponent):
     a, b = promote(self, exponent)
     if not jnp.issubdtype(a.dtype, jnp.integer):
@@ -187,6 +206,7 @@ def _round(self):
 
 
 @lowering(aten.round.decimals)
+@opmath
 def _round_decimals(self, *, decimals=0):
     return jnp.round(self, decimals)
 
@@ -224,36 +244,33 @@ def _masked_fill(self, mask, value):
 
 
 @lowering(aten.lerp)
+@opmath
 def _lerp(self, end, weight):
     a, b, w = promote(self, end, weight)
     return a + w * (b - a)
 
 
-def _pointwise_opmath(fn, *operands):
-    """``fn`` of the promoted operands, bfloat16/float16 computed in float32 and rounded once,
-    as CPU's pointwise kernels (addcmul, addcdiv) do."""
-    xs = promote(*operands)
-    dt = xs[0].dtype
-    if dt in LOW_PRECISION:
-        return fn(*(x.astype(jnp.float32) for x in xs)).astype(dt)
-    return fn(*xs)
-
-
 @lowering(aten.addcmul)
+@opmath
 def _addcmul(self, tensor1, tensor2, value=1):
-    return _pointwise_opmath(lambda a, b, c: a + value * b * c, self, tensor1, tensor2)
+    a, b, c = promote(self, tensor1, tensor2)
+    return a + value * b * c
 
 
 @lowering(aten.addcdiv)
+@opmath
 def _addcdiv(self, tensor1, tensor2, value=1):
-    return _pointwise_opmath(lambda a, b, c: a + value * b / c, self, tensor1, tensor2)
+    a, b, c = promote(self, tensor1, tensor2)
+    return a + value * b / c
 
 
+@opmath
 def _fma(a, b, c):
     """a * b + c: torch._inductor's prims.fma, which Dynamo traces addcmul_/addcdiv_ with a
     value (and add_ with a tensor alpha) into. XLA may fuse it; one rounding either way
     is within CPU's."""
-    return _pointwise_opmath(lambda x, y, z: x * y + z, a, b, c)
+    x, y, z = promote(a, b, c)
+    return x * y + z
 
 
 def register_inductor_prims() -> None:
@@ -277,6 +294,7 @@ def _heaviside(self, values):
 
 
 @lowering(aten.logit)
+@opmath
 def _logit(self, eps=None):
     x = float_of(self)
     if eps is not None:
@@ -288,22 +306,26 @@ def _logit(self, eps=None):
 
 
 @lowering(aten.gelu, static=("approximate",))
+@opmath
 def _gelu(self, *, approximate="none"):
     return jax.nn.gelu(self, approximate=approximate == "tanh")
 
 
 @lowering(aten.gelu_backward, static=("approximate",))
+@opmath
 def _gelu_backward(grad_output, self, *, approximate="none"):
     _, vjp = jax.vjp(lambda x: jax.nn.gelu(x, approximate=approximate == "tanh"), self)
     return vjp(grad_output)[0]
 
 
 @lowering(aten.silu)
+@opmath
 def _silu(self):
     return jax.nn.silu(self)
 
 
 @lowering(aten.silu_backward)
+@opmath
 def _silu_backward(grad_output, self):
     s = jax.nn.sigmoid(self)
     return grad_output * s * (1 + self * (1 - s))
@@ -311,10 +333,13 @@ def _silu_backward(grad_output, self):
 
 @lowering(aten.sigmoid_backward)
 def _sigmoid_backward(grad_output, output):
-    return grad_output * output * (1 - output)
+    if output.dtype == jnp.float16:  # CPU's kernel: float16 arithmetic, in this order
+        return grad_output * (1 - output) * output
+    return opmath(lambda g, y: g * y * (1 - y))(grad_output, output)
 
 
 @lowering(aten.tanh_backward)
+@opmath
 def _tanh_backward(grad_output, output):
     return grad_output * (1 - output * output)
 
@@ -330,11 +355,13 @@ def _threshold_backward(grad_output, self, threshold):
 
 
 @lowering(aten.leaky_relu)
+@opmath
 def _leaky_relu(self, negative_slope=0.01):
     return jnp.where(self > 0, self, self * negative_slope)
 
 
 @lowering(aten.leaky_relu_backward)
+@opmath
 def _leaky_relu_backward(grad_output, self, negative_slope, self_is_result):
     return jnp.where(self > 0, grad_output, grad_output * negative_slope)
 
@@ -351,30 +378,42 @@ def _hardtanh_backward(grad_output, self, min_val, max_val):
 
 
 @lowering(aten.elu)
+@opmath
 def _elu(self, alpha=1, scale=1, input_scale=1):
     neg = alpha * (jnp.exp(self * input_scale) - 1)
     return scale * jnp.where(self > 0, self, neg)
 
 
 @lowering(aten.softplus)
+@opmath
 def _softplus(self, beta=1, threshold=20):
     bx = self * beta
     return jnp.where(bx > threshold, self, jnp.log1p(jnp.exp(bx)) / beta)
 
 
 @lowering(aten.hardsigmoid)
+@opmath
 def _hardsigmoid(self):
     return jnp.clip(self / 6 + 0.5, 0, 1).astype(self.dtype)
 
 
 @lowering(aten.hardswish)
+@opmath
 def _hardswish(self):
     return self * jnp.clip(self + 3, 0, 6) / 6
 
 
 @lowering(aten.mish)
+@opmath
 def _mish(self):
     return self * jnp.tanh(jax.nn.softplus(self))
+
+
+@lowering(aten.mish_backward)
+@opmath
+def _mish_backward(grad_output, self):
+    t = jnp.tanh(jax.nn.softplus(self))
+    return grad_output * (t + self * jax.nn.sigmoid(self) * (1 - t * t))
 
 
 @lowering(aten._conj_physical, aten._conj)

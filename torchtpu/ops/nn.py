@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import torch
 
 from .conv import _scatter_at_indices
-from .dtypes import LOW_PRECISION, check_with_meta
+from .dtypes import check_with_meta, upcast
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -43,13 +43,10 @@ def _norm_axes(x, normalized_shape):
     return tuple(range(x.ndim - len(normalized_shape), x.ndim))
 
 
-def _opmath(x):
-    """bfloat16/float16 computed in float32, as PyTorch's CPU kernels do."""
-    return x if x is None or x.dtype not in LOW_PRECISION else x.astype(jnp.float32)
 
 
 def _layer_norm(x, weight, bias, axes, eps):
-    xf = _opmath(x)
+    xf = upcast(x)
     mean = jnp.mean(xf, axis=axes, keepdims=True)
     var = jnp.mean(jnp.square(xf - mean), axis=axes, keepdims=True)
     rstd = jax.lax.rsqrt(var + eps)
@@ -77,7 +74,7 @@ def _native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, w
                                 bias, output_mask):
     axes = _norm_axes(input, normalized_shape)
     # Low precision computes in float32, as CPU does.
-    grad_out, x, mean, rstd, w = (_opmath(v) for v in (grad_out, input, mean, rstd, weight))
+    grad_out, x, mean, rstd, w = (upcast(v) for v in (grad_out, input, mean, rstd, weight))
     xhat = (x - mean) * rstd
     g = grad_out if w is None else grad_out * w
     n = math.prod(input.shape[a] for a in axes)

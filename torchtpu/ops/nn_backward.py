@@ -17,21 +17,17 @@ import numpy as np
 import torch
 from jax import lax
 
+from .dtypes import upcast
 from .registry import lowering
 
 aten = torch.ops.aten
 
-_HALF = (jnp.bfloat16, jnp.float16)
 
-
-def _opmath(x):
-    """Half types compute in float32, as PyTorch's CPU kernels do (opmath_t)."""
-    return x.astype(jnp.float32) if x.dtype in _HALF else x
 
 
 def _transpose(forward, input_size, grad):
     """The gradient of a linear ``forward`` at an input of ``input_size``: its transpose."""
-    g = _opmath(grad)
+    g = upcast(grad)
     (out,) = jax.linear_transpose(forward, jax.ShapeDtypeStruct(tuple(input_size), g.dtype))(g)
     return out.astype(grad.dtype)
 
@@ -338,15 +334,15 @@ def _multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=1):
     if target.ndim > 1 or target.size != n:
         raise RuntimeError(f"inconsistent target size, expected {n} but got "
                            f"{list(target.shape)}")
-    return _multi_margin(_opmath(self), target, p, margin, weight, reduction).astype(self.dtype)
+    return _multi_margin(upcast(self), target, p, margin, weight, reduction).astype(self.dtype)
 
 
 @lowering(aten.multi_margin_loss_backward, static=("p",))
 def _multi_margin_loss_backward(grad_output, self, target, p, margin, weight=None,
                                 reduction=1):
     _, vjp = jax.vjp(lambda x: _multi_margin(x, target, p, margin, weight, reduction),
-                     _opmath(self))
-    return vjp(_opmath(grad_output))[0].astype(self.dtype)
+                     upcast(self))
+    return vjp(upcast(grad_output))[0].astype(self.dtype)
 
 
 def _multilabel_is_target(rows, target):
@@ -379,11 +375,11 @@ def _multilabel_margin_loss_forward(self, target, reduction):
     if not fits:
         raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
                            f"{list(self.shape)}")
-    loss, is_target = _multilabel_margin(_opmath(self), target, reduction)
+    loss, is_target = _multilabel_margin(upcast(self), target, reduction)
     return loss.astype(self.dtype), is_target.astype(self.dtype)
 
 
 @lowering(aten.multilabel_margin_loss_backward)
 def _multilabel_margin_loss_backward(grad_output, self, target, reduction, is_target):
-    _, vjp = jax.vjp(lambda x: _multilabel_margin(x, target, reduction)[0], _opmath(self))
-    return vjp(_opmath(grad_output))[0].astype(self.dtype)
+    _, vjp = jax.vjp(lambda x: _multilabel_margin(x, target, reduction)[0], upcast(self))
+    return vjp(upcast(grad_output))[0].astype(self.dtype)

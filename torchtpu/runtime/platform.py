@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 
 import jax
 import torch
@@ -22,6 +23,12 @@ def init() -> jax.Device:
     # (torch.set_float32_matmul_precision); XLA on GPU/TPU would use TF32/bf16 passes.
     jax.config.update("jax_default_matmul_precision", _MATMUL_PRECISION[
         torch.get_float32_matmul_precision()])
+    # PyTorch rounds every bfloat16/float16 result; XLA would skip roundings inside a program,
+    # so fused eager's and compiled programs would differ from strict eager's and CPU's.
+    # (Read when the backend starts: a user who set the flag, or started JAX, keeps theirs.)
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_allow_excess_precision" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_allow_excess_precision=false".strip()
     wanted = config.get("platform")
     if wanted and wanted not in _PREFERENCE:
         raise ValueError(f"TORCHTPU_PLATFORM={wanted!r}: expected one of {_PREFERENCE}")

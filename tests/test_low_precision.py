@@ -1,0 +1,89 @@
+"""bfloat16/float16 results round as PyTorch's CPU kernels round them.
+
+CPU computes most reduced-precision ops in float32 and rounds once; an op written natively
+rounds after every step. Exact equality across machines is not guaranteed (float32
+transcendentals may differ in their last bit, which flips a rare rounding), so each case
+allows 1% of elements to differ (gelu 5%: XLA's erf and tanh differ from CPU's by a few
+float32 bits, which its cancellation for negative inputs magnifies); written natively they
+differed on 5-65%.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytestmark = pytest.mark.usefixtures("eager_mode")
+
+FORWARD = {
+    "sigmoid": torch.sigmoid,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": F.silu,
+    "elu": F.elu,
+    "softplus": F.softplus,
+    "mish": F.mish,
+    "hardswish": F.hardswish,
+    "leaky_relu": lambda x: F.leaky_relu(x, 0.1),
+    "softmax": lambda x: x.softmax(-1),
+    "log_softmax": lambda x: x.log_softmax(-1),
+    "log_softmax_dim0": lambda x: x.log_softmax(0),
+    "norm": lambda x: x.norm(dim=-1),
+    "lerp": lambda x: torch.lerp(x, x.flip(0), 0.3),
+    "hypot": lambda x: torch.hypot(x, x.flip(0)),
+    "logaddexp": lambda x: torch.logaddexp(x, x.flip(0)),
+    "addcmul": lambda x: torch.addcmul(x, x, x.flip(0), value=0.5),
+    "mul_number": lambda x: x * 0.1,
+    "mul_0d_tensor": lambda x: x * torch.tensor(0.1, device=x.device),
+    "add_number": lambda x: x + 0.1,
+    "rsub_number": lambda x: 0.3 - x,
+    "add_alpha": lambda x: torch.add(x, x.flip(0), alpha=0.1),
+    "mul_": lambda x: x.clone().mul_(0.9),
+}
+TOLERANCE = {"gelu": 0.05, "gelu_tanh": 0.05}
+BACKWARD = ["sigmoid", "gelu", "gelu_tanh", "silu", "mish", "softmax", "log_softmax",
+            "leaky_relu"]
+
+
+def _mismatch(fn, dtype, grad=False):
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(64, 256, generator=g) * 2).to(dtype)
+    dy = torch.randn(64, 256, generator=g).to(dtype)
+    outs = []
+    for device in ("cpu", "tpu"):
+        xd = x.to(device).requires_grad_(grad)
+        y = fn(xd)
+        if grad:
+            (y,) = torch.autograd.grad(y, xd, dy.to(device)[..., :y.shape[-1]].expand_as(y))
+        outs.append(y.detach().cpu().float())
+    return (outs[0] != outs[1]).float().mean().item()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("name", FORWARD)
+def test_forward_rounds_as_cpu(name, dtype):
+    assert _mismatch(FORWARD[name], dtype) <= TOLERANCE.get(name, 0.01)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("name", BACKWARD)
+def test_gradient_rounds_as_cpu(name, dtype, eager_mode):
+    if eager_mode == "fused" and name == "softmax" and dtype == torch.bfloat16:
+        # Measured: XLA:CPU's YNNPACK reduce fusions drop the bfloat16 rounding of the softmax
+        # that the backward reads when both are one program (14% of elements; exact with
+        # those fusions off, which costs minGPT's float32 step 20%). Not a TPU behaviour.
+        pytest.skip("XLA:CPU's reduce fusions skip a bfloat16 rounding inside a program")
+    assert _mismatch(FORWARD[name], dtype, grad=True) <= TOLERANCE.get(name, 0.01)
+
+
+@pytest.mark.parametrize("fn", [F.silu, F.mish])
+def test_silu_and_mish_twice_differentiable(fn):
+    # Their backward on 'tpu' is the fused op; under create_graph a differentiable composite.
+    outs = []
+    for device in ("cpu", "tpu"):
+        x = torch.linspace(-3, 3, 7, dtype=torch.float64, device=device, requires_grad=True)
+        (g,) = torch.autograd.grad(fn(x).sum(), x, create_graph=True)
+        (gg,) = torch.autograd.grad(g.sum(), x)
+        outs.append((g.detach().cpu(), gg.cpu()))
+    torch.testing.assert_close(outs[1], outs[0])
