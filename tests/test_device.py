@@ -222,3 +222,32 @@ def test_channels_last_model_matches_cpu():
         if p.ndim == 4:  # a grad takes its parameter's layout
             assert q.grad.is_contiguous(memory_format=torch.channels_last)
         torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("weight_cl", [False, True])
+@pytest.mark.parametrize("input_cl", [False, True])
+def test_results_take_cpus_memory_format(input_cl, weight_cl):
+    # Conv, batch norm, elementwise and pooling results (and gradients) of channels_last
+    # inputs are channels_last on CPU; so they are here, with CPU's values.
+    def run(device):
+        torch.manual_seed(0)
+        conv, bn = torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4)
+        if weight_cl:
+            conv = conv.to(memory_format=torch.channels_last)
+        conv, bn = conv.to(device), bn.to(device)
+        x = torch.randn(2, 3, 8, 8)
+        x = x.to(memory_format=torch.channels_last if input_cl else torch.contiguous_format)
+        x = x.to(device).requires_grad_()
+        y = torch.relu(bn(conv(x)))
+        z = torch.nn.functional.adaptive_avg_pool2d(torch.nn.functional.max_pool2d(y, 2) + 1, 1)
+        z.sum().backward()
+        flat = y.permute(0, 2, 3, 1).view(-1, 4) if y.permute(0, 2, 3, 1).is_contiguous() else None
+        return [y, z, x.grad, conv.weight.grad, flat]
+
+    cpu, tpu = run("cpu"), run("tpu")
+    assert [t.stride() for t in tpu[:4]] == [t.stride() for t in cpu[:4]]
+    assert (tpu[4] is None) == (cpu[4] is None)  # NHWC .view works where it does on CPU
+    for t, c in zip(tpu, cpu, strict=True):
+        if c is not None:
+            torch.testing.assert_close(t.cpu(), c, rtol=1e-4, atol=1e-5)

@@ -86,14 +86,15 @@ def _build(func, fused: bool = False) -> Handler:
     if rule is not None:
         if mutation.mutated_args(func) or rule.mutates:
             inner = _rule_handler(rule, fused, wrap=False)
-            return mutation.rule_with_mutations(func, inner, rule.mutates)
+            return _following_memory_format(
+                func, mutation.rule_with_mutations(func, inner, rule.mutates))
         if func.overloadpacket in _LIKE:
             return _keeping_layout(_rule_handler(rule, fused))
         if func in _STRIDE_ARG:
             return _strided(_rule_handler(rule, fused), _STRIDE_ARG[func])
         if func in _LU_OF_TRANSPOSE:
             return _factoring_a_itself(_rule_handler(rule, fused))
-        return _rule_handler(rule, fused)
+        return _following_memory_format(func, _rule_handler(rule, fused))
     derived = mutation.derived_handler(func, functional_handler)
     if derived is not None:
         return derived
@@ -138,6 +139,49 @@ def _strided(inner: Handler, at: int) -> Handler:
         return out if out.stride() == stride else views.with_layout(read(out), stride)
 
     return handler
+
+
+def _channels_last(x) -> bool:
+    # A channels_last tensor is never direct: a direct one is contiguous.
+    return (type(x) is TpuTensor and not x._direct and x.dim() in _CHANNELS_LAST
+            and x.is_contiguous(memory_format=_CHANNELS_LAST[x.dim()]))
+
+
+def _following_memory_format(func, inner: Handler) -> Handler:
+    """A rule's results laid out as PyTorch lays them out when an input is channels_last
+    (elementwise, convolution, normalisation and pooling kernels keep it): PyTorch's meta
+    kernel on inputs of the same strides says how. Other inputs take the plain path: their
+    results are contiguous (a transposed input's elementwise result is too; see README)."""
+
+    def handler(args, kwargs):
+        out = inner(args, kwargs)
+        if not any(_channels_last(x) for x in args):
+            return out
+        try:
+            meta = func(*tree_map(views.meta_like, args), **tree_map(views.meta_like, kwargs))
+        except (NotImplementedError, RuntimeError):  # no meta kernel: keep what we have
+            return out
+        if func is aten.convolution.default and any(_channels_last(x) for x in args[:2]):
+            # The meta kernel does not pick CPU's backend: CPU's (mkldnn's, and its slow
+            # path's) result is channels_last when the input or the weight is.
+            meta = meta.to(memory_format=_CHANNELS_LAST[meta.dim()])
+        return _laid_out_as(out, meta)
+
+    return handler
+
+
+_CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
+
+
+def _laid_out_as(out, meta):
+    if isinstance(out, TpuTensor) and isinstance(meta, torch.Tensor):
+        stride = meta.stride()
+        if out.stride() == stride or not views.is_dense(out.shape, stride):
+            return out
+        return views.with_layout(read(out), stride)
+    if isinstance(out, (list, tuple)) and isinstance(meta, (list, tuple)):
+        return type(out)(_laid_out_as(o, m) for o, m in zip(out, meta, strict=True))
+    return out
 
 
 # Their rules factor a real A's transpose, as CPU does for a contiguous A (ops.linalg_factor.

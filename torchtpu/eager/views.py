@@ -25,7 +25,8 @@ def _meta_base(t: TpuTensor) -> torch.Tensor:
     return meta.as_strided(t.shape, t.stride(), t.storage_offset())
 
 
-def _meta_arg(x):
+def meta_like(x):
+    """A meta tensor with ``x``'s dtype and geometry (anything else as it is)."""
     if isinstance(x, TpuTensor):
         return _meta_base(x)
     if isinstance(x, torch.Tensor):
@@ -39,8 +40,8 @@ def handler(func):
 
     def view(args, kwargs):
         base = args[0]
-        meta_base = _meta_arg(base)
-        meta = func(meta_base, *[_meta_arg(a) for a in args[1:]], **kwargs)
+        meta_base = meta_like(base)
+        meta = func(meta_base, *[meta_like(a) for a in args[1:]], **kwargs)
         storage = base._storage
         if run is not None:
             value = call_unwrapped(run, args, kwargs)
@@ -77,7 +78,7 @@ def inplace_handler(func):
     def restride(args, kwargs):
         self = args[0]
         meta = _meta_base(self)
-        func(meta, *[_meta_arg(a) for a in args[1:]], **kwargs)
+        func(meta, *[meta_like(a) for a in args[1:]], **kwargs)
         set_geometry(self, *_geometry(meta))
         return self
 
@@ -95,13 +96,13 @@ def with_layout(value, stride) -> TpuTensor:
     """A fresh tensor holding ``value`` with a dense layout ``stride``: its storage holds the
     elements in that memory order, as PyTorch's would."""
     size, stride = tuple(value.shape), tuple(stride)
-    if stride == contiguous_strides(size) or not _dense(size, stride):
+    if stride == contiguous_strides(size) or not is_dense(size, stride):
         return wrap(value)
     dims = tuple(sorted(range(len(size)), key=lambda d: (-stride[d], -size[d])))
     return make_view(Storage(memory_order(value, dims)), value, size, stride, 0)
 
 
-def _dense(size, stride) -> bool:
+def is_dense(size, stride) -> bool:
     """Non-overlapping and dense: the dimensions tile memory exactly once."""
     expected = 1
     for n, s in sorted(((n, s) for n, s in zip(size, stride, strict=True) if n != 1),

@@ -11,21 +11,13 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ..runtime.execute import executable
 from .registry import lowering
 
 aten = __import__("torch").ops.aten
-
-
-def _contiguous(size, stride) -> bool:
-    acc = 1
-    for n, s in zip(reversed(size), reversed(stride), strict=False):
-        if n != 1 and s != acc:
-            return False
-        acc *= n
-    return True
 
 
 def _flat_index(size, stride, offset):
@@ -36,15 +28,30 @@ def _flat_index(size, stride, offset):
     return idx
 
 
+def _dense_order(size, stride):
+    """If the geometry tiles one run of memory exactly (contiguous, transposed, channels_last:
+    any permuted dense layout), its dimensions of size > 1 from outermost to innermost; else
+    None. Such a view is read and written with a slice and a transpose, not a gather."""
+    dims = sorted((d for d in range(len(size)) if size[d] != 1), key=lambda d: -stride[d])
+    expected = 1
+    for d in reversed(dims):
+        if stride[d] != expected:
+            return None
+        expected *= size[d]
+    return dims
+
+
 @executable(static_argnums=(1,))
 def gather_view(base: jax.Array, geometry) -> jax.Array:
     """The elements of ``base``'s storage that a view with this geometry sees."""
     size, stride, offset = geometry
     flat = base.reshape(-1)
-    n = math.prod(size)
-    if _contiguous(size, stride):  # one contiguous run: a slice, not a gather
-        return lax.slice(flat, (offset,), (offset + n,)).reshape(size)
-    return flat[_flat_index(size, stride, offset)]
+    order = _dense_order(size, stride)
+    if order is None:
+        return flat[_flat_index(size, stride, offset)]
+    run = lax.slice(flat, (offset,), (offset + math.prod(size),))
+    in_memory = run.reshape([size[d] for d in order])
+    return jnp.transpose(in_memory, np.argsort(order)).reshape(size)
 
 
 @executable(static_argnums=(2,))
@@ -52,10 +59,14 @@ def scatter_view(base: jax.Array, value: jax.Array, geometry) -> jax.Array:
     """``base`` with the elements a view of this geometry sees replaced by ``value``."""
     size, stride, offset = geometry
     flat = base.reshape(-1)
-    if _contiguous(size, stride):
-        flat = lax.dynamic_update_slice(flat, value.reshape(-1), (offset,))
-    else:
+    order = _dense_order(size, stride)
+    if order is None:
         flat = flat.at[_flat_index(size, stride, offset).reshape(-1)].set(value.reshape(-1))
+    else:
+        logical = sorted(order)
+        v = value.reshape([size[d] for d in logical])
+        run = jnp.transpose(v, [logical.index(d) for d in order]).reshape(-1)
+        flat = lax.dynamic_update_slice(flat, run, (offset,))
     return flat.reshape(base.shape)
 
 
