@@ -251,3 +251,16 @@ def test_results_take_cpus_memory_format(input_cl, weight_cl):
     for t, c in zip(tpu, cpu, strict=True):
         if c is not None:
             torch.testing.assert_close(t.cpu(), c, rtol=1e-4, atol=1e-5)
+
+
+def test_tensor_queries_answer_as_on_cpu():
+    x = torch.randn(3, 4)
+    t = x.to("tpu")
+    loss = t.square().mean()
+    # f-strings with a format spec format a 0-d tensor as its number (training loops' logs)
+    assert f"{loss:.4f}" == f"{x.square().mean():.4f}"
+    assert f"{t[0, 1]:+.2e}" == f"{x[0, 1]:+.2e}"
+    assert f"{loss}" == str(loss)
+    assert t.is_pinned() is False
+    assert t.is_set_to(t) and t.detach().is_set_to(t)
+    assert not t.is_set_to(t.clone()) and not t.is_set_to(t.view(4, 3)) and not t[0].is_set_to(t)

@@ -88,6 +88,13 @@ class TpuTensor(torch.Tensor):
     def tolist(self):
         return self.detach().cpu().tolist()
 
+    def __format__(self, format_spec: str) -> str:
+        # PyTorch formats a 0-d tensor as its number only for exact torch.Tensor
+        # (f"{loss:.4f}" would raise for a subclass).
+        if self.dim() == 0 and format_spec:
+            return self.item().__format__(format_spec)
+        return super().__format__(format_spec)
+
     def __array__(self, dtype=None, copy=None):
         return self.numpy() if dtype is None else self.numpy().astype(dtype)
 

@@ -118,6 +118,17 @@ def _set_source_tensor(args, kwargs):
     return self
 
 
+def _is_set_to(args, kwargs):
+    self, other = args
+    return (self._storage is other._storage and self.dtype == other.dtype
+            and self.shape == other.shape and self.stride() == other.stride()
+            and self.storage_offset() == other.storage_offset())
+
+
+def _is_pinned(args, kwargs):
+    return False  # a device tensor is never pinned host memory (cuda's answer too)
+
+
 def _sdp_choice(args, kwargs):
     # SDPBackend.MATH: attention decomposes into ops that all have rules.
     return 0
@@ -134,4 +145,6 @@ HANDLERS = {
     aten.lift_fresh.default: _identity,
     aten.lift_fresh_copy.default: _clone_fresh,
     aten.set_.source_Tensor: _set_source_tensor,
+    aten.is_set_to.default: _is_set_to,
+    aten.is_pinned.default: _is_pinned,
 }
