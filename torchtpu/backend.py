@@ -97,10 +97,11 @@ def _to_executor(op):
     return lambda *args, **kwargs: dispatch(op, args, kwargs)
 
 
-# CPU computes these with kernels of its own, but they also have a CompositeImplicitAutograd
-# kernel, which PyTorch runs for a device without one: 7-11 ops, rounding after each in
-# bfloat16. With a PrivateUse1 kernel their rules run, as CPU's kernels do.
-_FUSED_ON_CPU = ("silu_backward", "mish_backward")
+# Ops that must reach us as PrivateUse1 kernels. silu_backward and mish_backward: CPU computes
+# them with kernels of its own, but they also have a CompositeImplicitAutograd kernel, which
+# PyTorch runs for a device without one (7-11 ops, rounding after each in bfloat16).
+# _local_scalar_dense: torch.tensor([t, t]) reads 0-d tensors with Python dispatch off.
+_KERNELS = ("silu_backward", "mish_backward", "_local_scalar_dense")
 
 # Small index and window factories: cheaper built once on the host than compiled.
 _HOST_FACTORIES = ("tril_indices", "triu_indices", "hann_window", "hamming_window",
@@ -199,7 +200,7 @@ def register() -> None:
             if overload != "out":
                 qualified = name if overload == "default" else f"{name}.{overload}"
                 _lib.impl(qualified, _via_cpu(getattr(packet, overload)), "PrivateUse1")
-    for name in _FUSED_ON_CPU:
+    for name in _KERNELS:
         _lib.impl(name, _to_executor(getattr(aten, name).default), "PrivateUse1")
     _autocast_lib = autocast.register(_lib)
     autograd_formulas.register(_lib)
