@@ -25,6 +25,18 @@ def test_function_matches_cpu():
     assert_same(out, f(x, y))
 
 
+def test_default_backend_compiles_tpu_graphs_here():
+    # torch.compile(model) means inductor, which cannot compile a graph on 'tpu'.
+    model = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 2))
+    x = torch.randn(4, 8)
+    expected = model(x)
+    model.to(TPU)
+    traces = _count("graph", "trace")
+    out = torch.compile(model)(x.to(TPU))
+    assert _count("graph", "trace") > traces
+    assert_same(out, expected)
+
+
 def test_tensors_made_inside_the_graph_on_the_device():
     # HF's DynamicCache does torch.tensor([], device=x.device): PyTorch builds a real device
     # tensor while tracing and lifts it into the graph as a constant.

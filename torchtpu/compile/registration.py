@@ -30,6 +30,25 @@ def _on_dynamo() -> None:
     install()
     if BACKEND_NAME not in _COMPILER_FNS:
         register_backend(compiler_fn=_lazy_backend, name=BACKEND_NAME)
+    _route_default_backend()
+
+
+def _route_default_backend() -> None:
+    """``torch.compile(model)`` without a backend means inductor, which cannot compile a
+    graph on 'tpu' (it fails with "Expected all tensors to be on the same device, but found
+    at least two devices, tpu:0 and tpu:0!"). A graph with inputs on 'tpu' is compiled by
+    this backend instead, so training scripts that compile by default run unchanged."""
+    import torch
+
+    wrapper = torch._TorchCompileInductorWrapper
+    inductor = wrapper.__call__
+
+    def __call__(self, model_, inputs_, **kwargs):
+        if any(isinstance(x, torch.Tensor) and x.device.type == BACKEND_NAME for x in inputs_):
+            return _lazy_backend(model_, inputs_)
+        return inductor(self, model_, inputs_, **kwargs)
+
+    wrapper.__call__ = __call__
 
 
 def _lazy_backend(gm, example_inputs, **kwargs):
