@@ -24,14 +24,19 @@ import torchtpu
         (lambda d: torch.nn.functional.linear(torch.ones(2, 3, device=d),
                                               torch.ones(4, 5, device=d)), RuntimeError),
         (lambda d: torch.ones(3, device=d).reshape(2, 2), RuntimeError),
+        (lambda d: torch.ones(2, 3, device=d) * torch.ones(4, 3, device=d), RuntimeError),
+        (lambda d: torch.where(torch.ones(2, 1, dtype=torch.bool, device=d),
+                               torch.ones(2, 3, device=d), torch.ones(5, device=d)), RuntimeError),
+        (lambda d: torch.ones(2, 3, 4, device=d) @ torch.ones(5, 2, device=d), RuntimeError),
         (lambda d: torch.ones(3, device=d).permute(1, 0), RuntimeError),
     ],
 )
-def test_same_exception_type_as_cpu(bad, exc, eager_mode):
-    with pytest.raises(exc):
+def test_same_exception_as_cpu(bad, exc, eager_mode):
+    with pytest.raises(exc) as on_cpu:
         bad("cpu")
-    with pytest.raises(exc):
+    with pytest.raises(exc) as on_tpu:
         bad("tpu")
+    assert str(on_tpu.value).splitlines()[0] == str(on_cpu.value).splitlines()[0]
 
 
 def test_mixing_devices_is_an_error():

@@ -13,6 +13,7 @@ from ..debug import counters as metrics
 from ..ops.dtypes import as_meta, to_jax_dtype
 from ..ops.registry import Lowering
 from ..runtime.execute import Executable
+from .meta_errors import cpu_wording
 
 _TENSORISH = ("Tensor", "Scalar", "number")
 
@@ -54,6 +55,15 @@ def pytorch_outputs(op, args, kwargs):
         raise
 
 
+def _tensor_shapes(args) -> list[tuple]:
+    shapes = []
+    for a in args:
+        for x in a if isinstance(a, (list, tuple)) else (a,):
+            if hasattr(x, "shape") and hasattr(x, "dtype"):
+                shapes.append(tuple(x.shape))
+    return shapes
+
+
 def _conform(op, out, expected):
     """Cast a rule's outputs to PyTorch's dtypes; a shape mismatch is a bug in the rule."""
     if isinstance(expected, torch.Tensor):
@@ -75,6 +85,15 @@ def traced(rule: Lowering):
 
     def run(*args, **kwargs):
         metrics.count("compile", rule.op)
+        try:
+            return checked(*args, **kwargs)
+        except RuntimeError as e:  # a meta kernel's check (in the rule too: check_with_meta)
+            reworded = cpu_wording(e, _tensor_shapes(args))
+            if reworded is not None:
+                raise reworded from None
+            raise
+
+    def checked(*args, **kwargs):
         if rule.skip_meta:
             return rule.fn(*args, **kwargs)
         # PyTorch's checks first: invalid input raises PyTorch's error, not a JAX one.
