@@ -13,6 +13,7 @@ with an expected failure always runs every sample, so its entry is checked in bo
 from __future__ import annotations
 
 import math
+import re
 import sys
 import time
 import types
@@ -375,12 +376,18 @@ def _run_errors(op, dtype, full):
         except Exception as e:
             if not isinstance(e, ei.error_type):
                 continue  # CPU itself disagrees with the OpInfo: nothing to hold tpu to
+            regex = ei.error_regex if re.search(ei.error_regex, str(e)) else ""
         else:
             continue
         t = _on_tpu(op, s)
         try:
             _call(op, t, TPU)
-        except ei.error_type:
+        except ei.error_type as e:
+            # PyTorch's own test holds the message to the OpInfo's regex; so do we where CPU
+            # meets it.
+            if not re.search(regex, str(e)):
+                raise AssertionError(f"error input {i}: tpu's message {str(e)!r} does not "
+                                     f"match {regex!r}, as CPU's does") from e
             n += 1
             continue
         except Exception as e:

@@ -14,9 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch.utils._pytree import tree_map
 
 from .. import config
 from ..tensor import TpuTensor, read
+from .views import meta_like
 
 aten = torch.ops.aten
 
@@ -164,7 +166,12 @@ def checked(func, handler):
         return handler
 
     def run(args, kwargs):
-        check(func, args, kwargs)
+        try:
+            check(func, args, kwargs)
+        except (IndexError, RuntimeError):
+            # CPU checks shapes before index values: a shape error is the one it raises.
+            func(*tree_map(meta_like, args), **tree_map(meta_like, kwargs))
+            raise
         return handler(args, kwargs)
 
     return run

@@ -19,12 +19,38 @@ _MATMUL = re.compile(r"a and b must have same reduction dim, but got \[(.*)\] X 
 _CAT = re.compile(r"Sizes of tensors must match except in dimension (\d+)\. "
                   r"Expected (\d+) in dimension \d+ but got (\d+) for tensor number (\d+)")
 _DTYPE = re.compile(r"torch\.(\w+)")
+_NDIM = re.compile(r"Number of dimensions of tensors must match\.  Expected (\d+)-D tensors, "
+                   r"but got (\d+)-D")
+# Checks whose condition CPU's also fails, worded otherwise.
+_SAME_CHECK = {
+    "torch.ormqr: tau.shape[-1] must be less than or equal to input.shape[-1]":
+        "torch.ormqr: tau.shape[-1] must be equal to min(other.shape[-2], input.shape[-1])",
+}
+_C_TYPES = {"float32": "float", "float64": "double", "float16": "c10::Half",
+            "bfloat16": "c10::BFloat16", "int8": "int8_t", "int16": "int16_t", "int32": "int",
+            "int64": "int64_t", "uint8": "uint8_t", "bool": "bool"}
 
 
-def cpu_wording(error: RuntimeError, shapes: Sequence[tuple]) -> RuntimeError | None:
-    """CPU's message for ``error`` (raised by a meta kernel for tensors of ``shapes``, in
-    argument order), or None when it already reads as CPU's."""
+def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
+    """CPU's message for ``error``, raised while checking ``op`` on ``args`` (arrays and
+    static values, in schema order), or None when it already reads as CPU's."""
     text = str(error)
+    tensors = [x for a in args for x in (a if isinstance(a, (list, tuple)) else (a,))
+               if hasattr(x, "shape") and hasattr(x, "dtype")]
+    shapes = [tuple(x.shape) for x in tensors]
+    if op is torch.ops.aten.convolution.default and (message := _convolution_check(*args)):
+        return RuntimeError(message)
+    if "without overflow" in text and text.startswith("could not convert") and tensors:
+        ctype = _C_TYPES.get(str(tensors[0].dtype), str(tensors[0].dtype))
+        return RuntimeError(f"value cannot be converted to type {ctype} without overflow")
+    if text.startswith("Mask must be bool or uint8") and len(tensors) > 1:
+        return RuntimeError("masked_scatter_ only supports boolean masks, but got mask with "
+                            f"dtype {scalar_type_name(tensors[1].dtype)}")
+    if m := _NDIM.match(text):
+        return RuntimeError(f"Tensors must have same number of dimensions: got {m.group(1)} "
+                            f"and {m.group(2)}")
+    if text in _SAME_CHECK:
+        return RuntimeError(_SAME_CHECK[text])
     if text.startswith("Attempting to broadcast a dimension"):
         return RuntimeError(_broadcast_message(shapes) or text)
     if m := _MATMUL.match(text):
@@ -63,3 +89,34 @@ def _broadcast_message(shapes: Sequence[tuple]) -> str | None:
 def _c10_name(name: str) -> str:
     dtype = getattr(torch, name, None)
     return scalar_type_name(dtype) if isinstance(dtype, torch.dtype) else f"torch.{name}"
+
+
+def _convolution_check(input, weight, bias=None, stride=(), padding=(),  # noqa: A002
+                       dilation=(), transposed=False, output_padding=(), groups=1,
+                       *_) -> str | None:
+    """The first of CPU's convolution checks (ATen's Convolution.cpp, in its order) that
+    these arguments fail; the meta kernel checks channels first ("Invalid channel
+    dimensions") and a bad dilation reaches XLA."""
+    if any(s <= 0 for s in stride):
+        return "non-positive stride is not supported"
+    if any(p < 0 for p in padding):
+        return "negative padding is not supported"
+    if any(p < 0 for p in output_padding):
+        return "negative output_padding is not supported"
+    if any(d <= 0 for d in dilation):
+        return "dilation should be greater than zero"
+    if groups <= 0:
+        return "non-positive groups is not supported"
+    w, x = list(weight.shape), list(input.shape)
+    if len(w) < 3:
+        return "weight should have at least three dimensions"
+    if len(x) != len(w):
+        return (f"Expected {len(w)}-dimensional input for {len(w)}-dimensional weight{w}, "
+                f"but got {len(x)}-dimensional input of size {x} instead")
+    if w[0] < groups:
+        return (f"Given groups={groups}, expected weight to be at least {groups} at "
+                f"dimension 0, but got weight of size {w} instead")
+    if not transposed and x[1] != w[1] * groups:
+        return (f"Given groups={groups}, weight of size {w}, expected input{x} to have "
+                f"{w[1] * groups} channels, but got {x[1]} channels instead")
+    return None

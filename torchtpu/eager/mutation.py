@@ -163,10 +163,44 @@ def _inplace_handler(func, compute):
     return handler
 
 
+# C++'s names for dtypes (caffe2::TypeMeta), as CPU's out= dtype checks print them.
+_CPP_NAMES = {torch.float32: "float", torch.float64: "double", torch.float16: "c10::Half",
+              torch.bfloat16: "c10::BFloat16", torch.int64: "long int", torch.int32: "int",
+              torch.int16: "short int", torch.int8: "signed char", torch.uint8: "unsigned char",
+              torch.bool: "bool"}
+
+
+def _same_dtype_as_input(self, out) -> str | None:
+    if out.dtype != self.dtype:
+        return (f"Expected the dtype for input and out to match, but got "
+                f"{scalar_type_name(self.dtype)} for input's dtype and "
+                f"{scalar_type_name(out.dtype)} for out's dtype.")
+    return None
+
+
+def _out_of_input_dtype(self, out) -> str | None:
+    if out.dtype != self.dtype:
+        want, got = (_CPP_NAMES.get(d, str(d)) for d in (self.dtype, out.dtype))
+        return f"Expected out tensor to have dtype {want}, but got {got} instead"
+    return None
+
+
+# Out= forms whose CPU kernels take no other dtype than the input's (no cast on store).
+_OUT_DTYPE_CHECKS = {
+    aten.amax.out: _same_dtype_as_input, aten.amin.out: _same_dtype_as_input,
+    aten.aminmax.out: _out_of_input_dtype, aten.gather.out: _out_of_input_dtype,
+}
+
+
 def _out_handler(func, compute, out_names, takes_dtype=False):
+    check = _OUT_DTYPE_CHECKS.get(func)
+
     def handler(args, kwargs):
         kwargs = dict(kwargs)
         outs = [kwargs.pop(n) for n in out_names]
+        for out in outs if check is not None else ():
+            if message := check(args[0], out):
+                raise RuntimeError(message)
         if takes_dtype and len(outs) == 1:
             # A factory's out= form (linspace.out, arange.out) computes in the out's dtype.
             kwargs.setdefault("dtype", outs[0].dtype)

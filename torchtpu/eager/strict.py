@@ -55,15 +55,6 @@ def pytorch_outputs(op, args, kwargs):
         raise
 
 
-def _tensor_shapes(args) -> list[tuple]:
-    shapes = []
-    for a in args:
-        for x in a if isinstance(a, (list, tuple)) else (a,):
-            if hasattr(x, "shape") and hasattr(x, "dtype"):
-                shapes.append(tuple(x.shape))
-    return shapes
-
-
 def _conform(op, out, expected):
     """Cast a rule's outputs to PyTorch's dtypes; a shape mismatch is a bug in the rule."""
     if isinstance(expected, torch.Tensor):
@@ -88,7 +79,7 @@ def traced(rule: Lowering):
         try:
             return checked(*args, **kwargs)
         except RuntimeError as e:  # a meta kernel's check (in the rule too: check_with_meta)
-            reworded = cpu_wording(e, _tensor_shapes(args))
+            reworded = cpu_wording(rule.op, e, args)
             if reworded is not None:
                 raise reworded from None
             raise

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from jax import lax
 
-from .dtypes import upcast
+from .dtypes import scalar_type_name, upcast
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -288,18 +288,23 @@ def _grid_sampler_backward(grad_output, input, grid, interpolation_mode,  # noqa
 # forward rules skip them and check their arguments as the CPU kernels do.
 
 
-def _check_margin_args(x, target, weight=None):
+def _check_margin_args(x, target, check_target, weight=None):
+    """CPU's checks, in CPU's order: the input, the target's shape (``check_target(n, dim)``),
+    the weight, the target's dtype."""
     ok = (x.ndim == 2 and x.shape[1] != 0) or (x.ndim == 1 and x.shape[0] != 0) or x.ndim == 0
     if not ok:
         raise RuntimeError("Expected non-empty vector or matrix with optional 0-dim batch size, "
                            f"but got: {list(x.shape)}")
-    if target.dtype != jnp.int64:
-        raise RuntimeError(f"expected scalar type Long but found {target.dtype}")
     n = x.shape[0] if x.ndim == 2 else 1
     dim = x.shape[-1] if x.ndim else 1
-    if weight is not None and (weight.ndim > 1 or weight.size != dim):
+    check_target(n, dim)
+    if weight is not None and weight.ndim != 1:
+        raise RuntimeError("weight must be one-dimensional")
+    if weight is not None and weight.size != dim:
         raise RuntimeError(f"inconsistent weight size, expected {dim} but got "
                            f"{list(weight.shape)}")
+    if target.dtype != jnp.int64:
+        raise RuntimeError(f"expected scalar type Long but found {scalar_type_name(target.dtype)}")
     return n, dim
 
 
@@ -330,10 +335,14 @@ def _multi_margin(x, target, p, margin, weight, reduction):
 
 @lowering(aten.multi_margin_loss, static=("p",), skip_meta=True)
 def _multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=1):
-    n, _ = _check_margin_args(self, target, weight)
-    if target.ndim > 1 or target.size != n:
-        raise RuntimeError(f"inconsistent target size, expected {n} but got "
-                           f"{list(target.shape)}")
+    def check_target(n, dim):
+        if target.ndim > 1 or target.size != n:
+            raise RuntimeError(
+                "multi_margin_loss: target tensor should be 1-D with size equal to the number "
+                f"of input samples (batch size). Expected target size [{n}], but got "
+                f"{list(target.shape)}. Input has shape {list(self.shape)}.")
+
+    _check_margin_args(self, target, check_target, weight)
     return _multi_margin(upcast(self), target, p, margin, weight, reduction).astype(self.dtype)
 
 
@@ -369,12 +378,14 @@ def _multilabel_margin(x, target, reduction):
 
 @lowering(aten.multilabel_margin_loss_forward, skip_meta=True)
 def _multilabel_margin_loss_forward(self, target, reduction):
-    n, dim = _check_margin_args(self, target)
-    fits = (target.shape == (n, dim) if self.ndim == 2
-            else target.ndim <= 1 and target.size == dim)
-    if not fits:
-        raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
-                           f"{list(self.shape)}")
+    def check_target(n, dim):
+        fits = (target.shape == (n, dim) if self.ndim == 2
+                else target.ndim <= 1 and target.size == dim)
+        if not fits:
+            raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of "
+                               f"size: {list(self.shape)}")
+
+    _check_margin_args(self, target, check_target)
     loss, is_target = _multilabel_margin(upcast(self), target, reduction)
     return loss.astype(self.dtype), is_target.astype(self.dtype)
 
