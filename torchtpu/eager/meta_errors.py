@@ -31,6 +31,13 @@ _C_TYPES = {"float32": "float", "float64": "double", "float16": "c10::Half",
             "int64": "int64_t", "uint8": "uint8_t", "bool": "bool"}
 
 
+def check_as_cpu(op, args: Sequence) -> None:
+    """CPU's argument checks for an op whose meta kernel checks less, or in another order."""
+    check = _CPU_CHECKS.get(op)
+    if check is not None and (message := check(*args)):
+        raise RuntimeError(message)
+
+
 def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
     """CPU's message for ``error``, raised while checking ``op`` on ``args`` (arrays and
     static values, in schema order), or None when it already reads as CPU's."""
@@ -38,8 +45,6 @@ def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
     tensors = [x for a in args for x in (a if isinstance(a, (list, tuple)) else (a,))
                if hasattr(x, "shape") and hasattr(x, "dtype")]
     shapes = [tuple(x.shape) for x in tensors]
-    if op is torch.ops.aten.convolution.default and (message := _convolution_check(*args)):
-        return RuntimeError(message)
     if "without overflow" in text and text.startswith("could not convert") and tensors:
         ctype = _C_TYPES.get(str(tensors[0].dtype), str(tensors[0].dtype))
         return RuntimeError(f"value cannot be converted to type {ctype} without overflow")
@@ -95,8 +100,8 @@ def _convolution_check(input, weight, bias=None, stride=(), padding=(),  # noqa:
                        dilation=(), transposed=False, output_padding=(), groups=1,
                        *_) -> str | None:
     """The first of CPU's convolution checks (ATen's Convolution.cpp, in its order) that
-    these arguments fail; the meta kernel checks channels first ("Invalid channel
-    dimensions") and a bad dilation reaches XLA."""
+    these arguments fail. The meta kernel checks channels first ("Invalid channel
+    dimensions"), lets groups > out_channels through and a bad dilation reach XLA."""
     if any(s <= 0 for s in stride):
         return "non-positive stride is not supported"
     if any(p < 0 for p in padding):
@@ -120,3 +125,6 @@ def _convolution_check(input, weight, bias=None, stride=(), padding=(),  # noqa:
         return (f"Given groups={groups}, weight of size {w}, expected input{x} to have "
                 f"{w[1] * groups} channels, but got {x[1]} channels instead")
     return None
+
+
+_CPU_CHECKS = {torch.ops.aten.convolution.default: _convolution_check}

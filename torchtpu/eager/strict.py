@@ -13,7 +13,7 @@ from ..debug import counters as metrics
 from ..ops.dtypes import as_meta, to_jax_dtype
 from ..ops.registry import Lowering
 from ..runtime.execute import Executable
-from .meta_errors import cpu_wording
+from .meta_errors import check_as_cpu, cpu_wording
 
 _TENSORISH = ("Tensor", "Scalar", "number")
 
@@ -88,6 +88,7 @@ def traced(rule: Lowering):
         if rule.skip_meta:
             return rule.fn(*args, **kwargs)
         # PyTorch's checks first: invalid input raises PyTorch's error, not a JAX one.
+        check_as_cpu(rule.op, args)
         expected = pytorch_outputs(rule.op, args, kwargs)
         try:
             out = rule.fn(*args, **kwargs)
