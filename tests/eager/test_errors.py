@@ -41,6 +41,9 @@ import torchtpu
                                 out=torch.empty(1, 4, dtype=torch.float64, device=d)),
          RuntimeError),
         (lambda d: torch.ones(3, device=d).permute(1, 0), RuntimeError),
+        (lambda d: torch.ones(3, dtype=torch.half, device=d).masked_fill_(
+            torch.ones(3, dtype=torch.bool, device=d), -1e9), RuntimeError),
+        (lambda d: torch.ones(3, dtype=torch.int8, device=d).fill_(300), RuntimeError),
     ],
 )
 def test_same_exception_as_cpu(bad, exc, eager_mode):

@@ -19,7 +19,7 @@ from ..ops.registry import LOWERINGS
 from ..runtime.execute import Pending
 from ..tensor import TpuTensor, read, set_executor
 from ..tensor import wrap as wrap_tensor
-from . import bounds, fallback, mutation, special, strict, views
+from . import bounds, fallback, meta_errors, mutation, special, strict, views
 from .values import unwrap, wrap_out
 
 Handler = Callable[[tuple, dict], object]
@@ -94,7 +94,8 @@ def _build(func, fused: bool = False) -> Handler:
             return _strided(_rule_handler(rule, fused), _STRIDE_ARG[func])
         if func in _LU_OF_TRANSPOSE:
             return _factoring_a_itself(_rule_handler(rule, fused))
-        return _following_memory_format(func, _rule_handler(rule, fused))
+        handler = _following_memory_format(func, _rule_handler(rule, fused))
+        return _checking_number(func, handler) if func in meta_errors.NUMBER_OPS else handler
     derived = mutation.derived_handler(func, functional_handler)
     if derived is not None:
         return derived
@@ -137,6 +138,14 @@ def _strided(inner: Handler, at: int) -> Handler:
         out = inner(args, kwargs)
         stride = tuple(args[at])
         return out if out.stride() == stride else views.with_layout(read(out), stride)
+
+    return handler
+
+
+def _checking_number(func, inner: Handler) -> Handler:
+    def handler(args, kwargs):
+        meta_errors.check_number_fits(func, args)
+        return inner(args, kwargs)
 
     return handler
 

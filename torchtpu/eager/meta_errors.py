@@ -8,6 +8,7 @@ and their tests know CPU's, so those few are reworded here.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 
@@ -36,6 +37,34 @@ def check_as_cpu(op, args: Sequence) -> None:
     check = _CPU_CHECKS.get(op)
     if check is not None and (message := check(*args)):
         raise RuntimeError(message)
+
+
+# Ops that convert a Python number to the tensor's dtype, checked (c10's checked_convert):
+# the argument's position. Their rules see the number traced, so this runs on the value.
+_NUMBER_AT = {torch.ops.aten.masked_fill.Scalar: 2, torch.ops.aten.fill.Scalar: 1,
+              torch.ops.aten.index_fill.int_Scalar: 3}
+
+
+NUMBER_OPS = frozenset(_NUMBER_AT)
+
+
+def check_number_fits(op, args: Sequence) -> None:
+    """CPU's overflow error for a number its op would convert to the tensor's dtype
+    (``masked_fill(mask, -1e9)`` on float16)."""
+    at = _NUMBER_AT.get(op)
+    if at is None or len(args) <= at or not isinstance(args[at], (int, float)):
+        return
+    value, dtype = args[at], args[0].dtype
+    if isinstance(value, bool) or dtype == torch.bool or dtype.is_complex:
+        return
+    if dtype.is_floating_point:
+        fits = not math.isfinite(value) or abs(value) <= torch.finfo(dtype).max
+    else:
+        info = torch.iinfo(dtype)
+        fits = not math.isfinite(value) or info.min <= value <= info.max
+    if not fits:
+        ctype = _C_TYPES.get(str(dtype).removeprefix("torch."), str(dtype))
+        raise RuntimeError(f"value cannot be converted to type {ctype} without overflow")
 
 
 def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
