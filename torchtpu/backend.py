@@ -9,10 +9,10 @@ from torch.utils.backend_registration import _setup_privateuseone_for_python_bac
 
 from . import autocast, autograd_formulas, backward_errors, serialization
 from .backward_errors import take_pending_exception
-from .eager import modes, views
+from .eager import modes
 from .eager.dispatch import dispatch
 from .runtime.transfer import to_device
-from .tensor import TpuTensor, read, wrap
+from .tensor import TpuTensor, read, with_layout, wrap
 
 aten = torch.ops.aten
 _lib: torch.library.Library | None = None
@@ -61,7 +61,7 @@ def _empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=
     if memory_format in (None, torch.contiguous_format, torch.preserve_format):
         return t
     stride = torch.empty(size, device="meta", memory_format=memory_format).stride()
-    return views.with_layout(read(t), stride)
+    return with_layout(read(t), stride)
 
 
 def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):

@@ -14,7 +14,7 @@ import jax
 import torch
 
 from .ops.dtypes import JAX_TO_TORCH
-from .ops.views import gather_as, gather_view, scatter_as, scatter_view
+from .ops.views import gather_as, gather_view, memory_order, scatter_as, scatter_view
 from .runtime import memory
 
 # PyTorch's autograd engine asserts on a device without an index: always 'tpu:0'.
@@ -153,6 +153,27 @@ def make_view(storage: Storage, value, size, stride, offset: int) -> TpuTensor:
     t._cache = value
     t._cache_version = storage.version
     return t
+
+
+def with_layout(value, stride) -> TpuTensor:
+    """A fresh tensor holding ``value`` with a dense layout ``stride``: its storage holds the
+    elements in that memory order, as PyTorch's would."""
+    size, stride = tuple(value.shape), tuple(stride)
+    if stride == contiguous_strides(size) or not is_dense(size, stride):
+        return wrap(value)
+    dims = tuple(sorted(range(len(size)), key=lambda d: (-stride[d], -size[d])))
+    return make_view(Storage(memory_order(value, dims)), value, size, stride, 0)
+
+
+def is_dense(size, stride) -> bool:
+    """Non-overlapping and dense: the dimensions tile memory exactly once."""
+    expected = 1
+    for n, s in sorted(((n, s) for n, s in zip(size, stride, strict=True) if n != 1),
+                       key=lambda p: p[1]):
+        if s != expected:
+            return False
+        expected *= n
+    return True
 
 
 def read(t: TpuTensor) -> jax.Array:

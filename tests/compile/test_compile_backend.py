@@ -37,6 +37,19 @@ def test_default_backend_compiles_tpu_graphs_here():
     assert_same(out, expected)
 
 
+def test_outputs_take_the_graphs_strides():
+    # A dense non-contiguous output (an elementwise op on a transposed input) is laid out as
+    # PyTorch's meta says, as inductor's outputs are: the same strides as CPU eager.
+    def f(x):
+        return x.t() * 2
+
+    x = torch.randn(3, 4)
+    out = torch.compile(f, backend="tpu")(x.to(TPU))
+    assert out.stride() == f(x).stride() == (1, 4)
+    assert_same(out, f(x))
+    assert_same(out.contiguous().view(-1), f(x).contiguous().view(-1))
+
+
 def test_tensors_made_inside_the_graph_on_the_device():
     # HF's DynamicCache does torch.tensor([], device=x.device): PyTorch builds a real device
     # tensor while tracing and lifts it into the graph as a constant.

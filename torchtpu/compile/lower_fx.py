@@ -26,7 +26,7 @@ from ..ops.dtypes import to_jax_dtype
 from ..ops.registry import LOWERINGS
 from ..ops.views import gather_view
 from ..runtime.transfer import to_device, to_host
-from ..tensor import TpuTensor, read, wrap, write
+from ..tensor import TpuTensor, is_dense, read, with_layout, wrap, write
 
 aten = torch.ops.aten
 
@@ -258,6 +258,8 @@ class Program:
                         if any(u.target is aten.copy_.default and u.args[0] is n
                                for u in n.users)]
         self._placeholders = placeholders
+        output = next(n for n in gm.graph.nodes if n.op == "output")
+        self._strides = [_dense_layout(o) for o in output.args[0]]
         # Per static-argument signature: the draws the program makes, its non-array outputs.
         self._draws: dict[tuple, int] = {}
         self._layout: dict[tuple, list] = {}
@@ -314,7 +316,28 @@ class Program:
                 _write_input(t, value)
             outs = outs[:len(outs) - len(targets)]
         it = iter(outs)
-        return [wrap(next(it)) if slot is None else slot[1] for slot in self._layout[statics]]
+        return [_as_tensor(next(it), stride) if slot is None else slot[1]
+                for slot, stride in zip(self._layout[statics], self._strides, strict=True)]
+
+
+def _dense_layout(node) -> tuple | None:
+    """An output's strides when PyTorch's meta gives it a dense layout other than contiguous
+    (a channels_last conv result), else None."""
+    val = node.meta.get("val") if isinstance(node, fx.Node) else None
+    if not isinstance(val, torch.Tensor) or val.is_contiguous():
+        return None
+    geometry = (*val.shape, *val.stride())
+    if not all(isinstance(n, int) for n in geometry) or not is_dense(val.shape, val.stride()):
+        return None
+    return tuple(val.shape), tuple(val.stride())
+
+
+def _as_tensor(value: jax.Array, layout: tuple | None) -> TpuTensor:
+    """An output as a tensor, laid out as the graph's meta says (a bucketed, padded output
+    of another shape stays contiguous)."""
+    if layout is None or tuple(value.shape) != layout[0]:
+        return wrap(value)
+    return with_layout(value, layout[1])
 
 
 def _write_input(t: torch.Tensor, value: jax.Array) -> None:

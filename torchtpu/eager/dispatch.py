@@ -17,7 +17,7 @@ from torch.utils._pytree import tree_map
 from ..ops.decomps import DECOMPOSITIONS
 from ..ops.registry import LOWERINGS
 from ..runtime.execute import Pending
-from ..tensor import TpuTensor, read, set_executor
+from ..tensor import TpuTensor, is_dense, read, set_executor, with_layout
 from ..tensor import wrap as wrap_tensor
 from . import bounds, fallback, meta_errors, mutation, special, strict, views
 from .values import unwrap, wrap_out
@@ -123,7 +123,7 @@ def _keeping_layout(inner: Handler) -> Handler:
         if type(x) is TpuTensor and x._direct and fmt in _KEEPS:
             return out
         stride = views.layout_for(x, fmt)
-        return out if out.stride() == stride else views.with_layout(read(out), stride)
+        return out if out.stride() == stride else with_layout(read(out), stride)
 
     return handler
 
@@ -137,7 +137,7 @@ def _strided(inner: Handler, at: int) -> Handler:
     def handler(args, kwargs):
         out = inner(args, kwargs)
         stride = tuple(args[at])
-        return out if out.stride() == stride else views.with_layout(read(out), stride)
+        return out if out.stride() == stride else with_layout(read(out), stride)
 
     return handler
 
@@ -185,9 +185,9 @@ _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
 def _laid_out_as(out, meta):
     if isinstance(out, TpuTensor) and isinstance(meta, torch.Tensor):
         stride = meta.stride()
-        if out.stride() == stride or not views.is_dense(out.shape, stride):
+        if out.stride() == stride or not is_dense(out.shape, stride):
             return out
-        return views.with_layout(read(out), stride)
+        return with_layout(read(out), stride)
     if isinstance(out, (list, tuple)) and isinstance(meta, (list, tuple)):
         return type(out)(_laid_out_as(o, m) for o, m in zip(out, meta, strict=True))
     return out

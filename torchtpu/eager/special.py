@@ -8,7 +8,7 @@ import torch
 from ..debug import counters as metrics
 from ..ops.dtypes import broadcast, cast, to_jax_dtype
 from ..runtime.transfer import to_device, to_host
-from ..tensor import TpuTensor, read, wrap, write
+from ..tensor import TpuTensor, read, with_layout, wrap, write
 from . import views
 
 aten = torch.ops.aten
@@ -59,12 +59,12 @@ def _to_copy(args, kwargs):
     v = read(x)
     if dtype is not None and to_jax_dtype(dtype) != v.dtype:
         v = cast(v, to_jax_dtype(dtype))
-    return views.with_layout(v, stride)
+    return with_layout(v, stride)
 
 
 def _clone(args, kwargs):
     x = args[0]
-    return views.with_layout(read(x), _copy_layout(x, kwargs.get("memory_format")))
+    return with_layout(read(x), _copy_layout(x, kwargs.get("memory_format")))
 
 
 def _copy_layout(x: TpuTensor, memory_format) -> tuple[int, ...]:

@@ -12,7 +12,7 @@ import math
 import torch
 
 from ..ops.registry import LOWERINGS
-from ..ops.views import gather_view, grow_storage, memory_order
+from ..ops.views import gather_view, grow_storage
 from ..tensor import Storage, TpuTensor, contiguous_strides, make_view, wrap
 from . import strict
 from .values import call_unwrapped
@@ -90,27 +90,6 @@ def layout_for(t: torch.Tensor, memory_format=None) -> tuple[int, ...]:
     keeps a dense layout such as channels_last and makes anything else contiguous)."""
     meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
     return torch.empty_like(meta, memory_format=memory_format or torch.preserve_format).stride()
-
-
-def with_layout(value, stride) -> TpuTensor:
-    """A fresh tensor holding ``value`` with a dense layout ``stride``: its storage holds the
-    elements in that memory order, as PyTorch's would."""
-    size, stride = tuple(value.shape), tuple(stride)
-    if stride == contiguous_strides(size) or not is_dense(size, stride):
-        return wrap(value)
-    dims = tuple(sorted(range(len(size)), key=lambda d: (-stride[d], -size[d])))
-    return make_view(Storage(memory_order(value, dims)), value, size, stride, 0)
-
-
-def is_dense(size, stride) -> bool:
-    """Non-overlapping and dense: the dimensions tile memory exactly once."""
-    expected = 1
-    for n, s in sorted(((n, s) for n, s in zip(size, stride, strict=True) if n != 1),
-                       key=lambda p: p[1]):
-        if s != expected:
-            return False
-        expected *= n
-    return True
 
 
 def set_geometry(t: TpuTensor, size, stride, offset: int) -> None:
