@@ -44,6 +44,8 @@ import torchtpu
         (lambda d: torch.ones(3, dtype=torch.half, device=d).masked_fill_(
             torch.ones(3, dtype=torch.bool, device=d), -1e9), RuntimeError),
         (lambda d: torch.ones(3, dtype=torch.int8, device=d).fill_(300), RuntimeError),
+        (lambda d: torch.mv(torch.ones(3, 4, device=d), torch.ones(5, device=d)), RuntimeError),
+        (lambda d: torch.dot(torch.ones(3, device=d), torch.ones(4, device=d)), RuntimeError),
     ],
 )
 def test_same_exception_as_cpu(bad, exc, eager_mode):

@@ -20,6 +20,7 @@ _MATMUL = re.compile(r"a and b must have same reduction dim, but got \[(.*)\] X 
 _CAT = re.compile(r"Sizes of tensors must match except in dimension (\d+)\. "
                   r"Expected (\d+) in dimension \d+ but got (\d+) for tensor number (\d+)")
 _DTYPE = re.compile(r"torch\.(\w+)")
+_MV = re.compile(r"size mismatch, got input \((\d+)x(\d+)\), vec \((\d+)\)")
 _NDIM = re.compile(r"Number of dimensions of tensors must match\.  Expected (\d+)-D tensors, "
                    r"but got (\d+)-D")
 # Checks whose condition CPU's also fails, worded otherwise.
@@ -85,6 +86,11 @@ def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
                             f"and {m.group(2)}")
     if text in _SAME_CHECK:
         return RuntimeError(_SAME_CHECK[text])
+    if m := _MV.match(text):
+        rows, cols, n = m.groups()
+        return RuntimeError(f"size mismatch, got input ({rows}), mat ({rows}x{cols}), vec ({n})")
+    if "to have thesame number" in text:  # the dot meta kernel's typo
+        return RuntimeError(text.replace("thesame", "the same"))
     if text.startswith("Attempting to broadcast a dimension"):
         return RuntimeError(_broadcast_message(shapes) or text)
     if m := _MATMUL.match(text):
