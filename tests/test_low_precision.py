@@ -87,3 +87,14 @@ def test_silu_and_mish_twice_differentiable(fn):
         (gg,) = torch.autograd.grad(g.sum(), x)
         outs.append((g.detach().cpu(), gg.cpu()))
     torch.testing.assert_close(outs[1], outs[0])
+
+
+@pytest.mark.parametrize("fn", [F.silu, F.mish])
+def test_silu_and_mish_under_torch_func(fn):
+    # Inside torch.func transforms they take the differentiable composite (an autograd
+    # Function has no PrivateUse1 autograd kernel there).
+    x = torch.linspace(-3, 3, 6, dtype=torch.float64)
+    grad = torch.func.grad(lambda v: fn(v).sum())
+    hess = torch.func.hessian(lambda v: fn(v).sum())
+    for transform, arg in [(grad, x), (hess, x), (torch.func.vmap(fn), x.view(2, 3))]:
+        torch.testing.assert_close(transform(arg.to("tpu")).cpu(), transform(arg))

@@ -15,9 +15,17 @@ import torch
 aten = torch.ops.aten
 
 
+def _silu(x):
+    return x * torch.sigmoid(x)
+
+
 def _silu_composite(grad, x):
     s = torch.sigmoid(x)
     return grad * s * (1 + x * (1 - s))
+
+
+def _mish(x):
+    return x * torch.tanh(torch.nn.functional.softplus(x))
 
 
 def _mish_composite(grad, x):
@@ -25,11 +33,27 @@ def _mish_composite(grad, x):
     return grad * (t + x * torch.sigmoid(x) * (1 - t * t))
 
 
+def _kernel(name: str, forward_op, backward_op, composite, plain):
+    apply = _function(name, forward_op, backward_op, composite)
+
+    def kernel(x):
+        # Inside torch.func transforms an autograd.Function becomes a higher-order op with no
+        # PrivateUse1 autograd kernel: there, the op as differentiable ops (PyTorch's own path
+        # for subclasses).
+        if torch._C._functorch.maybe_current_level() is not None:
+            return plain(x)
+        return apply(x)
+
+    return kernel
+
+
 def _function(name: str, forward_op, backward_op, composite):
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        with torch._C._AutoDispatchBelowAutograd():
+    def forward(x):
+        with torch._C._AutoDispatchBelowAutograd():  # else this kernel again
             return forward_op(x)
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
 
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
@@ -38,14 +62,17 @@ def _function(name: str, forward_op, backward_op, composite):
         return backward_op(grad, x)
 
     # The class's name names its autograd node (SiluBackward), as grad_fn shows it.
-    fn = type(name, (torch.autograd.Function,), {"forward": staticmethod(forward),
-                                                 "backward": staticmethod(backward)})
+    fn = type(name, (torch.autograd.Function,), {
+        "forward": staticmethod(forward), "setup_context": staticmethod(setup_context),
+        "backward": staticmethod(backward)})
     return fn.apply
 
 
 KERNELS = {
-    "silu": _function("Silu", aten.silu.default, aten.silu_backward.default, _silu_composite),
-    "mish": _function("Mish", aten.mish.default, aten.mish_backward.default, _mish_composite),
+    "silu": _kernel("Silu", aten.silu.default, aten.silu_backward.default, _silu_composite,
+                    _silu),
+    "mish": _kernel("Mish", aten.mish.default, aten.mish_backward.default, _mish_composite,
+                    _mish),
 }
 
 
