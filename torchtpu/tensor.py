@@ -14,7 +14,7 @@ import jax
 import torch
 
 from .ops.dtypes import JAX_TO_TORCH
-from .ops.views import gather_as, gather_view, memory_order, scatter_as, scatter_view
+from .ops.views import dense_order, gather_as, gather_view, memory_order, scatter_as, scatter_view
 from .runtime import memory
 
 # PyTorch's autograd engine asserts on a device without an index: always 'tpu:0'.
@@ -167,13 +167,7 @@ def with_layout(value, stride) -> TpuTensor:
 
 def is_dense(size, stride) -> bool:
     """Non-overlapping and dense: the dimensions tile memory exactly once."""
-    expected = 1
-    for n, s in sorted(((n, s) for n, s in zip(size, stride, strict=True) if n != 1),
-                       key=lambda p: p[1]):
-        if s != expected:
-            return False
-        expected *= n
-    return True
+    return dense_order(tuple(size), tuple(stride)) is not None
 
 
 def read(t: TpuTensor) -> jax.Array:

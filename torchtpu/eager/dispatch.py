@@ -95,7 +95,8 @@ def _build(func, fused: bool = False) -> Handler:
         if func in _LU_OF_TRANSPOSE:
             return _factoring_a_itself(_rule_handler(rule, fused))
         handler = _following_memory_format(func, _rule_handler(rule, fused))
-        return _checking_number(func, handler) if func in meta_errors.NUMBER_OPS else handler
+        return (meta_errors.checking_number(func, handler) if func in meta_errors.NUMBER_OPS
+                else handler)
     derived = mutation.derived_handler(func, functional_handler)
     if derived is not None:
         return derived
@@ -142,14 +143,6 @@ def _strided(inner: Handler, at: int) -> Handler:
     return handler
 
 
-def _checking_number(func, inner: Handler) -> Handler:
-    def handler(args, kwargs):
-        meta_errors.check_number_fits(func, args)
-        return inner(args, kwargs)
-
-    return handler
-
-
 def _channels_last(x) -> bool:
     # A channels_last tensor is never direct: a direct one is contiguous.
     return (type(x) is TpuTensor and not x._direct and x.dim() in _CHANNELS_LAST
@@ -170,9 +163,10 @@ def _following_memory_format(func, inner: Handler) -> Handler:
             meta = func(*tree_map(views.meta_like, args), **tree_map(views.meta_like, kwargs))
         except (NotImplementedError, RuntimeError):  # no meta kernel: keep what we have
             return out
-        if func is aten.convolution.default and any(_channels_last(x) for x in args[:2]):
+        if func is aten.convolution.default:
             # The meta kernel does not pick CPU's backend: CPU's (mkldnn's, and its slow
-            # path's) result is channels_last when the input or the weight is.
+            # path's) result is channels_last when the input or the weight is (its only
+            # arguments that can be).
             meta = meta.to(memory_format=_CHANNELS_LAST[meta.dim()])
         return _laid_out_as(out, meta)
 

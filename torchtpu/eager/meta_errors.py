@@ -64,8 +64,22 @@ def check_number_fits(op, args: Sequence) -> None:
         info = torch.iinfo(dtype)
         fits = not math.isfinite(value) or info.min <= value <= info.max
     if not fits:
-        ctype = _C_TYPES.get(str(dtype).removeprefix("torch."), str(dtype))
-        raise RuntimeError(f"value cannot be converted to type {ctype} without overflow")
+        raise _overflow(str(dtype).removeprefix("torch."))
+
+
+def checking_number(op, compute):
+    """``compute`` (args, kwargs) with ``check_number_fits`` first."""
+
+    def checked(args, kwargs):
+        check_number_fits(op, args)
+        return compute(args, kwargs)
+
+    return checked
+
+
+def _overflow(dtype_name: str) -> RuntimeError:
+    ctype = _C_TYPES.get(dtype_name, dtype_name)
+    return RuntimeError(f"value cannot be converted to type {ctype} without overflow")
 
 
 def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
@@ -76,8 +90,7 @@ def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
                if hasattr(x, "shape") and hasattr(x, "dtype")]
     shapes = [tuple(x.shape) for x in tensors]
     if "without overflow" in text and text.startswith("could not convert") and tensors:
-        ctype = _C_TYPES.get(str(tensors[0].dtype), str(tensors[0].dtype))
-        return RuntimeError(f"value cannot be converted to type {ctype} without overflow")
+        return _overflow(str(tensors[0].dtype))
     if text.startswith("Mask must be bool or uint8") and len(tensors) > 1:
         return RuntimeError("masked_scatter_ only supports boolean masks, but got mask with "
                             f"dtype {scalar_type_name(tensors[1].dtype)}")

@@ -17,7 +17,7 @@ from ..ops.registry import LOWERINGS, is_functional
 from ..runtime.transfer import to_device
 from ..tensor import TpuTensor, read, write
 from . import strict, views
-from .meta_errors import NUMBER_OPS, check_number_fits
+from .meta_errors import NUMBER_OPS, checking_number
 from .values import call_unwrapped, wrap_out
 
 aten = torch.ops.aten
@@ -129,11 +129,7 @@ def derived_handler(func, functional_handler):
             return None
         compute = inner
     if functional in NUMBER_OPS:
-        unchecked = compute
-
-        def compute(args, kwargs):
-            check_number_fits(functional, args)
-            return unchecked(args, kwargs)
+        compute = checking_number(functional, compute)
 
     if is_out:
         takes_dtype = any(a.name == "dtype" for a in functional._schema.arguments)

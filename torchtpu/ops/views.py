@@ -28,7 +28,7 @@ def _flat_index(size, stride, offset):
     return idx
 
 
-def _dense_order(size, stride):
+def dense_order(size, stride):
     """If the geometry tiles one run of memory exactly (contiguous, transposed, channels_last:
     any permuted dense layout), its dimensions of size > 1 from outermost to innermost; else
     None. Such a view is read and written with a slice and a transpose, not a gather."""
@@ -46,7 +46,7 @@ def gather_view(base: jax.Array, geometry) -> jax.Array:
     """The elements of ``base``'s storage that a view with this geometry sees."""
     size, stride, offset = geometry
     flat = base.reshape(-1)
-    order = _dense_order(size, stride)
+    order = dense_order(size, stride)
     if order is None:
         return flat[_flat_index(size, stride, offset)]
     run = lax.slice(flat, (offset,), (offset + math.prod(size),))
@@ -59,7 +59,7 @@ def scatter_view(base: jax.Array, value: jax.Array, geometry) -> jax.Array:
     """``base`` with the elements a view of this geometry sees replaced by ``value``."""
     size, stride, offset = geometry
     flat = base.reshape(-1)
-    order = _dense_order(size, stride)
+    order = dense_order(size, stride)
     if order is None:
         flat = flat.at[_flat_index(size, stride, offset).reshape(-1)].set(value.reshape(-1))
     else:
