@@ -15,12 +15,12 @@ from ..ops.registry import LOWERINGS
 from ..ops.views import gather_view, grow_storage
 from ..tensor import Storage, TpuTensor, contiguous_strides, make_view, wrap
 from . import strict
-from .values import call_unwrapped
+from .values import call_unwrapped, unwrap
 
 
 def _meta_base(t: TpuTensor) -> torch.Tensor:
-    storage = t._storage.value
-    numel = storage.size * storage.dtype.itemsize // t.element_size()  # in t's dtype
+    storage = t._storage
+    numel = math.prod(storage.shape) * storage.dtype.itemsize // t.element_size()  # t's dtype
     meta = torch.empty(numel, dtype=t.dtype, device="meta")
     return meta.as_strided(t.shape, t.stride(), t.storage_offset())
 
@@ -43,7 +43,13 @@ def handler(func):
         meta_base = meta_like(base)
         meta = func(meta_base, *[meta_like(a) for a in args[1:]], **kwargs)
         storage = base._storage
-        if run is not None:
+        if (isinstance(meta, torch.Tensor) and meta.dtype == meta_base.dtype
+                and _geometry(meta) == _geometry(meta_base)
+                and meta.is_conj() == meta_base.is_conj() and meta.is_neg() == meta_base.is_neg()):
+            # alias, detach, a view to its own shape: the base's value as it is, which costs
+            # no program (a jitted identity copies its input).
+            value = unwrap(base)
+        elif run is not None:
             value = call_unwrapped(run, args, kwargs)
         elif isinstance(meta, torch.Tensor):
             value = gather_view(storage.value, _geometry(meta))
@@ -98,8 +104,7 @@ def set_geometry(t: TpuTensor, size, stride, offset: int) -> None:
     with torch._C._DisableTorchDispatch():
         # the wrapper's own sizes and strides: PyTorch's generic kernel, bounds-checked
         torch.ops.aten.as_strided_.default(t, size, stride, offset)
-    base = t._storage.value
-    t._direct = (t._bitcast is None and offset == 0 and size == base.shape
+    t._direct = (t._bitcast is None and offset == 0 and size == t._storage.shape
                  and stride == contiguous_strides(size))
     t._geometry = (size, stride, offset)
     t._cache, t._cache_version = None, -1
