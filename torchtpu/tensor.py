@@ -28,13 +28,35 @@ last_value = None
 class Storage:
     """The value shared by a base tensor and all its views."""
 
-    __slots__ = ("value", "version", "nbytes", "__weakref__")
+    __slots__ = ("_value", "_layout", "version", "nbytes", "__weakref__")
 
-    def __init__(self, value: jax.Array):
-        self.value = value
+    def __init__(self, value: jax.Array, dims: tuple[int, ...] | None = None):
+        # With ``dims``, the storage holds ``value``'s elements in the memory order of that
+        # dense layout (channels_last...), rearranged only when something reads the bytes:
+        # most such tensors (activations a compiled forward saves) are only read whole.
+        self._value, self._layout = (None, (value, dims)) if dims is not None else (value, None)
         self.version = 0
         self.nbytes = value.size * value.dtype.itemsize
         memory.add(self.nbytes)
+
+    @property
+    def value(self) -> jax.Array:
+        if self._layout is not None:
+            self._value = memory_order(*self._layout)
+            self._layout = None
+        return self._value
+
+    @value.setter
+    def value(self, value: jax.Array) -> None:
+        self._value, self._layout = value, None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self._layout[0].size,) if self._layout is not None else self._value.shape
+
+    @property
+    def dtype(self):
+        return self._layout[0].dtype if self._layout is not None else self._value.dtype
 
     def __del__(self):
         if memory.sub is not None:  # None once interpreter shutdown has cleared the module
@@ -142,11 +164,10 @@ def make_view(storage: Storage, value, size, stride, offset: int) -> TpuTensor:
         TpuTensor, size, stride, offset, dtype=JAX_TO_TORCH[value.dtype], device=DEVICE
     )
     t._storage = storage
-    base = storage.value
-    if value.dtype != base.dtype:
+    if value.dtype != storage.dtype:
         t._bitcast = value.dtype
     t._direct = (
-        t._bitcast is None and offset == 0 and size == base.shape
+        t._bitcast is None and offset == 0 and size == storage.shape
         and stride == contiguous_strides(size)
     )
     t._geometry = (size, stride, offset)
@@ -162,7 +183,7 @@ def with_layout(value, stride) -> TpuTensor:
     if stride == contiguous_strides(size) or not is_dense(size, stride):
         return wrap(value)
     dims = tuple(sorted(range(len(size)), key=lambda d: (-stride[d], -size[d])))
-    return make_view(Storage(memory_order(value, dims)), value, size, stride, 0)
+    return make_view(Storage(value, dims), value, size, stride, 0)
 
 
 def is_dense(size, stride) -> bool:
