@@ -25,6 +25,7 @@ def _cache_in(where: str, monkeypatch):
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     _cache_in(str(tmp_path), monkeypatch)
+    _forget_programs(monkeypatch)  # nor what earlier tests traced but never stored
     yield tmp_path
     monkeypatch.undo()
     compile_cache.setup()  # the process's own cache again
@@ -35,6 +36,7 @@ def _forget_programs(monkeypatch):
     monkeypatch.setattr(fused, "_PROGRAMS", {})
     monkeypatch.setattr(fused, "_AVALS", {})
     monkeypatch.setattr(fused, "_stored_shapes", (None, {}))
+    monkeypatch.setattr(fused, "_new_shapes", {})
 
 
 def _step(x, w):
