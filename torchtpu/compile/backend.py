@@ -67,8 +67,10 @@ def _graph_compiler(kind: str, options: tuple) -> Callable:
 def compile_aten(gm: fx.GraphModule, example_inputs: list, options: tuple = ()) -> Callable:
     """AOTAutograd over ``gm``, with every ATen graph lowered to a jax program."""
     from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     backend = aot_autograd(
+        partition_fn=min_cut_rematerialization_partition,
         fw_compiler=_graph_compiler("forward", options),
         bw_compiler=_graph_compiler("backward", options),
         inference_compiler=_graph_compiler("inference", options),
