@@ -236,3 +236,24 @@ def test_a_bool_view_writes_only_its_bytes():
         return x
 
     assert_same(run("tpu"), run("cpu"))
+
+
+def test_a_view_with_its_bases_geometry_runs_nothing(monkeypatch):
+    # detach, alias and a view to the same shape take the base's value: no program (a
+    # jitted identity would copy it; torch.compile's backward detaches every gradient).
+    from torchtpu.runtime.execute import Executable
+
+    x = torch.randn(4, 4, device=TPU)
+    ran = []
+    call = Executable.__call__
+    monkeypatch.setattr(Executable, "__call__", lambda self, *a, **k: (
+        ran.append(self.name), call(self, *a, **k))[1])
+    views = [x.detach(), torch.ops.aten.alias(x), x.view(4, 4), x[:]]
+    assert ran == []
+    monkeypatch.undo()
+    for y in views:
+        assert y._storage is x._storage
+    views[0].add_(1)  # still a view: the base sees the write
+    assert_same(x, views[1].cpu())
+    c = torch.randn(3, dtype=torch.complex64, device=TPU)
+    assert_same(c.conj().resolve_conj(), c.cpu().conj())  # same geometry, conj bit set

@@ -282,3 +282,20 @@ def test_import_does_not_load_dynamo():
                          check=True)
     assert out.stdout.strip() == "False"
     assert torchtpu  # the package under test
+
+
+def test_an_output_that_is_an_input_is_that_tensor():
+    # What a compiled forward saves for its backward is often a weight: handed back as the
+    # weight itself, not a copy the program made.
+    from torch import fx
+
+    from torchtpu.compile.lower_fx import Program
+
+    def f(x, y):
+        return x, torch.ops.aten.add.Tensor(x, y), y
+
+    gm = fx.symbolic_trace(f)
+    x, y = torch.randn(3, 4, device=TPU), torch.randn(3, 4, device=TPU)
+    a, b, c = Program(gm, "forward")([x, y])
+    assert a is x and c is y
+    assert_same(b, x.cpu() + y.cpu())

@@ -279,13 +279,19 @@ class Program:
         else:
             outs = interpret(self.gm, inputs, written)
         # A program returns arrays only; ints and Nones in the output are fixed per signature.
+        # An output that is an input, unchanged (a weight a forward saves for its backward),
+        # is that input tensor itself, as inductor returns it: as a program output XLA
+        # would copy it.
+        position = {id(inputs[i]): i for i, k in enumerate(self.kinds) if k == "array"}
         layout, arrays_out = [], []
         for o in outs:
-            if isinstance(o, jax.Array):
+            if not isinstance(o, jax.Array):
+                layout.append(("const", o))
+            elif id(o) in position:
+                layout.append(("input", position[id(o)]))
+            else:
                 layout.append(None)
                 arrays_out.append(o)
-            else:
-                layout.append(("const", o))
         self._layout[statics] = layout
         return arrays_out + [written[self._placeholders[i]] for i in self.mutated]
 
@@ -303,8 +309,9 @@ class Program:
             else:
                 statics.append(a)
         targets = [args[i] for i in self.mutated]
+        inputs = list(args)  # until the outputs that are inputs are handed back
         if type(args) is list:
-            args.clear()  # drop references to the inputs once we hold their arrays
+            args.clear()  # drop the caller's references to the inputs
         arrays += self.constants
         statics = tuple(statics)
         stream = rng.stream_inputs() if self.random else None
@@ -316,7 +323,8 @@ class Program:
                 _write_input(t, value)
             outs = outs[:len(outs) - len(targets)]
         it = iter(outs)
-        return [_as_tensor(next(it), stride) if slot is None else slot[1]
+        return [_as_tensor(next(it), stride) if slot is None
+                else inputs[slot[1]] if slot[0] == "input" else slot[1]
                 for slot, stride in zip(self._layout[statics], self._strides, strict=True)]
 
 
