@@ -182,3 +182,16 @@ def test_ignored_target_is_not_out_of_range():
         target = torch.tensor(target)
         assert_same(_F.cross_entropy(x.to("tpu"), target.to("tpu"), ignore_index=ignore),
                     _F.cross_entropy(x, target, ignore_index=ignore))
+
+
+@pytest.mark.parametrize("op", [
+    torch.bitwise_and, torch.bitwise_xor, torch.bitwise_left_shift, torch.gcd, torch.lcm,
+])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_integer_ops_refuse_floats_as_cpu(op, dtype):
+    x = torch.ones(3, dtype=dtype)
+    with pytest.raises(NotImplementedError) as on_cpu:
+        op(x, x)
+    with pytest.raises(NotImplementedError) as on_tpu:
+        op(x.to("tpu"), x.to("tpu"))
+    assert str(on_tpu.value) == str(on_cpu.value).replace("_cpu", "_tpu")

@@ -104,10 +104,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('sparse.sampled_addmm', '', 'float32', 'forward'),
         ('sparse.sampled_addmm', '', 'float32', 'grad'),
     ],
-    'no rule or decomposition for prims.gcd.default': [
-        ('gcd', '', 'int64', 'forward'),
-        ('lcm', '', 'int64', 'forward'),
-    ],
     "bfloat16 rounding: CPU's 3-D adaptive average pool rounds between its passes (CPU's own float32 result is as far from it)": [  # noqa: E501
         ('nn.functional.interpolate', 'area', 'bfloat16', 'forward'),
         ('nn.functional.adaptive_avg_pool3d', '', 'bfloat16', 'forward'),
@@ -126,9 +122,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     ],
     "multinomial: CPU checks the probabilities' values (negative, inf, NaN, zero sum), a host sync per draw strict mode does not pay (CUDA uses device asserts)": [  # noqa: E501
         ('multinomial', '', 'any', 'errors'),
-    ],
-    'no rule or decomposition for prims.convert_element_type.default': [
-        ('renorm', '', 'bfloat16', 'forward'),
     ],
     'random: the low-rank sketch is drawn from the generator; with M given the input is full rank and the approximation depends on it (PyTorch skips test_compare_cpu)': [  # noqa: E501
         ('svd_lowrank', '', 'float32', 'forward'),

@@ -123,14 +123,15 @@ def float_of(x):
     return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(default_float())
 
 
-def _cast(x, dtype):
+def astype(x, dtype):
+    """``x.astype(dtype)`` inside a rule, with PyTorch's CPU behaviour for float -> int."""
     if dtype.kind in "iu" and dtype.itemsize < 8 and np.dtype(x.dtype).kind == "f":
         # PyTorch's CPU casts floats into narrow integers through int64: they wrap.
         return x.astype(jnp.int64).astype(dtype)
     return x.astype(dtype)
 
 
-_cast_exe = Executable(_cast, static_argnums=(1,))
+_cast_exe = Executable(astype, static_argnums=(1,))
 _broadcast_exe = Executable(jnp.broadcast_to, static_argnums=(1,))
 
 

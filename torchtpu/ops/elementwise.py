@@ -12,7 +12,16 @@ import numpy as np
 import torch
 from jax import lax
 
-from .dtypes import LOW_PRECISION, float_of, opmath, promote, result_type, scalar_type_name
+from .dtypes import (
+    LOW_PRECISION,
+    astype,
+    float_of,
+    opmath,
+    promote,
+    result_type,
+    scalar_type_name,
+    to_jax_dtype,
+)
 from .registry import LOWERINGS, lowering
 
 aten = torch.ops.aten
@@ -33,6 +42,20 @@ def _binary(op, fn):
 
     def rule(self, other):
         a, b = promote(self, other)
+        return fn(a, b)
+
+    lowering(op)(rule)
+
+
+def _binary_integral(op, fn, kernel: str, bools: bool = False):
+    """An integer op (bitwise, shifts, gcd): another dtype is CPU's NotImplementedError."""
+
+    def rule(self, other):
+        a, b = promote(self, other)
+        kind = np.dtype(a.dtype).kind
+        if not (kind in "iu" or bools and kind == "b"):
+            raise NotImplementedError(
+                f'"{kernel}_tpu" not implemented for \'{scalar_type_name(a.dtype)}\'')
         return fn(a, b)
 
     lowering(op)(rule)
@@ -93,15 +116,21 @@ for _op, _fn in [
 for _op, _fn in [
     (aten.maximum, jnp.maximum), (aten.minimum, jnp.minimum),
     (aten.fmax, jnp.fmax), (aten.fmin, jnp.fmin), (aten.fmod, jnp.fmod),
-    (aten.remainder, jnp.remainder), (aten.bitwise_and, jnp.bitwise_and),
-    (aten.bitwise_or, jnp.bitwise_or), (aten.bitwise_xor, jnp.bitwise_xor),
-    (aten.bitwise_left_shift, jnp.left_shift), (aten.bitwise_right_shift, jnp.right_shift),
-    (aten.__and__, jnp.bitwise_and), (aten.__or__, jnp.bitwise_or),
-    (aten.__xor__, jnp.bitwise_xor), (aten.__lshift__, jnp.left_shift),
-    (aten.__rshift__, jnp.right_shift), (aten.copysign, jnp.copysign),
+    (aten.remainder, jnp.remainder), (aten.copysign, jnp.copysign),
     (aten.nextafter, jnp.nextafter), (aten.xlogy, jax.scipy.special.xlogy),
 ]:
     _binary(_op, _fn)
+
+for _ops, _fn, _kernel, _bools in [
+    ((aten.bitwise_and, aten.__and__), jnp.bitwise_and, "bitwise_and", True),
+    ((aten.bitwise_or, aten.__or__), jnp.bitwise_or, "bitwise_or", True),
+    ((aten.bitwise_xor, aten.__xor__), jnp.bitwise_xor, "bitwise_xor", True),
+    ((aten.bitwise_left_shift, aten.__lshift__), jnp.left_shift, "lshift", False),
+    ((aten.bitwise_right_shift, aten.__rshift__), jnp.right_shift, "rshift", False),
+    ((aten.gcd,), jnp.gcd, "gcd", False), ((aten.lcm,), jnp.lcm, "lcm", False),
+]:
+    for _op in _ops:
+        _binary_integral(_op, _fn, _kernel, _bools)
 
 for _op, _fn in [(aten.atan2, jnp.arctan2), (aten.hypot, jnp.hypot),
                  (aten.logaddexp, jnp.logaddexp), (aten.logaddexp2, jnp.logaddexp2)]:
@@ -120,6 +149,9 @@ for _op, _fn in [
     lowering(_op)(lambda self, other, _fn=_fn: _fn(self.astype(bool), other.astype(bool)))
 
 lowering(aten.logical_not)(lambda self: jnp.logical_not(self))
+# PyTorch's own decompositions reach it (renorm in low precision).
+lowering(torch.ops.prims.convert_element_type.default)(
+    lambda self, dtype: astype(self, np.dtype(to_jax_dtype(dtype))))
 lowering(aten.isnan)(lambda self: jnp.isnan(self))
 lowering(aten.isinf)(lambda self: jnp.isinf(self))
 lowering(aten.isfinite)(lambda self: jnp.isfinite(self))
