@@ -195,3 +195,35 @@ def test_integer_ops_refuse_floats_as_cpu(op, dtype):
     with pytest.raises(NotImplementedError) as on_tpu:
         op(x.to("tpu"), x.to("tpu"))
     assert str(on_tpu.value) == str(on_cpu.value).replace("_cpu", "_tpu")
+
+
+def _cat_into_own_input(d):
+    x, y = torch.ones(4, 6, device=d), torch.ones(4, 6, device=d)
+    torch.cat([x, y], out=y[:2])
+
+
+def _gather_into_own_input(d):
+    x = torch.ones(4, 4, device=d)
+    torch.gather(x, 0, torch.zeros(2, 4, dtype=torch.long, device=d), out=x[:2])
+
+
+def _complex_into_another_dtype(d):
+    r = torch.ones(3, dtype=torch.float64, device=d)
+    torch.complex(r, r, out=torch.empty(3, dtype=torch.complex64, device=d))
+
+
+@pytest.mark.parametrize("bad", [_cat_into_own_input, _gather_into_own_input,
+                                 _complex_into_another_dtype])
+def test_out_checks_as_cpu(bad):
+    with pytest.raises(RuntimeError) as on_cpu:
+        bad("cpu")
+    with pytest.raises(RuntimeError) as on_tpu:
+        bad("tpu")
+    assert str(on_tpu.value) == str(on_cpu.value)
+
+
+def test_out_may_be_an_elementwise_ops_own_input():
+    x = torch.arange(4.0)
+    t = x.to("tpu")
+    torch.add(t, 1, out=t)  # exactly an input: allowed, as on CPU
+    assert_same(t, torch.add(x, 1, out=x))

@@ -41,13 +41,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     "float32 rounding: CPU's flash attention kernel sums the softmax blockwise; one element of a large sample is 1.3e-5 from it (atol 1e-5)": [  # noqa: E501
         ('nn.functional.scaled_dot_product_attention', '', 'float32', 'forward'),
     ],
-    "executor: out= is written without CPU's checks (out dtype, internal overlap, overlap with an input)": [  # noqa: E501
-        ('aminmax', '', 'any', 'errors'),
-        ('cat', '', 'any', 'errors'),
-        ('complex', '', 'any', 'errors'),
-        ('gather', '', 'any', 'errors'),
-        ('take', '', 'any', 'errors'),
-    ],
     'no rule or decomposition for aten._to_sparse.default': [
         ('to_sparse', '', 'bfloat16', 'forward'),
         ('to_sparse', '', 'bool', 'forward'),

@@ -18,6 +18,7 @@ import sys
 import time
 import types
 import unittest
+from collections import Counter
 
 import pytest
 import torch
@@ -110,19 +111,32 @@ def _views_more_storage(x: torch.Tensor) -> bool:
     return x.untyped_storage().nbytes() > x.numel() * x.element_size()
 
 
-def _to_tpu(x, grad=False):
+def _to_tpu(x, grad=False, storages=None):
+    """``x`` on tpu; ``storages``: CPU storages the sample's tensors share, each moved once
+    (their tpu copies, filled in here), so tensors sharing memory on CPU share it on tpu."""
     if isinstance(x, torch.Tensor) and x.device.type == "meta":
         return x  # error inputs mixing devices keep their meta tensor
-    if isinstance(x, torch.Tensor) and (torch._debug_has_internal_overlap(x) == 1
+    shared = storages is not None and _storage_key(x) in storages
+    if isinstance(x, torch.Tensor) and (torch._debug_has_internal_overlap(x) == 1 or shared
                                         or not grad and _views_more_storage(x)):
         # an expanded tensor (stride 0) keeps its overlap, a partial view the rest of its
         # storage (as_strided may reach it): rebuilt over its storage on tpu
-        flat = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage())
-        return flat.to(TPU).as_strided(x.shape, x.stride(), x.storage_offset())
+        flat = storages.get(_storage_key(x)) if shared else None
+        if flat is None:
+            flat = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage()).to(TPU)
+            if shared:
+                storages[_storage_key(x)] = flat
+        return flat.as_strided(x.shape, x.stride(), x.storage_offset())
     if isinstance(x, torch.Tensor):
         t = x.detach().to(TPU)
         return t.requires_grad_(x.requires_grad) if grad else t
     return x
+
+
+def _storage_key(x) -> tuple | None:
+    if not isinstance(x, torch.Tensor) or x.device.type != "cpu" or not x.numel():
+        return None
+    return x.untyped_storage().data_ptr(), x.dtype
 
 
 def _is_cpu_device(x) -> bool:
@@ -133,11 +147,17 @@ def _on_tpu(op, s, grad=False):
     """The sample with its tensors on tpu, and any device argument naming tpu."""
     keep = HOST_ARGS.get(op.name, ())
     moved: dict[int, object] = {}  # one tensor passed twice (input and out=) stays one tensor
+    tensors = {id(x): x for x in tree_flatten((s.input, s.args, s.kwargs))[0]
+               if isinstance(x, torch.Tensor) and x.device.type == "cpu" and x.numel()}
+    # Distinct tensors over one storage (an out= that is a view of an input): one on tpu too,
+    # where a grad test's leaves allow it.
+    counts = Counter(_storage_key(x) for x in tensors.values())
+    storages = {} if grad else {key: None for key, n in counts.items() if n > 1}
 
     def move(x):
         if isinstance(x, torch.Tensor):
             if id(x) not in moved:
-                moved[id(x)] = _to_tpu(x, grad)
+                moved[id(x)] = _to_tpu(x, grad, storages)
             return moved[id(x)]
         return x
 

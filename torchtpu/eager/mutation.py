@@ -15,7 +15,7 @@ from torch.utils._pytree import tree_leaves
 from ..ops.dtypes import cast, scalar_type_name, to_jax_dtype
 from ..ops.registry import LOWERINGS, is_functional
 from ..runtime.transfer import to_device
-from ..tensor import TpuTensor, read, write
+from ..tensor import TpuTensor, is_dense, read, write
 from . import strict, views
 from .meta_errors import NUMBER_OPS, checking_number
 from .values import call_unwrapped, wrap_out
@@ -189,15 +189,42 @@ def _out_of_input_dtype(self, out) -> str | None:
     return None
 
 
+def _complex_of_input(self, out) -> str | None:
+    want = torch.complex128 if self.dtype == torch.float64 else torch.complex64
+    if out.dtype != want:
+        return (f"Expected object of scalar type {scalar_type_name(want)} but got scalar type "
+                f"{scalar_type_name(out.dtype)} for argument 'out'")
+    return None
+
+
 # Out= forms whose CPU kernels take no other dtype than the input's (no cast on store).
 _OUT_DTYPE_CHECKS = {
     aten.amax.out: _same_dtype_as_input, aten.amin.out: _same_dtype_as_input,
     aten.aminmax.out: _out_of_input_dtype, aten.gather.out: _out_of_input_dtype,
+    aten.complex.out: _complex_of_input,
 }
+# Out= forms whose CPU kernels refuse an out= sharing any memory with an input (ATen's
+# assert_no_overlap; elementwise ops allow an out= that is exactly an input).
+_NO_OVERLAP = {aten.gather.out, aten.take.out, aten.cat.out, aten.index_select.out}
+_OVERLAP = ("unsupported operation: some elements of the input tensor and the written-to "
+            "tensor refer to a single memory location. Please clone() the tensor before "
+            "performing the operation.")
+
+
+def _overlap(a: TpuTensor, b: TpuTensor) -> bool:
+    """Whether two tensors' memory overlaps, where ATen can tell (both dense)."""
+    if a._storage is not b._storage or not a.numel() or not b.numel():
+        return False
+    if not (is_dense(a.shape, a.stride()) and is_dense(b.shape, b.stride())):
+        return False
+    start_a, start_b = a.storage_offset() * a.element_size(), b.storage_offset() * b.element_size()
+    return (start_a < start_b + b.numel() * b.element_size()
+            and start_b < start_a + a.numel() * a.element_size())
 
 
 def _out_handler(func, compute, out_names, takes_dtype=False):
     check = _OUT_DTYPE_CHECKS.get(func)
+    no_overlap = func in _NO_OVERLAP
 
     def handler(args, kwargs):
         kwargs = dict(kwargs)
@@ -205,6 +232,9 @@ def _out_handler(func, compute, out_names, takes_dtype=False):
         for out in outs if check is not None else ():
             if message := check(args[0], out):
                 raise RuntimeError(message)
+        if no_overlap and any(_overlap(out, x) for out in outs for x in tree_leaves((args, kwargs))
+                              if isinstance(x, TpuTensor)):
+            raise RuntimeError(_OVERLAP)
         if takes_dtype and len(outs) == 1:
             # A factory's out= form (linspace.out, arange.out) computes in the out's dtype.
             kwargs.setdefault("dtype", outs[0].dtype)
@@ -220,10 +250,7 @@ def _out_handler(func, compute, out_names, takes_dtype=False):
                     "performing the operation.")
             if id(t._storage) in inputs and tuple(v.shape) != tuple(t.shape):
                 # resizing an output that is also an input would destroy the input
-                raise RuntimeError(
-                    "unsupported operation: some elements of the input tensor and the "
-                    "written-to tensor refer to a single memory location. Please clone() the "
-                    "tensor before performing the operation.")
+                raise RuntimeError(_OVERLAP)
             _store(t, v, func, resize=True)
         return outs[0] if len(outs) == 1 else tuple(outs)
 

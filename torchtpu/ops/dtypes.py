@@ -90,7 +90,7 @@ def as_meta(x):
     return torch.empty(x.shape, dtype=to_torch_dtype(x.dtype), device="meta")
 
 
-def check_with_meta(op, *args) -> None:
+def check_with_meta(op, *args, **kwargs) -> None:
     """Run PyTorch's meta kernel for its argument checks only (it raises CPU's errors), for a
     rule whose outputs differ from what the meta kernel says (``skip_meta``)."""
     def meta(a):
@@ -98,7 +98,7 @@ def check_with_meta(op, *args) -> None:
             return type(a)(meta(v) for v in a)
         return a if a is None or isinstance(a, (bool, int, float, str)) else as_meta(a)
 
-    op(*[meta(a) for a in args])
+    op(*[meta(a) for a in args], **{k: meta(v) for k, v in kwargs.items()})
 
 
 def result_type(*operands) -> np.dtype:

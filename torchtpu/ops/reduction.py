@@ -80,6 +80,20 @@ def _amin(self, dim=(), keepdim=False):
     return jnp.min(self, axis=_axes(dim, self.ndim), keepdims=keepdim)
 
 
+@lowering(aten.aminmax, skip_meta=True)
+def _aminmax(self, *, dim=None, keepdim=False):
+    # PyTorch decomposes it into amin and amax, whose messages would name them instead.
+    if dim is None and self.size == 0:
+        raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the "
+                           "operation has no identity.")
+    if dim is not None and -self.ndim <= dim < self.ndim and self.shape[dim] == 0:
+        raise IndexError(f"aminmax: Expected reduction dim {dim % self.ndim} to have non-zero "
+                         "size.")
+    check_with_meta(aten.aminmax.default, self, dim=dim, keepdim=keepdim)
+    axis = None if dim is None else _axes(dim, self.ndim)
+    return (jnp.min(self, axis=axis, keepdims=keepdim), jnp.max(self, axis=axis, keepdims=keepdim))
+
+
 @lowering(aten.max.default)
 def _max_all(self):
     return jnp.max(self)
