@@ -36,6 +36,40 @@ def test_memory_stats_track_allocations():
     assert torch.tpu.max_memory_allocated() == peak
 
 
+def test_memory_reserved_free_and_stats_as_cuda_names_them():
+    x = torch.zeros(1024, 1024, device="tpu")  # 4 MiB
+    stats = torch.tpu.memory_stats()
+    assert stats["allocated_bytes.all.current"] == torch.tpu.memory_allocated() >= 4 * 2**20
+    assert torch.tpu.memory_reserved() >= torch.tpu.memory_allocated()
+    assert torch.tpu.max_memory_reserved() >= torch.tpu.memory_reserved()
+    free, total = torch.tpu.mem_get_info()
+    assert 0 < free <= total
+    assert "allocated_bytes.all.current" in torch.tpu.memory_summary()
+    del x
+
+
+def test_events_time_the_device_and_streams_name_its_queue():
+    start, end = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
+    x = torch.randn(256, 256, device="tpu")
+    start.record()
+    for _ in range(3):
+        x = x @ x * 1e-2
+    end.record()
+    end.synchronize()
+    assert end.query() and start.elapsed_time(end) > 0
+    assert torch.tpu.current_stream() == torch.tpu.default_stream() == torch.tpu.Stream()
+    with torch.tpu.stream(torch.tpu.Stream()):
+        y = x + 1
+    done = torch.tpu.current_stream().record_event()
+    torch.tpu.current_stream().wait_event(done)
+    done.synchronize()
+    assert_same(y, x.cpu() + 1)
+    with pytest.raises(RuntimeError, match="enable_timing=True"):
+        torch.tpu.Event().elapsed_time(end)
+    with pytest.raises(RuntimeError, match="must be recorded"):
+        start.elapsed_time(torch.tpu.Event(enable_timing=True))
+
+
 def test_tensor_movement_round_trip():
     c = torch.randn(3, 4)
     for target in ("tpu", "tpu:0", torch.device("tpu"), torch.device("tpu", 0)):

@@ -11,6 +11,14 @@ import torch
 from .eager.modes import get_eager_mode, set_eager_mode
 from .ops import random as _random
 from .runtime import execute, memory, platform
+from .streams import (
+    Event,
+    Stream,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
 
 
 def is_available() -> bool:
@@ -123,6 +131,30 @@ def reset_peak_memory_stats(device=None) -> None:
     memory.reset_peak_memory_stats()
 
 
+def reset_max_memory_allocated(device=None) -> None:
+    memory.reset_peak_memory_stats()
+
+
+def memory_reserved(device=None) -> int:
+    return memory.memory_reserved()
+
+
+def max_memory_reserved(device=None) -> int:
+    return memory.max_memory_reserved()
+
+
+def mem_get_info(device=None) -> tuple[int, int]:
+    return memory.mem_get_info()
+
+
+def memory_stats(device=None) -> dict[str, int]:
+    return memory.memory_stats()
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    return memory.memory_summary()
+
+
 def empty_cache() -> None:
     """Nothing to release: XLA returns freed buffers to its allocator itself."""
 
@@ -136,10 +168,12 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 
 __all__ = [
-    "current_device", "device", "device_count", "empty_cache", "get_amp_supported_dtype",
-    "get_device_name", "get_device_properties", "get_eager_mode", "get_rng_state",
-    "initial_seed", "is_available", "is_bf16_supported", "is_initialized", "manual_seed",
-    "manual_seed_all",
-    "max_memory_allocated", "memory_allocated", "reset_peak_memory_stats", "seed",
-    "set_device", "set_eager_mode", "set_rng_state", "synchronize",
+    "Event", "Stream", "current_device", "current_stream", "default_stream", "device",
+    "device_count", "empty_cache", "get_amp_supported_dtype", "get_device_name",
+    "get_device_properties", "get_eager_mode", "get_rng_state", "initial_seed",
+    "is_available", "is_bf16_supported", "is_initialized", "manual_seed", "manual_seed_all",
+    "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
+    "memory_reserved", "memory_stats", "memory_summary", "reset_max_memory_allocated",
+    "reset_peak_memory_stats", "seed", "set_device", "set_eager_mode", "set_rng_state",
+    "set_stream", "stream", "synchronize",
 ]

@@ -1,0 +1,118 @@
+"""``torch.tpu.Stream`` and ``torch.tpu.Event``, shaped like CUDA's.
+
+XLA runs a device's programs in the order they were dispatched: the device has one queue.
+Every stream object therefore names that queue (waiting on another stream or event orders
+nothing further), and an event marks the last value queued when it was recorded. A timing
+event waits for the device when recorded, so its time is when the device got there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import jax
+import torch
+
+from . import tensor
+from .runtime import execute
+
+
+def _last_queued():
+    """The value the device computes last of everything queued so far (recorded fused ops
+    are dispatched first)."""
+    execute.flush_pending()
+    return execute.concrete(tensor.last_value)
+
+
+class Stream:
+    """The device's queue. ``torch.tpu.Stream()`` makes another name for it."""
+
+    def __init__(self, device=None, priority: int = 0, **kwargs):
+        self.device = torch.device("tpu", 0)
+        self.priority = priority
+
+    def synchronize(self) -> None:
+        jax.block_until_ready(_last_queued())
+
+    def query(self) -> bool:
+        last = _last_queued()
+        return last is None or last.is_ready()
+
+    def wait_stream(self, stream: Stream) -> None:
+        """Nothing to order: both name the one queue."""
+
+    def wait_event(self, event: Event) -> None:
+        """Nothing to order: the event was recorded on the one queue."""
+
+    def record_event(self, event: Event | None = None) -> Event:
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Stream)
+
+    def __hash__(self) -> int:
+        return hash(Stream)
+
+    def __repr__(self) -> str:
+        return f"<torch.tpu.Stream device={self.device} priority={self.priority}>"
+
+
+class Event:
+    """A point in the device's queue; with ``enable_timing``, the time the device reached it."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False,
+                 interprocess: bool = False):
+        self.enable_timing = enable_timing
+        self._marked = None
+        self._recorded = False
+        self._time: float | None = None
+
+    def record(self, stream: Stream | None = None) -> None:
+        self._marked = _last_queued()
+        self._recorded = True
+        if self.enable_timing:
+            if self._marked is not None:
+                jax.block_until_ready(self._marked)
+            self._time = time.perf_counter()
+
+    def query(self) -> bool:
+        return self._marked is None or self._marked.is_ready()
+
+    def synchronize(self) -> None:
+        if self._marked is not None:
+            jax.block_until_ready(self._marked)
+
+    def wait(self, stream: Stream | None = None) -> None:
+        """Nothing to order: the device runs its queue in order."""
+
+    def elapsed_time(self, end_event: Event) -> float:
+        """Milliseconds from this event to ``end_event``."""
+        if not (self.enable_timing and end_event.enable_timing):
+            raise RuntimeError(
+                "Both events must be created with argument 'enable_timing=True'.")
+        if not (self._recorded and end_event._recorded):
+            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        return (end_event._time - self._time) * 1e3
+
+    def __repr__(self) -> str:
+        return f"<torch.tpu.Event recorded={self._recorded}>"
+
+
+def current_stream(device=None) -> Stream:
+    return Stream()
+
+
+def default_stream(device=None) -> Stream:
+    return Stream()
+
+
+def set_stream(stream: Stream) -> None:
+    """Every stream is the device's one queue."""
+
+
+@contextlib.contextmanager
+def stream(stream: Stream | None):
+    yield
