@@ -73,16 +73,19 @@ def _native_layer_norm(input, normalized_shape, weight, bias, eps):  # noqa: A00
 def _native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight,  # noqa: A002
                                 bias, output_mask):
     axes = _norm_axes(input, normalized_shape)
-    # Low precision computes in float32, as CPU does.
+    # Low precision computes in float32, as CPU does; and in CPU's form, x * rstd - mean *
+    # rstd rather than (x - mean) * rstd, which rounds differently (a one-element
+    # normalisation's weight gradient is not 0 on CPU).
     grad_out, x, mean, rstd, w = (upcast(v) for v in (grad_out, input, mean, rstd, weight))
-    xhat = (x - mean) * rstd
     g = grad_out if w is None else grad_out * w
-    n = math.prod(input.shape[a] for a in axes)
-    grad_input = rstd / n * (
-        n * g - jnp.sum(g, axis=axes, keepdims=True)
-        - xhat * jnp.sum(g * xhat, axis=axes, keepdims=True)
-    )
+    scale = 1 / math.prod(input.shape[a] for a in axes)
+    ds = jnp.sum(g * x, axis=axes, keepdims=True)
+    db = jnp.sum(g, axis=axes, keepdims=True)
+    b = (db * mean - ds) * rstd * rstd * rstd * scale
+    c = -b * mean - db * rstd * scale
+    grad_input = rstd * g + b * x + c
     lead = tuple(range(input.ndim - len(axes)))
+    xhat = x * rstd + -rstd * mean
     grad_weight = (jnp.sum(grad_out * xhat, axis=lead).astype(weight.dtype)
                    if weight is not None else None)
     grad_bias = jnp.sum(grad_out, axis=lead).astype(bias.dtype) if bias is not None else None
