@@ -162,6 +162,33 @@ def _normal_like_jit(seed, counter, mean, std):
     return (z * std + mean).astype(dtype)
 
 
+@executable()
+def _gamma_jit(seed, counter, alpha):
+    a = alpha.astype(_sample_dtype(alpha.dtype))
+    return jax.random.gamma(_key(seed, counter), a).astype(alpha.dtype)
+
+
+@executable()
+def _dirichlet_jit(seed, counter, alpha):
+    a = alpha.astype(_sample_dtype(alpha.dtype))
+    g = jax.random.gamma(_key(seed, counter), a)
+    # CPU keeps a sample off 0 (its gamma draws are clamped to the smallest normal number).
+    g = jnp.maximum(g, jnp.finfo(g.dtype).tiny)
+    return (g / jnp.sum(g, axis=-1, keepdims=True)).astype(alpha.dtype)
+
+
+@executable()
+def _poisson_jit(seed, counter, rate):
+    r = rate.astype(_sample_dtype(rate.dtype))
+    return jax.random.poisson(_key(seed, counter), r, dtype=jnp.int64).astype(rate.dtype)
+
+
+@executable()
+def _binomial_jit(seed, counter, count, prob):
+    n, p = jnp.broadcast_arrays(count.astype(jnp.float32), prob.astype(jnp.float32))
+    return jax.random.binomial(_key(seed, counter), n, p).astype(count.dtype)
+
+
 # Random rules run in Python (they draw from the host-side stream) and do their array work
 # through executables, so fused eager can record them without synchronising.
 
@@ -292,6 +319,32 @@ def _geometric(self, p, *, generator=None):
     if _number(p):
         _check(0 < p < 1, f"geometric_ expects p to be in (0, 1), but got p={_fmt(p)}")
     return _geometric_jit(*_next(generator), self.dtype, self, p)
+
+
+@lowering(aten._standard_gamma, eager=True, records=True)
+def _standard_gamma(self, generator=None):
+    return _gamma_jit(*_next(generator), self)
+
+
+@lowering(aten._standard_gamma_grad)
+def _standard_gamma_grad(self, output):
+    """d sample / d alpha of a Gamma(alpha, 1) sample (implicit reparameterisation)."""
+    return jax.lax.random_gamma_grad(self, output)
+
+
+@lowering(aten._sample_dirichlet, eager=True, records=True)
+def _sample_dirichlet(self, generator=None):
+    return _dirichlet_jit(*_next(generator), self)
+
+
+@lowering(aten.poisson, eager=True, records=True)
+def _poisson(self, generator=None):
+    return _poisson_jit(*_next(generator), self)
+
+
+@lowering(aten.binomial, eager=True, records=True)
+def _binomial(count, prob, generator=None):
+    return _binomial_jit(*_next(generator), count, prob)
 
 
 def _like(self, dtype):

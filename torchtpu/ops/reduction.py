@@ -138,12 +138,12 @@ def _argmin(self, dim=None, keepdim=False):
     return _arg_reduce(jnp.argmin, self, dim, keepdim)
 
 
-@lowering(aten.any.default, aten.any.dim, aten.any.dims)
+@lowering(aten.any.default, aten.any.dim, aten.any.dims, aten._is_any_true)
 def _any(self, dim=None, keepdim=False):
     return jnp.any(self.astype(bool), axis=_axes(dim, self.ndim), keepdims=keepdim)
 
 
-@lowering(aten.all.default, aten.all.dim, aten.all.dims)
+@lowering(aten.all.default, aten.all.dim, aten.all.dims, aten._is_all_true)
 def _all(self, dim=None, keepdim=False):
     return jnp.all(self.astype(bool), axis=_axes(dim, self.ndim), keepdims=keepdim)
 
