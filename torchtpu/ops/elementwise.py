@@ -151,7 +151,7 @@ for _op, _fn in [
 lowering(aten.logical_not)(lambda self: jnp.logical_not(self))
 # PyTorch's own decompositions reach it (renorm in low precision).
 lowering(torch.ops.prims.convert_element_type.default)(
-    lambda self, dtype: astype(self, np.dtype(to_jax_dtype(dtype))))
+    lambda self, dtype: astype(self, to_jax_dtype(dtype)))
 lowering(aten.isnan)(lambda self: jnp.isnan(self))
 lowering(aten.isinf)(lambda self: jnp.isinf(self))
 lowering(aten.isfinite)(lambda self: jnp.isfinite(self))
