@@ -44,6 +44,12 @@ def _pin_memory(self, device=None):
 def _arange(start, end=None, step=1, dtype=None, layout=None, device=None, pin_memory=None):
     if end is None:
         start, end = 0, start
+    if dtype is None:
+        # PyTorch's inference, made explicit: as static arguments 3 and 3.0 are equal, so a
+        # cached arange(3) would answer arange(3.0).
+        floating = any(isinstance(v, float) or isinstance(v, torch.Tensor)
+                       and v.is_floating_point() for v in (start, end, step))
+        dtype = torch.get_default_dtype() if floating else torch.int64
     return dispatch(aten.arange.start_step, (start, end, step), {"dtype": dtype})
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import assert_same
 
 import torchtpu
 from torchtpu.models.gpt import GPT, GPTConfig
@@ -212,3 +213,13 @@ def test_inputs_updated_in_place_are_donated(donate, fused, monkeypatch):
     donated = torchtpu.metrics()["execute"].get("donated_buffers", 0)
     assert donated == (1 if donate else 0)
     assert w.sum().item() == 3000 and kept.sum().item() == 3
+
+
+def test_equal_numbers_of_other_types_are_other_calls():
+    # 3 == 3.0 and hashes alike: a recorded arange(3) must not answer arange(3.0).
+    with torchtpu.set_eager_mode("fused"):
+        ints, floats = torch.arange(3, device="tpu"), torch.arange(3.0, device="tpu")
+        steps = torch.arange(0, 4, 1, device="tpu"), torch.arange(0.0, 4, 1, device="tpu")
+        assert (ints.dtype, floats.dtype) == (torch.int64, torch.float32)
+        assert [s.dtype for s in steps] == [torch.int64, torch.float32]
+        assert_same(floats, torch.arange(3.0))
