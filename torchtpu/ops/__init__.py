@@ -25,6 +25,7 @@ from . import (  # noqa: F401  (registration side effects)
     nn_ctc,
     nn_embedding_bag,
     nn_random,
+    nn_rnn,
     optim_fused,
     pooling_fractional,
     random,
