@@ -284,3 +284,26 @@ def test_put(accumulate):
     source = _randn(2, 2, seed=1)
     actual, expected = _both(aten.put, x, index, source, accumulate)
     assert_same(actual, expected)
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_weight_norm_interface_backward(dim):
+    v, grad_w = _randn(3, 4), _randn(3, 4, seed=1)
+    g = _randn(*(3, 1) if dim == 0 else (1, 4), seed=2)
+    _, norms = torch._weight_norm_interface(v, g, dim)
+    on_tpu, on_cpu = _both(aten._weight_norm_interface_backward, grad_w, v, g, norms, dim)
+    for a, b in zip(on_tpu, on_cpu, strict=True):
+        assert_same(a, b, **TOL)
+
+
+def test_weight_norm_parametrization_trains_as_on_cpu():
+    torch.manual_seed(0)
+    m = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(4, 3))
+    on_tpu = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(4, 3))
+    on_tpu.load_state_dict(m.state_dict())
+    on_tpu.to(TPU)
+    x = _randn(2, 4)
+    m(x).pow(2).sum().backward()
+    on_tpu(x.to(TPU)).pow(2).sum().backward()
+    for p, q in zip(m.parameters(), on_tpu.parameters(), strict=True):
+        assert_same(q.grad, p.grad, **TOL)

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import torch
 
 from .conv import _scatter_at_indices
-from .dtypes import check_with_meta, upcast
+from .dtypes import check_with_meta, opmath, upcast
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -94,6 +94,16 @@ def _native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, w
         grad_weight if output_mask[1] else None,
         grad_bias if output_mask[2] else None,
     )
+
+
+@lowering(aten._weight_norm_interface_backward)
+@opmath
+def _weight_norm_backward(grad_w, saved_v, saved_g, saved_norms, dim):
+    # w = g * v / |v|, the norm taken over every dimension but ``dim``.
+    axes = tuple(a for a in range(saved_v.ndim) if a != dim % saved_v.ndim)
+    grad_g = jnp.sum(grad_w * saved_v, axis=axes, keepdims=True) / saved_norms
+    grad_v = saved_g / saved_norms * (grad_w - saved_v * (grad_g / saved_norms))
+    return grad_v, grad_g.reshape(saved_g.shape)
 
 
 @lowering(aten._fused_rms_norm)
