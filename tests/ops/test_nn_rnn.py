@@ -1,6 +1,7 @@
-"""nn.LSTM, nn.GRU and their cells on tpu against CPU: outputs, final states and every
-parameter's gradient. On an accelerator PyTorch runs them through its fused cells
-(_thnn_fused_lstm_cell, _thnn_fused_gru_cell) and their workspace backwards; CPU does not."""
+"""Sequence models on tpu against CPU: nn.LSTM, nn.GRU and their cells (outputs, final
+states, every parameter's gradient), packed sequences and CTC with lengths on the host. On an
+accelerator PyTorch runs the RNNs through its fused cells (_thnn_fused_lstm_cell,
+_thnn_fused_gru_cell) and their workspace backwards; CPU does not."""
 
 from __future__ import annotations
 
@@ -61,3 +62,52 @@ def test_cells_with_a_given_state_match_cpu(cell):
     first.pow(2).sum().backward()
     first_tpu.pow(2).sum().backward()
     torch.testing.assert_close(x_tpu.grad.cpu(), x.grad, **GRAD_TOL)
+
+
+@pytest.mark.parametrize("enforce_sorted", [True, False])
+def test_packed_sequences_through_a_gru_match_cpu(enforce_sorted):
+    torch.manual_seed(0)
+    m = nn.GRU(4, 5, batch_first=True)
+    on_tpu = copy.deepcopy(m).to(TPU)
+    x = torch.randn(3, 6, 4)
+    lengths = torch.tensor([6, 4, 2] if enforce_sorted else [2, 6, 4])  # lengths stay on the host
+
+    def run(module, inputs):
+        inputs = inputs.clone().requires_grad_()
+        packed = nn.utils.rnn.pack_padded_sequence(inputs, lengths, batch_first=True,
+                                                   enforce_sorted=enforce_sorted)
+        y, h = module(packed)
+        padded, lens = nn.utils.rnn.pad_packed_sequence(y, batch_first=True)
+        (padded.pow(2).sum() + h.sum()).backward()
+        return packed.batch_sizes, padded, h, inputs.grad, lens
+
+    cpu, tpu = run(m, x), run(on_tpu, x.detach().to(TPU))
+    assert tpu[0].device.type == "cpu" and torch.equal(tpu[0], cpu[0])  # as from cuda
+    for a, b in zip(tpu[1:4], cpu[1:4], strict=True):
+        torch.testing.assert_close(a.cpu(), b, **GRAD_TOL)
+    assert torch.equal(tpu[4], cpu[4])
+
+
+def test_pack_padded_sequence_refuses_bad_lengths_as_cpu():
+    x = torch.randn(3, 4, 2)
+    for lengths in ([4, 2, 0], [2, 4, 1], [4, 2]):
+        with pytest.raises(RuntimeError) as on_cpu:
+            torch._pack_padded_sequence(x, torch.tensor(lengths), True)
+        with pytest.raises(RuntimeError) as on_tpu:
+            torch._pack_padded_sequence(x.to(TPU), torch.tensor(lengths), True)
+        assert str(on_tpu.value) == str(on_cpu.value)
+
+
+def test_ctc_loss_takes_lengths_from_the_host_as_on_cuda():
+    torch.manual_seed(0)
+    log_probs = torch.randn(12, 2, 5).log_softmax(2)
+    targets = torch.tensor([[1, 2, 2], [1, 3, 4]])
+    lengths = torch.tensor([12, 10]), torch.tensor([3, 2])
+    cpu = log_probs.clone().requires_grad_()
+    loss = nn.functional.ctc_loss(cpu, targets, *lengths, reduction="sum")
+    loss.backward()
+    tpu = log_probs.to(TPU).requires_grad_()
+    loss_tpu = nn.functional.ctc_loss(tpu, targets.to(TPU), *lengths, reduction="sum")
+    loss_tpu.backward()
+    torch.testing.assert_close(loss_tpu.cpu(), loss, **TOL)
+    torch.testing.assert_close(tpu.grad.cpu(), cpu.grad, **GRAD_TOL)

@@ -94,6 +94,8 @@ def _build(func, fused: bool = False) -> Handler:
             return _strided(_rule_handler(rule, fused), _STRIDE_ARG[func])
         if func in _LU_OF_TRANSPOSE:
             return _factoring_a_itself(_rule_handler(rule, fused))
+        if func in _HOST_ARGS:
+            return _taking_host_arguments(_rule_handler(rule, fused), _HOST_ARGS[func])
         handler = _following_memory_format(func, _rule_handler(rule, fused))
         return (meta_errors.checking_number(func, handler) if func in meta_errors.NUMBER_OPS
                 else handler)
@@ -190,6 +192,20 @@ def _laid_out_as(out, meta):
 # Their rules factor a real A's transpose, as CPU does for a contiguous A (ops.linalg_factor.
 # lu_for_det); the backward reads A's contiguity to know which it got.
 _LU_OF_TRANSPOSE = {aten._linalg_det.default, aten._linalg_slogdet.default}
+
+
+# Arguments cuda's kernels also take from the host (sequence lengths): a CPU tensor there is
+# read as a host array instead of refused as a tensor on another device.
+_HOST_ARGS = {aten._ctc_loss.Tensor: (2, 3), aten._ctc_loss_backward.Tensor: (3, 4)}
+
+
+def _taking_host_arguments(inner: Handler, positions: tuple[int, ...]) -> Handler:
+    def handler(args, kwargs):
+        args = [a.numpy() if i in positions and isinstance(a, torch.Tensor)
+                and a.device.type == "cpu" else a for i, a in enumerate(args)]
+        return inner(args, kwargs)
+
+    return handler
 
 
 def _factoring_a_itself(inner: Handler) -> Handler:

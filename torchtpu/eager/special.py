@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import torch
 
 from ..debug import counters as metrics
-from ..ops.dtypes import broadcast, cast, to_jax_dtype
+from ..ops.dtypes import broadcast, cast, scalar_type_name, to_jax_dtype
 from ..runtime.transfer import to_device, to_host
 from ..tensor import TpuTensor, read, with_layout, wrap, write
 from . import views
@@ -134,7 +134,53 @@ def _sdp_choice(args, kwargs):
     return 0
 
 
+def _packed_rows(batch_sizes: list[int], batch: int) -> list[int]:
+    """Rows of a (time, batch) flattened input a packed sequence holds, in packed order."""
+    return [t * batch + b for t, size in enumerate(batch_sizes) for b in range(size)]
+
+
+def _pack_padded_sequence(args, kwargs):
+    # Lengths in and batch sizes out stay on the host, as on cuda: the packed RNN reads them.
+    x, lengths, batch_first = args
+    if lengths.device.type != "cpu" or lengths.dim() != 1 or lengths.dtype != torch.int64:
+        raise RuntimeError(
+            "'lengths' argument should be a 1D CPU int64 tensor, but got "
+            f"{lengths.dim()}D {lengths.device} {scalar_type_name(lengths.dtype)} tensor")
+    steps = x.transpose(0, 1) if batch_first else x
+    time, batch = steps.shape[:2]
+    lens = lengths.tolist()
+    if len(lens) != batch:
+        raise RuntimeError(f"Expected `len(lengths)` to be equal to batch_size, but got "
+                           f"{len(lens)} (batch_size={batch})")
+    if lens and lens[-1] <= 0:
+        raise RuntimeError("Length of all samples has to be greater than 0, but found an "
+                           "element in 'lengths' that is <= 0")
+    if any(a < b for a, b in zip(lens, lens[1:], strict=False)):
+        raise RuntimeError(
+            "`lengths` array must be sorted in decreasing order when `enforce_sorted` is True. "
+            "You can pass `enforce_sorted=False` to pack_padded_sequence and/or pack_sequence "
+            "to sidestep this requirement if you do not need ONNX exportability.")
+    if lens and lens[0] > time:
+        raise RuntimeError(f"pack_padded_sequence: a length of {lens[0]} is more than the "
+                           f"input's {time} time steps")
+    batch_sizes = [sum(n > t for n in lens) for t in range(lens[0] if lens else 0)]
+    rows = torch.tensor(_packed_rows(batch_sizes, batch), device=x.device)
+    data = steps.reshape(time * batch, *steps.shape[2:]).index_select(0, rows)
+    return data, torch.tensor(batch_sizes, dtype=torch.int64)
+
+
+def _pack_padded_sequence_backward(args, kwargs):
+    grad, input_size, batch_sizes, batch_first = args
+    time, batch = (input_size[1], input_size[0]) if batch_first else input_size[:2]
+    rows = torch.tensor(_packed_rows(batch_sizes.tolist(), batch), device=grad.device)
+    flat = grad.new_zeros((time * batch, *input_size[2:])).index_copy(0, rows, grad)
+    steps = flat.reshape(time, batch, *input_size[2:])
+    return steps.transpose(0, 1) if batch_first else steps
+
+
 HANDLERS = {
+    aten._pack_padded_sequence.default: _pack_padded_sequence,
+    aten._pack_padded_sequence_backward.default: _pack_padded_sequence_backward,
     aten._fused_sdp_choice.default: _sdp_choice,
     aten.copy_.default: _copy_,
     aten._to_copy.default: _to_copy,
