@@ -111,3 +111,18 @@ def test_determinant_gradients(fn, layout, dtype):
     fn(cpu).abs().sum().backward()
     fn(tpu).abs().sum().backward()
     assert_same(tpu.grad, cpu.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_forward_mode_transforms():
+    # Forward-mode AD asks whether a tangent's storage matches its primal's
+    # (_has_same_storage_numel): tensor metadata, answered without a program.
+    from torch.func import hessian, jacfwd, jvp
+
+    x = torch.randn(4)
+    t = x.to("tpu")
+    out, tangent = jvp(torch.sin, (t,), (torch.ones(4, device="tpu"),))
+    assert_same(out, torch.sin(x))
+    assert_same(tangent, torch.cos(x))
+    assert_same(jacfwd(torch.tanh)(t), jacfwd(torch.tanh)(x))
+    f = lambda w: (w.sin() * w).sum()  # noqa: E731
+    assert_same(hessian(f)(t), hessian(f)(x), rtol=1e-5)

@@ -125,6 +125,13 @@ def _is_set_to(args, kwargs):
             and self.storage_offset() == other.storage_offset())
 
 
+def _has_same_storage_numel(args, kwargs):
+    # Forward-mode AD asks it of a tangent and its primal.
+    self, other = args
+    return self._storage.nbytes // self.element_size() == \
+        other._storage.nbytes // other.element_size()
+
+
 def _is_pinned(args, kwargs):
     return False  # a device tensor is never pinned host memory (cuda's answer too)
 
@@ -193,4 +200,5 @@ HANDLERS = {
     aten.set_.source_Tensor: _set_source_tensor,
     aten.is_set_to.default: _is_set_to,
     aten.is_pinned.default: _is_pinned,
+    aten._has_same_storage_numel.default: _has_same_storage_numel,
 }
