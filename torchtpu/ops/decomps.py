@@ -7,7 +7,10 @@ rule never decompose: a rule is one XLA program, a decomposition is several.
 
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F
 from torch._decomp import core_aten_decompositions, decomposition_table
 
 aten = torch.ops.aten
@@ -75,3 +78,66 @@ def _custom_op_bodies() -> dict:
 
 
 DECOMPOSITIONS.update(_custom_op_bodies())
+
+
+# nn.TransformerEncoderLayer's and nn.MultiheadAttention's inference fast paths (eval, no
+# grad) are single ops on cpu and cuda; here, their steps over ops with rules, in the order
+# ATen's kernels take them.
+
+
+def _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias,
+                                 proj_weight, proj_bias, mask=None, need_weights=True,
+                                 average_attn_weights=True, mask_type=None):
+    batch, length, source = query.shape[0], query.shape[1], key.shape[1]
+    head = embed_dim // num_head
+
+    def heads(x, weight, bias, n):
+        return F.linear(x, weight, bias).view(batch, n, num_head, head).transpose(1, 2)
+
+    (w_q, w_k, w_v), (b_q, b_k, b_v) = qkv_weight.chunk(3), qkv_bias.chunk(3)
+    q = heads(query, w_q, b_q, length) / math.sqrt(head)  # ATen scales q, then multiplies
+    scores = q @ heads(key, w_k, b_k, source).transpose(-2, -1)
+    if mask is not None:
+        if mask_type == 1:  # a key padding mask, (batch, source)
+            mask = mask.view(batch, 1, 1, source)
+        scores = (scores.masked_fill(mask, float("-inf")) if mask.dtype == torch.bool
+                  else scores + mask)
+    weights = aten._safe_softmax(scores, -1)  # a row with every key masked is 0, as ATen's
+    context = (weights @ heads(value, w_v, b_v, source)).transpose(1, 2)
+    out = F.linear(context.reshape(batch, length, embed_dim), proj_weight, proj_bias)
+    if not need_weights:
+        return out, out.new_empty(0)
+    return out, weights.mean(dim=1) if average_attn_weights else weights
+
+
+def _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bias,
+                                   proj_weight, proj_bias, use_gelu, norm_first, eps,
+                                   norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2,
+                                   ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2,
+                                   mask=None, mask_type=None):
+    def norm(x, weight, bias):
+        return F.layer_norm(x, (embed_dim,), weight, bias, eps)
+
+    x = norm(src, norm_weight_1, norm_bias_1) if norm_first else src
+    x = aten._native_multi_head_attention(
+        x, x, x, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, mask,
+        False, True, mask_type)[0] + src
+    if not norm_first:
+        x = norm(x, norm_weight_1, norm_bias_1)
+    h = norm(x, norm_weight_2, norm_bias_2) if norm_first else x
+    h = F.linear(h, ffn_weight_1, ffn_bias_1)
+    h = F.gelu(h) if use_gelu else torch.relu(h)
+    x = F.linear(h, ffn_weight_2, ffn_bias_2) + x
+    return x if norm_first else norm(x, norm_weight_2, norm_bias_2)
+
+
+def _nested_tensor_from_mask_left_aligned(t, mask):
+    # Asked by nn.TransformerEncoder before packing its input into a nested tensor, which tpu
+    # does not have: "no" keeps the batch dense (the mask still applies in every layer).
+    return False
+
+
+DECOMPOSITIONS[aten._native_multi_head_attention.default] = _native_multi_head_attention
+DECOMPOSITIONS[aten._transformer_encoder_layer_fwd.default] = _transformer_encoder_layer_fwd
+DECOMPOSITIONS[aten._nested_tensor_from_mask_left_aligned.default] = \
+    _nested_tensor_from_mask_left_aligned

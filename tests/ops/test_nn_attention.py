@@ -1,0 +1,67 @@
+"""nn.TransformerEncoderLayer, nn.TransformerEncoder and nn.MultiheadAttention in inference
+(eval, no grad) on tpu against CPU. PyTorch takes their fast paths there: single ops
+(_transformer_encoder_layer_fwd, _native_multi_head_attention) that tpu runs as their steps."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from conftest import TPU
+from torch import nn
+
+TOL = dict(rtol=1e-5, atol=1e-5)
+PADDING = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+CAUSAL = nn.Transformer.generate_square_subsequent_mask(5)
+MASKS = {"none": {}, "padding": {"src_key_padding_mask": PADDING},
+         "causal": {"src_mask": CAUSAL},
+         "both": {"src_mask": CAUSAL, "src_key_padding_mask": PADDING}}
+
+
+def _on_tpu(kwargs):
+    return {k: v.to(TPU) for k, v in kwargs.items()}
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("masks", sorted(MASKS))
+def test_encoder_layer_inference_matches_cpu(norm_first, activation, masks):
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True,
+                                       norm_first=norm_first, activation=activation).eval()
+    on_tpu = copy.deepcopy(layer).to(TPU)
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        expected = layer(x, **MASKS[masks])
+        out = on_tpu(x.to(TPU), **_on_tpu(MASKS[masks]))
+    torch.testing.assert_close(out.cpu(), expected, **TOL)
+
+
+def test_encoder_inference_with_padding_matches_cpu_where_not_padded():
+    # CPU packs the batch into a nested tensor and gives padded positions 0; tpu has no
+    # nested tensors and keeps the batch dense: the positions a sequence has agree.
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+    encoder = nn.TransformerEncoder(layer, 2).eval()
+    on_tpu = copy.deepcopy(encoder).to(TPU)
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        expected = encoder(x, src_key_padding_mask=PADDING)
+        out = on_tpu(x.to(TPU), src_key_padding_mask=PADDING.to(TPU)).cpu()
+    torch.testing.assert_close(out[~PADDING], expected[~PADDING], **TOL)
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_multihead_attention_inference_matches_cpu(need_weights):
+    torch.manual_seed(0)
+    attention = nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    on_tpu = copy.deepcopy(attention).to(TPU)
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        expected = attention(x, x, x, key_padding_mask=PADDING, need_weights=need_weights)
+        out = on_tpu(*[x.to(TPU)] * 3, key_padding_mask=PADDING.to(TPU),
+                     need_weights=need_weights)
+    torch.testing.assert_close(out[0].cpu(), expected[0], **TOL)
+    if need_weights:
+        torch.testing.assert_close(out[1].cpu(), expected[1], **TOL)
