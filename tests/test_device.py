@@ -301,3 +301,21 @@ def test_tensor_queries_answer_as_on_cpu():
     assert t.is_pinned() is False
     assert t.is_set_to(t) and t.detach().is_set_to(t)
     assert not t.is_set_to(t.clone()) and not t.is_set_to(t.view(4, 3)) and not t[0].is_set_to(t)
+
+
+def test_lazy_modules_materialize_on_tpu():
+    # Their uninitialized parameters hold no data: moved to tpu they stay uninitialized and
+    # are created there, at their first call (as on cuda).
+    m = torch.nn.Sequential(torch.nn.LazyConv2d(3, 2), torch.nn.LazyBatchNorm2d(),
+                            torch.nn.Flatten(), torch.nn.LazyLinear(2)).to(TPU)
+    x = torch.randn(2, 4, 5, 5)
+    y = m(x.to(TPU))
+    assert y.shape == (2, 2) and m[0].weight.shape == (3, 4, 2, 2)
+    assert all(p.device.type == "tpu" for p in m.parameters())
+    assert m[1].running_mean.device.type == "tpu"
+    y.sum().backward()
+    assert m[3].weight.grad.shape == (2, 48)
+    # The same values as CPU once materialized: copied over, the module computes CPU's result.
+    cpu = copy.deepcopy(m).to("cpu")
+    assert_same(m(x.to(TPU)), cpu(x), rtol=1e-5)
+    assert torch.nn.LazyLinear(3).to(TPU).to("cpu")(torch.randn(2, 4)).device.type == "cpu"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import torch
+from torch.nn.parameter import UninitializedTensorMixin
 from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
 from . import autocast, autograd_formulas, backward_errors, serialization
@@ -128,6 +129,50 @@ def _apply_keeping_ties(self, fn, recurse=True):
     global _apply_depth
     if _apply_depth:
         return _module_apply(self, fn, recurse)
+    lazy = _aim_uninitialized(self, fn)
+    try:
+        return _apply_initialized(self, fn, recurse)
+    finally:
+        for store, name, t in lazy:
+            store[name] = t
+
+
+def _aim_uninitialized(module: torch.nn.Module, fn) -> list:
+    """A lazy module's parameters have no data to move: each uninitialized one moved to tpu
+    remembers it and is materialized there (swapping it would make it an initialized,
+    empty one). They are out of the module while the rest is converted."""
+    lazy = []
+    for m in module.modules():
+        for store in (m._parameters, m._buffers):
+            for name, t in list(store.items()):
+                if not isinstance(t, UninitializedTensorMixin):
+                    continue
+                # fn on a stand-in: an uninitialized buffer cannot become a TpuTensor itself.
+                moved = fn(torch.empty(0, dtype=t.dtype))
+                if moved.device.type != "tpu":
+                    t.__dict__.pop("_torchtpu_target", None)
+                    continue
+                t._torchtpu_target = (moved.device, moved.dtype)
+                lazy.append((store, name, t))
+                del store[name]
+    return lazy
+
+
+def _materialize_on_tpu(self, shape, device=None, dtype=None):
+    target = self.__dict__.pop("_torchtpu_target", None)
+    if target is None or device is not None and torch.device(device).type != "tpu":
+        return _materialize(self, shape, device, dtype)
+    value = torch.empty(shape, device=target[0], dtype=dtype or target[1])
+    if isinstance(self, torch.nn.Parameter):
+        value = torch.nn.Parameter(value, requires_grad=self.requires_grad)
+    torch.utils.swap_tensors(self, value)
+
+
+_materialize = UninitializedTensorMixin.materialize
+
+
+def _apply_initialized(self, fn, recurse):
+    global _apply_depth
     owners: dict[int, list] = {}
     for module in self.modules():
         for name, p in module._parameters.items():
@@ -181,6 +226,7 @@ def register() -> None:
     # tensors in place for Python backends when this is on.
     torch.__future__.set_swap_module_params_on_conversion(True)
     torch.nn.Module._apply = _apply_keeping_ties
+    UninitializedTensorMixin.materialize = _materialize_on_tpu
     _lib = torch.library.Library("aten", "IMPL")
     _lib.impl("empty.memory_format", _empty_memory_format, "PrivateUse1")
     _lib.impl("empty_strided", _empty_strided, "PrivateUse1")
