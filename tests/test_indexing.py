@@ -100,3 +100,27 @@ def test_nan_and_inf_propagate():
 def test_assert_same_catches_differences():
     with pytest.raises(AssertionError):
         assert_same(torch.ones(2, device="tpu"), torch.zeros(2))
+
+
+def test_advanced_indexing_takes_host_indices_as_cuda_does():
+    # x[cpu_index] and x[cpu_index] = v work on cuda; gather and index_select refuse.
+    x = torch.arange(12.0).reshape(3, 4)
+    t = x.to("tpu")
+    i, mask = torch.tensor([0, 2, 0]), torch.tensor([True, False, True])
+    assert_same(t[i], x[i])
+    assert_same(t[i, 1], x[i, 1])
+    assert_same(t[mask], x[mask])
+    a, b = x.clone(), t.clone()
+    a[i, 1] = 5.0
+    b[i, 1] = 5.0
+    assert_same(b, a)
+    a.index_put_((i,), torch.ones(4), accumulate=True)
+    b.index_put_((i,), torch.ones(4, device="tpu"), accumulate=True)
+    assert_same(b, a)
+    leaf = x.to("tpu").requires_grad_()
+    leaf[i].pow(2).sum().backward()
+    cpu_leaf = x.clone().requires_grad_()
+    cpu_leaf[i].pow(2).sum().backward()
+    assert_same(leaf.grad, cpu_leaf.grad)
+    with pytest.raises(RuntimeError, match="same device"):
+        t.index_select(0, i)

@@ -17,7 +17,7 @@ from torch.utils._pytree import tree_map
 from ..ops.decomps import DECOMPOSITIONS
 from ..ops.registry import LOWERINGS
 from ..runtime.execute import Pending
-from ..tensor import TpuTensor, is_dense, read, set_executor, with_layout
+from ..tensor import DEVICE, TpuTensor, is_dense, read, set_executor, with_layout
 from ..tensor import wrap as wrap_tensor
 from . import bounds, fallback, meta_errors, mutation, special, strict, views
 from .values import unwrap, wrap_out
@@ -53,15 +53,16 @@ def resolve(func) -> Handler:
 
         return attributed(func, _strict_handler(func))
     if _table is _FUSED:
-        return _build(func, fused=True)
+        return _with_host_indices(func, _build(func, fused=True))
     return _strict_handler(func)
 
 
 def _strict_handler(func) -> Handler:
     handler = _STRICT.get(func)
     if handler is None:
-        handler = _STRICT[func] = bounds.checked(func, _build(func))
+        handler = _STRICT[func] = _with_host_indices(func, bounds.checked(func, _build(func)))
     return handler
+
 
 
 def functional_handler(func) -> Handler | None:
@@ -111,6 +112,30 @@ def _build(func, fused: bool = False) -> Handler:
 
 
 aten = torch.ops.aten
+
+# Advanced indexing takes index tensors on the host, as on cuda (x[cpu_indices] = v): the
+# position of the indices argument. Other indexing ops (gather, index_select) refuse them.
+_HOST_INDICES = {aten.index.Tensor: 1, aten.index_put.default: 1, aten.index_put_.default: 1,
+                 aten._index_put_impl_.default: 1, aten._unsafe_index.Tensor: 1,
+                 aten._unsafe_index_put.default: 1}
+
+
+def _with_host_indices(func, inner: Handler) -> Handler:
+    at = _HOST_INDICES.get(func)
+    if at is None:
+        return inner
+
+    def handler(args, kwargs):
+        indices = args[at]
+        if any(type(i) is torch.Tensor and i.device.type == "cpu" for i in indices):
+            moved = [i.to(DEVICE) if type(i) is torch.Tensor and i.device.type == "cpu" else i
+                     for i in indices]
+            args = (*args[:at], moved, *args[at + 1:])
+        return inner(args, kwargs)
+
+    return handler
+
+
 _LIKE = {aten.empty_like, aten.zeros_like, aten.ones_like, aten.full_like, aten.rand_like,
          aten.randn_like, aten.randint_like}
 _KEEPS = (None, torch.preserve_format, torch.contiguous_format)
