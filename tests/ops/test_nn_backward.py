@@ -307,3 +307,18 @@ def test_weight_norm_parametrization_trains_as_on_cpu():
     on_tpu(x.to(TPU)).pow(2).sum().backward()
     for p, q in zip(m.parameters(), on_tpu.parameters(), strict=True):
         assert_same(q.grad, p.grad, **TOL)
+
+
+@pytest.mark.parametrize("size", [(7, 9), (34, 46)])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_antialiased_bicubic_resize_and_its_gradient(size, align_corners):
+    x = _randn(2, 3, 17, 23)
+    resize = dict(size=size, mode="bicubic", antialias=True, align_corners=align_corners)
+    on_tpu = x.to(TPU).requires_grad_()
+    on_cpu = x.clone().requires_grad_()
+    out_tpu = torch.nn.functional.interpolate(on_tpu, **resize)
+    out_cpu = torch.nn.functional.interpolate(on_cpu, **resize)
+    assert_same(out_tpu, out_cpu, **TOL)
+    out_tpu.pow(2).sum().backward()
+    out_cpu.pow(2).sum().backward()
+    assert_same(on_tpu.grad, on_cpu.grad, **TOL)

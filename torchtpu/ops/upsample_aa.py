@@ -1,7 +1,9 @@
-"""Antialiased bilinear resizing (_upsample_bilinear2d_aa, interpolate(antialias=True)).
+"""Antialiased bilinear and bicubic resizing (_upsample_bilinear2d_aa, _upsample_bicubic2d_aa:
+interpolate(antialias=True)).
 
 Separable, as PyTorch's CPU kernel: width first, then height, each a weighted sum over a
-window whose triangle filter widens with the downscaling factor. The weights are computed at
+window whose filter (a triangle, or Keys' cubic with a = -0.5) widens with the downscaling
+factor. The weights are computed at
 trace time with the kernel's own float32/float64 arithmetic and applied as a matrix product.
 The forward is linear in its input, so the backward is its transpose.
 """
@@ -29,10 +31,29 @@ def _scale(align_corners: bool, size_in: int, size_out: int, scale, dt):
     return dt(size_in) / dt(size_out)
 
 
-def _weights(size_in: int, size_out: int, align_corners: bool, scale, dt) -> np.ndarray:
-    """(size_out, size_in): row i holds output i's normalised triangle-filter weights."""
+def _triangle(x):
+    return max(1 - abs(x), 0)
+
+
+def _cubic(x, a=-0.5):
+    x = abs(x)
+    if x < 1:
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+    if x < 2:
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return 0
+
+
+# filter -> its interp_size: the window, in input pixels, at scale 1
+_INTERP_SIZE = {_triangle: 2, _cubic: 4}
+
+
+def _weights(size_in: int, size_out: int, align_corners: bool, scale, dt,
+             kernel=_triangle) -> np.ndarray:
+    """(size_out, size_in): row i holds output i's normalised filter weights."""
     s = _scale(align_corners, size_in, size_out, scale, dt)
-    support = dt(1.0 * s) if s >= 1.0 else dt(1.0)  # (interp_size / 2) * scale, interp_size 2
+    half = _INTERP_SIZE[kernel] / 2
+    support = dt(half * s) if s >= 1.0 else dt(half)
     max_size = int(math.ceil(support)) * 2 + 1
     invscale = dt(1.0 / s) if s >= 1.0 else dt(1.0)
     out = np.zeros((size_out, size_in), dt)
@@ -44,7 +65,7 @@ def _weights(size_in: int, size_out: int, align_corners: bool, scale, dt) -> np.
         w = np.zeros(xsize, dt)
         for j in range(xsize):
             x = dt((float(dt(dt(j + xmin) - center)) + 0.5) * float(invscale))
-            w[j] = max(dt(1) - abs(x), dt(0))
+            w[j] = dt(kernel(x))
         total = dt(0)
         for v in w:
             total = dt(total + v)
@@ -54,12 +75,12 @@ def _weights(size_in: int, size_out: int, align_corners: bool, scale, dt) -> np.
     return out
 
 
-def _resize(x, axis: int, size_out: int, align_corners: bool, scale):
+def _resize(x, axis: int, size_out: int, align_corners: bool, scale, kernel=_triangle):
     size_in = x.shape[axis]
     if size_in == size_out:
         return x
     dt = np.float64 if x.dtype == jnp.float64 else np.float32
-    m = jnp.asarray(_weights(size_in, size_out, align_corners, scale, dt))
+    m = jnp.asarray(_weights(size_in, size_out, align_corners, scale, dt, kernel))
     y = jnp.tensordot(x.astype(m.dtype), m, axes=[[axis], [1]], precision=lax.Precision.HIGHEST)
     return jnp.moveaxis(y, -1, axis).astype(x.dtype)
 
@@ -78,5 +99,23 @@ def _upsample_bilinear2d_aa_backward(grad_output, output_size, input_size, align
                                      scales_h=None, scales_w=None):
     def forward(x):
         return _upsample_bilinear2d_aa(x, tuple(output_size), align_corners, scales_h, scales_w)
+
+    return _transpose(forward, input_size, grad_output)
+
+
+@lowering(aten._upsample_bicubic2d_aa.default,
+          static=("output_size", "align_corners", "scales_h", "scales_w"))
+def _upsample_bicubic2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
+    out_h, out_w = output_size
+    x = _resize(self, self.ndim - 1, out_w, align_corners, scales_w, _cubic)
+    return _resize(x, self.ndim - 2, out_h, align_corners, scales_h, _cubic)
+
+
+@lowering(aten._upsample_bicubic2d_aa_backward.default,
+          static=("output_size", "input_size", "align_corners", "scales_h", "scales_w"))
+def _upsample_bicubic2d_aa_backward(grad_output, output_size, input_size, align_corners,
+                                    scales_h=None, scales_w=None):
+    def forward(x):
+        return _upsample_bicubic2d_aa(x, tuple(output_size), align_corners, scales_h, scales_w)
 
     return _transpose(forward, input_size, grad_output)
