@@ -126,3 +126,13 @@ def test_forward_mode_transforms():
     assert_same(jacfwd(torch.tanh)(t), jacfwd(torch.tanh)(x))
     f = lambda w: (w.sin() * w).sum()  # noqa: E731
     assert_same(hessian(f)(t), hessian(f)(x), rtol=1e-5)
+
+
+def test_jvp_through_a_python_number():
+    # The number's zero tangent is a ZeroTensor, whose mul kernel infers its shape on meta
+    # copies of the arguments: a tpu tensor's .to("meta") must be one.
+    from torch.func import jvp
+
+    out, tangent = jvp(lambda w: w * 2, (torch.ones(3, device="tpu"),),
+                       (torch.ones(3, device="tpu"),))
+    assert_same(tangent, torch.full((3,), 2.0))

@@ -319,3 +319,19 @@ def test_lazy_modules_materialize_on_tpu():
     cpu = copy.deepcopy(m).to("cpu")
     assert_same(m(x.to(TPU)), cpu(x), rtol=1e-5)
     assert torch.nn.LazyLinear(3).to(TPU).to("cpu")(torch.randn(2, 4)).device.type == "cpu"
+
+
+def test_meta_and_host_targets_from_tpu_tensors():
+    # t.to("meta") and factories templated on a tpu tensor but asked for another device make
+    # their result there (they had come back on tpu).
+    t = torch.ones(2, 3, device=TPU)
+    for made in (t.to("meta"), torch.empty_like(t, device="meta"), t.new_empty(2, device="meta")):
+        assert made.device.type == "meta"
+    assert t.to("meta", torch.float16).dtype == torch.float16
+    assert_same(torch.zeros_like(t, device="cpu"), torch.zeros(2, 3))
+    assert_same(t.new_full((2,), 3.0, device="cpu"), torch.full((2,), 3.0))
+    assert t.new_ones(2).device.type == "tpu"
+    m = torch.nn.Linear(3, 2).to(TPU).to("meta")
+    assert m.weight.device.type == "meta"
+    m.to_empty(device=TPU)
+    assert m.weight.device.type == "tpu"

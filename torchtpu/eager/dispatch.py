@@ -64,6 +64,11 @@ def _strict_handler(func) -> Handler:
     return handler
 
 
+def _build(func, fused: bool = False) -> Handler:
+    handler = _build_here(func, fused)
+    return _on_requested_device(func, handler) if func in _TEMPLATE_FACTORIES else handler
+
+
 
 def functional_handler(func) -> Handler | None:
     """A handler computing ``func`` if it has a rule or a decomposition, else None."""
@@ -72,7 +77,7 @@ def functional_handler(func) -> Handler | None:
     return None
 
 
-def _build(func, fused: bool = False) -> Handler:
+def _build_here(func, fused: bool) -> Handler:
     h = special.HANDLERS.get(func)
     if h is not None:
         return h
@@ -138,6 +143,21 @@ def _with_host_indices(func, inner: Handler) -> Handler:
 
 _LIKE = {aten.empty_like, aten.zeros_like, aten.ones_like, aten.full_like, aten.rand_like,
          aten.randn_like, aten.randint_like}
+# Factories whose tensor argument is only a template (shape, dtype, layout): one asked for
+# another device (t.new_zeros(2, device="meta"), empty_like(t, device="cpu")) is made there.
+_TEMPLATE_FACTORIES = {op for packet in (*_LIKE, aten.new_empty, aten.new_empty_strided,
+                                         aten.new_zeros, aten.new_ones, aten.new_full)
+                       for op in (getattr(packet, n) for n in packet.overloads())}
+
+
+def _on_requested_device(func, inner: Handler) -> Handler:
+    def handler(args, kwargs):
+        device = kwargs.get("device")
+        if device is None or torch.device(device).type == DEVICE.type:
+            return inner(args, kwargs)
+        return func(views.meta_like(args[0]), *args[1:], **kwargs)
+
+    return handler
 _KEEPS = (None, torch.preserve_format, torch.contiguous_format)
 
 

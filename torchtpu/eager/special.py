@@ -49,6 +49,8 @@ def _to_copy(args, kwargs):
     dtype = kwargs.get("dtype")
     device = kwargs.get("device")
     stride = _copy_layout(x, kwargs.get("memory_format"))
+    if device is not None and torch.device(device).type == "meta":
+        return torch.empty_strided(x.shape, stride, dtype=dtype or x.dtype, device="meta")
     if device is not None and torch.device(device).type == "cpu":
         metrics.count("transfer", "device_to_host")
         out = to_host(read(x))
