@@ -136,3 +136,17 @@ def test_jvp_through_a_python_number():
     out, tangent = jvp(lambda w: w * 2, (torch.ones(3, device="tpu"),),
                        (torch.ones(3, device="tpu"),))
     assert_same(tangent, torch.full((3,), 2.0))
+
+
+def test_sparse_embedding_gradient_is_dense_on_tpu():
+    # tpu has no sparse layout: Embedding(sparse=True) trains with CPU's gradient, densified.
+    torch.manual_seed(0)
+    cpu = torch.nn.Embedding(10, 3, sparse=True, padding_idx=0)
+    tpu = torch.nn.Embedding(10, 3, sparse=True, padding_idx=0)
+    tpu.load_state_dict(cpu.state_dict())
+    tpu.to("tpu")
+    ids = torch.tensor([[1, 2, 0], [2, 2, 5]])
+    cpu(ids).pow(2).sum().backward()
+    tpu(ids.to("tpu")).pow(2).sum().backward()
+    assert tpu.weight.grad.layout == torch.strided
+    assert_same(tpu.weight.grad, cpu.weight.grad.to_dense())

@@ -141,3 +141,15 @@ DECOMPOSITIONS[aten._native_multi_head_attention.default] = _native_multi_head_a
 DECOMPOSITIONS[aten._transformer_encoder_layer_fwd.default] = _transformer_encoder_layer_fwd
 DECOMPOSITIONS[aten._nested_tensor_from_mask_left_aligned.default] = \
     _nested_tensor_from_mask_left_aligned
+
+
+# tpu has no sparse layout: Embedding(sparse=True)'s gradient is dense, as
+# EmbeddingBag(sparse=True)'s is (PyTorch would build a sparse COO tensor).
+
+
+def _embedding_sparse_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
+    return aten.embedding_dense_backward(grad, indices, num_weights, padding_idx,
+                                         scale_grad_by_freq)
+
+
+DECOMPOSITIONS[aten.embedding_sparse_backward.default] = _embedding_sparse_backward
