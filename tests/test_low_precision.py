@@ -98,3 +98,18 @@ def test_silu_and_mish_under_torch_func(fn):
     hess = torch.func.hessian(lambda v: fn(v).sum())
     for transform, arg in [(grad, x), (hess, x), (torch.func.vmap(fn), x.view(2, 3))]:
         torch.testing.assert_close(transform(arg.to("tpu")).cpu(), transform(arg))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("mode", ["trunc", "floor"])
+def test_rounding_division_is_cpus_bit_for_bit(dtype, mode):
+    # CPU rounds each step of a low-precision division to its dtype (the quotient before trunc;
+    # div_floor_floating's fmod steps), and floor's zeros carry the quotient's sign.
+    g = torch.Generator().manual_seed(0)
+    a = (torch.randn(20000, generator=g) * 20).to(dtype)
+    b = torch.randn(20000, generator=g).to(dtype)
+    a[:5], b[5:10] = 0, 0
+    expected = torch.div(a, b, rounding_mode=mode)
+    out = torch.div(a.to("tpu"), b.to("tpu"), rounding_mode=mode).cpu()
+    torch.testing.assert_close(out, expected, rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(torch.signbit(out), torch.signbit(expected))

@@ -198,17 +198,40 @@ def _rsub(self, other, alpha=1):
 lowering(aten.mul)(opmath(lambda self, other: jnp.multiply(*promote(self, other))))
 
 
-@lowering(aten.div, static=("rounding_mode",))
 @opmath
-def _div(self, other, rounding_mode=None):
+def _true_div(self, other):
     a, b = promote(self, other)
+    return float_of(a) / float_of(b)
+
+
+@lowering(aten.div, static=("rounding_mode",))
+def _div(self, other, rounding_mode=None):
     if rounding_mode is None:
-        return float_of(a) / float_of(b)
-    if rounding_mode == "trunc":
-        if jnp.issubdtype(a.dtype, jnp.integer):
+        return _true_div(self, other)
+    a, b = promote(self, other)
+    if jnp.issubdtype(a.dtype, jnp.integer):
+        if rounding_mode == "trunc":
             return lax.div(*jnp.broadcast_arrays(a, b))  # lax.div does not broadcast
-        return jnp.trunc(a / b)
-    return jnp.floor_divide(a, b)
+        return jnp.floor_divide(a, b)
+    # CPU divides step by step, bfloat16/float16 rounding each step to the dtype: trunc of
+    # the (rounded) quotient, and floor by c10::div_floor_floating's fmod-based steps (which
+    # also give its signed zeros).
+    low = a.dtype
+    if low in LOW_PRECISION:
+        a, b = a.astype(jnp.float32), b.astype(jnp.float32)
+
+    def r(x):
+        return x.astype(low).astype(a.dtype)
+
+    if rounding_mode == "trunc":
+        return jnp.trunc(r(a / b)).astype(low)
+    mod = r(jnp.fmod(a, b))
+    div = r(r(a - mod) / b)
+    div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), r(div - 1), div)
+    floor = jnp.floor(div)
+    floor = jnp.where(r(div - floor) > 0.5, r(floor + 1), floor)
+    floor = jnp.where(div == 0, jnp.copysign(0.0, r(a / b)), floor)
+    return jnp.where(b == 0, r(a / b), floor).astype(low)
 
 
 @lowering(aten.floor_divide)
