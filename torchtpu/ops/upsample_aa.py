@@ -85,37 +85,26 @@ def _resize(x, axis: int, size_out: int, align_corners: bool, scale, kernel=_tri
     return jnp.moveaxis(y, -1, axis).astype(x.dtype)
 
 
-@lowering(aten._upsample_bilinear2d_aa.default,
-          static=("output_size", "align_corners", "scales_h", "scales_w"))
-def _upsample_bilinear2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
-    out_h, out_w = output_size
-    x = _resize(self, self.ndim - 1, out_w, align_corners, scales_w)
-    return _resize(x, self.ndim - 2, out_h, align_corners, scales_h)
+def _register(forward_op, backward_op, kernel):
+    """The antialiased 2-d resize with ``kernel`` (width, then height) and its backward."""
+
+    @lowering(forward_op, static=("output_size", "align_corners", "scales_h", "scales_w"))
+    def forward(self, output_size, align_corners, scales_h=None, scales_w=None):
+        out_h, out_w = output_size
+        x = _resize(self, self.ndim - 1, out_w, align_corners, scales_w, kernel)
+        return _resize(x, self.ndim - 2, out_h, align_corners, scales_h, kernel)
+
+    @lowering(backward_op,
+              static=("output_size", "input_size", "align_corners", "scales_h", "scales_w"))
+    def backward(grad_output, output_size, input_size, align_corners, scales_h=None,
+                 scales_w=None):
+        def resize(x):
+            return forward(x, tuple(output_size), align_corners, scales_h, scales_w)
+
+        return _transpose(resize, input_size, grad_output)
 
 
-@lowering(aten._upsample_bilinear2d_aa_backward.default,
-          static=("output_size", "input_size", "align_corners", "scales_h", "scales_w"))
-def _upsample_bilinear2d_aa_backward(grad_output, output_size, input_size, align_corners,
-                                     scales_h=None, scales_w=None):
-    def forward(x):
-        return _upsample_bilinear2d_aa(x, tuple(output_size), align_corners, scales_h, scales_w)
-
-    return _transpose(forward, input_size, grad_output)
-
-
-@lowering(aten._upsample_bicubic2d_aa.default,
-          static=("output_size", "align_corners", "scales_h", "scales_w"))
-def _upsample_bicubic2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
-    out_h, out_w = output_size
-    x = _resize(self, self.ndim - 1, out_w, align_corners, scales_w, _cubic)
-    return _resize(x, self.ndim - 2, out_h, align_corners, scales_h, _cubic)
-
-
-@lowering(aten._upsample_bicubic2d_aa_backward.default,
-          static=("output_size", "input_size", "align_corners", "scales_h", "scales_w"))
-def _upsample_bicubic2d_aa_backward(grad_output, output_size, input_size, align_corners,
-                                    scales_h=None, scales_w=None):
-    def forward(x):
-        return _upsample_bicubic2d_aa(x, tuple(output_size), align_corners, scales_h, scales_w)
-
-    return _transpose(forward, input_size, grad_output)
+_register(aten._upsample_bilinear2d_aa.default, aten._upsample_bilinear2d_aa_backward.default,
+          _triangle)
+_register(aten._upsample_bicubic2d_aa.default, aten._upsample_bicubic2d_aa_backward.default,
+          _cubic)
