@@ -159,6 +159,9 @@ def _aim_uninitialized(module: torch.nn.Module, fn) -> list:
     return lazy
 
 
+_materialize = UninitializedTensorMixin.materialize
+
+
 def _materialize_on_tpu(self, shape, device=None, dtype=None):
     target = self.__dict__.pop("_torchtpu_target", None)
     if target is None or device is not None and torch.device(device).type != "tpu":
@@ -167,9 +170,6 @@ def _materialize_on_tpu(self, shape, device=None, dtype=None):
     if isinstance(self, torch.nn.Parameter):
         value = torch.nn.Parameter(value, requires_grad=self.requires_grad)
     torch.utils.swap_tensors(self, value)
-
-
-_materialize = UninitializedTensorMixin.materialize
 
 
 def _apply_initialized(self, fn, recurse):

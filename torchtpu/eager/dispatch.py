@@ -69,7 +69,6 @@ def _build(func, fused: bool = False) -> Handler:
     return _on_requested_device(func, handler) if func in _TEMPLATE_FACTORIES else handler
 
 
-
 def functional_handler(func) -> Handler | None:
     """A handler computing ``func`` if it has a rule or a decomposition, else None."""
     if func in LOWERINGS or func in DECOMPOSITIONS:
