@@ -1,4 +1,4 @@
-"""Autograd for ops whose backward PyTorch picks by tensor type: CPU's fused one on 'tpu'.
+"""Autograd for ops whose kernels PyTorch picks by device type: CPU's fused ones on 'tpu'.
 
 PyTorch's formulas for ``silu`` and ``mish`` call the fused ``silu_backward`` /
 ``mish_backward`` only for plain tensors; for a tensor subclass (ours is a wrapper subclass)
@@ -6,11 +6,19 @@ they run a composite of 7-11 ops. Those round after each op in bfloat16 (48% and
 gradient elements then differed from CPU's) and cost as many dispatches. These kernels, on
 the ``AutogradPrivateUse1`` key, save the input and call the fused backward, as CPU does;
 under ``create_graph`` they keep PyTorch's differentiable composite.
+
+``scaled_dot_product_attention`` asks the device which fused kernel to run, and a Python
+backend cannot answer (the choice is a C++ dispatch stub), so PyTorch runs its math composite.
+Here it runs ``torchtpu::attention`` (ops/attention.py) wherever CPU would run its flash kernel
+for the same arguments, and the composite wherever CPU would.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 aten = torch.ops.aten
 
@@ -68,14 +76,88 @@ def _function(name: str, forward_op, backward_op, composite):
     return fn.apply
 
 
+_FLASH = int(torch.nn.attention.SDPBackend.FLASH_ATTENTION)
+_SDPA = aten.scaled_dot_product_attention.default
+
+
+def _stand_in(t: torch.Tensor) -> torch.Tensor:
+    # CPU's choice reads shapes, dtypes, the last stride and requires_grad, never values: one
+    # row repeated by zero strides stands for a tensor of any size.
+    strides = (0,) * (t.dim() - 1) + (1,) if t.dim() else ()
+    stand = torch.empty_strided(t.shape, strides, dtype=t.dtype)
+    return stand.requires_grad_(t.requires_grad)
+
+
+def _cpu_runs_flash(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+    tensors = [query, key, value] + ([] if attn_mask is None else [attn_mask])
+    if any(t.device != query.device or not all(type(n) is int for n in t.shape) for t in tensors):
+        return False  # the composite's device error; symbolic shapes stay unspecialised
+    if query.shape[-1] == 0:
+        return False
+    if any(t.dim() and t.shape[-1] > 1 and t.stride(-1) != 1 for t in (query, key, value)):
+        return False
+    with _disable_current_modes():  # torch.compile's fake and tracing modes
+        stand = [_stand_in(t) for t in tensors] + [None]
+        choice = torch._fused_sdp_choice(stand[0], stand[1], stand[2], stand[3], dropout_p,
+                                         is_causal, scale=scale, enable_gqa=enable_gqa)
+    return choice == _FLASH
+
+
+def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+          enable_gqa=False):
+    if torch._C._functorch.maybe_current_level() is not None or not _cpu_runs_flash(
+            query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+        return _SDPA.decompose(query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
+                               enable_gqa=enable_gqa)
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    return torch.ops.torchtpu.attention(query, key, value, attn_mask, is_causal, scale)[0]
+
+
+def _attention_setup(ctx, inputs, output):
+    query, key, value, attn_mask, ctx.is_causal, ctx.scale = inputs
+    ctx.save_for_backward(query, key, value, attn_mask, *output)
+
+
+def _attention_backward(ctx, grad_out, _grad_logsumexp):
+    query, key, value, attn_mask, out, logsumexp = ctx.saved_tensors
+    if torch.is_grad_enabled():  # create_graph: a backward that is itself differentiable
+        grads = _attention_grads_composite(grad_out, query, key, value, attn_mask,
+                                           ctx.is_causal, ctx.scale)
+    else:
+        grads = torch.ops.torchtpu.attention_backward(
+            grad_out, query, key, value, attn_mask, out, logsumexp, ctx.is_causal, ctx.scale)
+    return *grads, None, None, None
+
+
+def _attention_grads_composite(grad_out, query, key, value, attn_mask, is_causal, scale):
+    b, hk, size = key.shape[0], key.shape[1], key.shape[-2]
+    groups = query.shape[1] // hk
+    k, v = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)
+    s = (query @ k.transpose(-2, -1)) * scale
+    if attn_mask is not None:
+        s = s.masked_fill(~attn_mask, -math.inf) if attn_mask.dtype == torch.bool else s + attn_mask
+    if is_causal:
+        keep = torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).tril()
+        s = s.masked_fill(~keep, -math.inf)
+    p = aten._safe_softmax(s, -1)
+    dp = grad_out @ v.transpose(-2, -1)
+    ds = p * (dp - (dp * p).sum(-1, keepdim=True))
+    dk = (ds.transpose(-2, -1) @ query * scale).reshape(b, hk, groups, size, -1).sum(2)
+    dv = (p.transpose(-2, -1) @ grad_out).reshape(b, hk, groups, size, -1).sum(2)
+    return ds @ k * scale, dk, dv
+
+
 KERNELS = {
     "silu": _kernel("Silu", aten.silu.default, aten.silu_backward.default, _silu_composite,
                     _silu),
     "mish": _kernel("Mish", aten.mish.default, aten.mish_backward.default, _mish_composite,
                     _mish),
+    "scaled_dot_product_attention": _sdpa,
 }
 
 
 def register(lib: torch.library.Library) -> None:
     for name, kernel in KERNELS.items():
         lib.impl(name, kernel, "AutogradPrivateUse1")
+    torch.library.register_autograd("torchtpu::attention", _attention_backward,
+                                    setup_context=_attention_setup)

@@ -5,6 +5,7 @@ Importing this package registers every rule family.
 
 from . import (  # noqa: F401  (registration side effects)
     amp,
+    attention,
     conv,
     creation,
     creation_ranges,

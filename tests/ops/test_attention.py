@@ -1,0 +1,157 @@
+"""F.scaled_dot_product_attention on tpu against CPU: one op (torchtpu::attention) wherever
+CPU runs its flash kernel, PyTorch's math composite wherever CPU runs that."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import TPU
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import torchtpu
+
+TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float64: dict(rtol=1e-7, atol=1e-7),
+       torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2), torch.float16: dict(rtol=1e-3, atol=1e-3)}
+
+
+def _inputs(dtype=torch.float32, heads_kv=4, seq_kv=12, dim_v=8):
+    torch.manual_seed(0)
+    return [torch.randn(2, 4, 16, 8, dtype=dtype), torch.randn(2, heads_kv, seq_kv, 8, dtype=dtype),
+            torch.randn(2, heads_kv, seq_kv, dim_v, dtype=dtype)]
+
+
+def _both(fn, inputs, grad=True):
+    """fn's output and input gradients on CPU and on tpu, and the tpu output's grad_fn."""
+    results = []
+    for device in ("cpu", TPU):
+        # q, k and v require grad; a mask only if asked (CPU then runs the math path)
+        xs = [x.detach().to(device).requires_grad_(grad and (i < 3 or x.requires_grad))
+              for i, x in enumerate(inputs)]
+        out = fn(*xs)
+        grads = ()
+        if grad:
+            g = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).reshape(out.shape)
+            grads = torch.autograd.grad(out, [x for x in xs if x.requires_grad], g.to(device))
+        results.append((out, grads))
+    (out_cpu, grads_cpu), (out_tpu, grads_tpu) = results
+    tol = TOL[inputs[0].dtype]
+    torch.testing.assert_close(out_tpu.cpu(), out_cpu, **tol)
+    for a, e in zip(grads_tpu, grads_cpu, strict=True):
+        torch.testing.assert_close(a.cpu(), e, **tol)
+    return out_tpu.grad_fn
+
+
+def _fused(grad_fn) -> bool:
+    return grad_fn is not None and "torchtpu_attention" in grad_fn.name()
+
+
+CASES = {
+    "plain": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), {}),
+    "causal": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), {}),
+    "scale": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.3), {}),
+    "grouped": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                               enable_gqa=True),
+                {"heads_kv": 2}),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_flash_cases_run_as_one_op_and_match_cpu(case, dtype):
+    fn, shape = CASES[case]
+    assert _fused(_both(fn, _inputs(dtype, **shape)))
+
+
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+def test_masks_match_cpu_and_a_fully_masked_row_is_zero(kind):
+    q, k, v = _inputs()
+    mask = torch.rand(16, 12, generator=torch.Generator().manual_seed(1)) > 0.3
+    mask[3] = False  # a query that may attend to nothing: CPU gives a row of zeros
+    if kind == "additive":
+        mask = torch.zeros(2, 1, 16, 12).masked_fill(~mask, float("-inf"))
+    grad_fn = _both(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+                    [q, k, v, mask])
+    assert _fused(grad_fn)
+    out = F.scaled_dot_product_attention(q.to(TPU), k.to(TPU), v.to(TPU), attn_mask=mask.to(TPU))
+    assert torch.equal(out[:, :, 3].cpu(), torch.zeros(2, 4, 8))
+
+
+def test_mask_and_causal_together_as_cpu():
+    # CPU's flash kernel applies both; its math path refuses them.
+    q, k, v = _inputs()
+    mask = torch.rand(16, 12, generator=torch.Generator().manual_seed(1)) > 0.3
+    assert _fused(_both(lambda q, k, v, m: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=m, is_causal=True), [q, k, v, mask]))
+    v = v[..., :6]  # a value dim unlike the query's: CPU runs math
+    for device in ("cpu", TPU):
+        with pytest.raises(RuntimeError, match="should not be set when is_causal"):
+            F.scaled_dot_product_attention(q.to(device), k.to(device), v.to(device),
+                                           attn_mask=mask.to(device), is_causal=True)
+
+
+@pytest.mark.parametrize("why", ["math selected", "3-d", "value dim", "dropout", "mask grad"])
+def test_where_cpu_runs_math_tpu_runs_the_composite(why):
+    q, k, v = _inputs(dim_v=6 if why == "value dim" else 8)
+    extra = [torch.randn(16, 12)] if why == "mask grad" else []
+    if why == "mask grad":
+        extra[0].requires_grad_()
+
+    def fn(q, k, v, *mask):
+        if why == "3-d":
+            q, k, v = q[0], k[0], v[0]
+        if why == "dropout":  # a dropout of 0 in training: the math path, no randomness
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=1e-30)
+        if why == "math selected":
+            with sdpa_kernel(SDPBackend.MATH):
+                return F.scaled_dot_product_attention(q, k, v)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask[0] if mask else None)
+
+    assert not _fused(_both(fn, [q, k, v, *extra]))
+
+
+def test_bad_shapes_raise_cpus_error():
+    q, k, v = _inputs(heads_kv=2)
+    with pytest.raises(RuntimeError) as cpu:
+        F.scaled_dot_product_attention(q, k, v)
+    with pytest.raises(RuntimeError) as tpu:
+        F.scaled_dot_product_attention(q.to(TPU), k.to(TPU), v.to(TPU))
+    assert str(tpu.value) == str(cpu.value)
+
+
+def test_double_backward_matches_cpus_math_path():
+    # CPU's flash backward has no derivative; tpu's backward under create_graph is the
+    # differentiable composite, compared with CPU's math path.
+    def penalty(q):
+        out = F.scaled_dot_product_attention(q, q * 0.5, q, is_causal=True)
+        (g,) = torch.autograd.grad((out * out).sum(), q, create_graph=True)
+        return (g * g).sum()
+
+    q = _inputs()[0]
+    qc = q.clone().requires_grad_()
+    with sdpa_kernel(SDPBackend.MATH):
+        (expected,) = torch.autograd.grad(penalty(qc), qc)
+    qt = q.to(TPU).requires_grad_()
+    (actual,) = torch.autograd.grad(penalty(qt), qt)
+    torch.testing.assert_close(actual.cpu(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_fused_eager_matches_strict():
+    q, k, v = (x.to(TPU).requires_grad_() for x in _inputs())
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    (g_strict,) = torch.autograd.grad(out.sum(), q)
+    torchtpu.set_eager_mode("fused")
+    try:
+        out_fused = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        (g_fused,) = torch.autograd.grad(out_fused.sum(), q)
+        # One program around the op instead of one for it: XLA may fuse exp differently.
+        torch.testing.assert_close(out_fused.cpu(), out.cpu(), rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(g_fused.cpu(), g_strict.cpu(), rtol=1e-6, atol=1e-6)
+    finally:
+        torchtpu.set_eager_mode("strict")
+
+
+def test_vmap_runs_the_composite():
+    q = _inputs()[0]
+    attend = torch.func.vmap(lambda x: F.scaled_dot_product_attention(x, x, x, is_causal=True))
+    torch.testing.assert_close(attend(q.to(TPU)).cpu(), attend(q), **TOL[torch.float32])

@@ -1,0 +1,101 @@
+"""Scaled dot-product attention as one op, with CPU's flash-attention numerics.
+
+On a Python backend ``F.scaled_dot_product_attention`` runs PyTorch's math composite: about 20
+ops forward and 15 backward, saving the (L, S) probabilities. Where CPU runs its flash kernel,
+torchtpu runs ``torchtpu::attention`` instead (the routing is in autograd_formulas.py): one op
+that saves only its output and each row's log-sum-exp, and recomputes the probabilities in
+``torchtpu::attention_backward``. As CPU's kernel does, scores and softmax are float32 and the
+probabilities are rounded to the input dtype before they multiply V.
+
+Shapes: query (B, Hq, L, E), key (B, Hk, S, E), value (B, Hk, S, Ev); Hq a multiple of Hk
+(grouped-query attention). ``attn_mask`` is boolean (False masks) or additive, broadcastable
+to (B, Hq, L, S); ``is_causal`` masks key positions after the query's (top-left aligned).
+A row with every key masked gives 0, as CPU does.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import torch
+
+from .registry import lowering
+
+torch.library.define(
+    "torchtpu::attention",
+    "(Tensor query, Tensor key, Tensor value, Tensor? attn_mask, bool is_causal, float scale)"
+    " -> (Tensor, Tensor)",
+)
+torch.library.define(
+    "torchtpu::attention_backward",
+    "(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor? attn_mask, Tensor out,"
+    " Tensor logsumexp, bool is_causal, float scale) -> (Tensor, Tensor, Tensor)",
+)
+
+
+@torch.library.register_fake("torchtpu::attention")
+def _attention_meta(query, key, value, attn_mask, is_causal, scale):
+    out = query.new_empty((*query.shape[:-1], value.shape[-1]))
+    lse_dtype = torch.float64 if query.dtype == torch.float64 else torch.float32
+    return out, query.new_empty(query.shape[:-1], dtype=lse_dtype)
+
+
+@torch.library.register_fake("torchtpu::attention_backward")
+def _attention_backward_meta(grad_out, query, key, value, attn_mask, out, logsumexp, is_causal,
+                             scale):
+    return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
+
+
+def _opmath(dtype):
+    """CPU's accumulation type: float64 stays float64, the rest compute in float32."""
+    return jnp.float64 if dtype == jnp.float64 else jnp.float32
+
+
+def _grouped(query, key):
+    """query as (B, Hk, G, L, E): G query heads share each key head."""
+    b, hq, length, e = query.shape
+    return query.reshape(b, key.shape[1], hq // key.shape[1], length, e)
+
+
+def _masked_scores(query, key, attn_mask, is_causal, scale):
+    """Scores (B, Hk, G, L, S) in the accumulation type, -inf where masked."""
+    acc = _opmath(query.dtype)
+    q = _grouped(query, key)
+    s = jnp.einsum("bhgle,bhse->bhgls", q, key, preferred_element_type=acc) * scale
+    if attn_mask is not None:
+        mask = jnp.broadcast_to(attn_mask, (*query.shape[:-1], key.shape[-2])).reshape(s.shape)
+        s = jnp.where(mask, s, -jnp.inf) if mask.dtype == jnp.bool_ else s + mask.astype(acc)
+    if is_causal:
+        length, size = s.shape[-2:]
+        s = jnp.where(jnp.tril(jnp.ones((length, size), jnp.bool_)), s, -jnp.inf)
+    return s
+
+
+@lowering(torch.ops.torchtpu.attention.default)
+def _attention(query, key, value, attn_mask, is_causal, scale):
+    s = _masked_scores(query, key, attn_mask, is_causal, scale)
+    m = jnp.max(s, axis=-1, keepdims=True)
+    e = jnp.exp(s - jnp.where(jnp.isfinite(m), m, 0))  # a fully masked row: all zeros
+    total = jnp.sum(e, axis=-1, keepdims=True)
+    o = jnp.einsum("bhgls,bhsd->bhgld", e.astype(value.dtype), value,
+                   preferred_element_type=e.dtype)
+    o = jnp.where(total > 0, o / total, 0)
+    lse = (m + jnp.log(total))[..., 0]
+    return (o.reshape(*query.shape[:-1], value.shape[-1]).astype(query.dtype),
+            lse.reshape(query.shape[:-1]))
+
+
+@lowering(torch.ops.torchtpu.attention_backward.default)
+def _attention_backward(grad_out, query, key, value, attn_mask, out, logsumexp, is_causal, scale):
+    s = _masked_scores(query, key, attn_mask, is_causal, scale)
+    lse = _grouped(logsumexp[..., None], key).astype(s.dtype)
+    p = jnp.exp(s - jnp.where(jnp.isfinite(lse), lse, jnp.inf))  # masked rows: p = 0
+    dout = _grouped(grad_out, key)
+    dt, acc = query.dtype, s.dtype
+    dv = jnp.einsum("bhgls,bhgld->bhsd", p.astype(dt), dout, preferred_element_type=acc)
+    dp = jnp.einsum("bhgld,bhsd->bhgls", dout, value, preferred_element_type=acc)
+    rowdot = jnp.sum(dout.astype(acc) * _grouped(out, key).astype(acc), axis=-1, keepdims=True)
+    ds = (p * (dp - rowdot)).astype(dt)
+    dq = jnp.einsum("bhgls,bhse->bhgle", ds, key, preferred_element_type=acc) * scale
+    dk = jnp.einsum("bhgls,bhgle->bhse", ds, _grouped(query, key), preferred_element_type=acc)
+    return (dq.reshape(query.shape).astype(dt), (dk * scale).astype(key.dtype),
+            dv.astype(value.dtype))
