@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import assert_same
+from conftest import TPU, assert_same
 
 CASES = [
     lambda x, w: (x @ w).tanh().sum(),
@@ -150,3 +150,32 @@ def test_sparse_embedding_gradient_is_dense_on_tpu():
     tpu(ids.to("tpu")).pow(2).sum().backward()
     assert tpu.weight.grad.layout == torch.strided
     assert_same(tpu.weight.grad, cpu.weight.grad.to_dense())
+
+
+def test_forward_mode_ad_with_tangents_laid_out_unlike_their_primals():
+    import torch.autograd.forward_ad as fwAD
+
+    def run(device):
+        out = []
+        with fwAD.dual_level():  # a transposed (non-contiguous) tangent
+            x = fwAD.make_dual(torch.ones(2, 3, device=device),
+                               torch.arange(6.0, device=device).reshape(3, 2).T)
+            out.append(fwAD.unpack_dual(x * 2).tangent)
+        with fwAD.dual_level():  # a dual written into a plain tensor
+            z = torch.zeros(3, device=device)
+            z[1:] = fwAD.make_dual(torch.ones(2, device=device), torch.ones(2, device=device))
+            out.append(fwAD.unpack_dual(z).tangent)
+        _, jvp_fn = torch.func.linearize(torch.sin, torch.arange(5.0, device=device))
+        out.append(jvp_fn(torch.ones(5, device=device)))
+        return out
+
+    assert_same(run(TPU), run("cpu"))
+
+
+def test_make_fx_traces_ops_on_tpu_constants():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    scale = torch.arange(4.0, device=TPU)
+    graph = make_fx(lambda t: t.sin() * scale)(torch.ones(4, device=TPU))
+    expected = torch.full((4,), 2.0).sin() * torch.arange(4.0)
+    assert_same(graph(torch.full((4,), 2.0, device=TPU)), expected)

@@ -291,10 +291,10 @@ def test_tensor_queries_answer_as_on_cpu():
     x = torch.randn(3, 4)
     t = x.to("tpu")
     loss = t.square().mean()
-    # f-strings with a format spec format a 0-d tensor as its number (training loops' logs)
+    # f-strings format a 0-d tensor as its number (training loops' logs), as on CPU and cuda
     assert f"{loss:.4f}" == f"{x.square().mean():.4f}"
     assert f"{t[0, 1]:+.2e}" == f"{x[0, 1]:+.2e}"
-    assert f"{loss}" == str(loss)
+    assert f"{loss}" == f"{loss.item()}"
     # torch.tensor of 0-d device tensors reads each (with Python dispatch off): a CPU tensor
     pair = torch.tensor([loss, loss * 2])
     assert pair.device.type == "cpu" and pair.tolist() == [loss.item(), 2 * loss.item()]
@@ -335,3 +335,33 @@ def test_meta_and_host_targets_from_tpu_tensors():
     assert m.weight.device.type == "meta"
     m.to_empty(device=TPU)
     assert m.weight.device.type == "tpu"
+
+
+def test_parameters_print_pickle_and_save_as_parameters(tmp_path):
+    import pickle
+
+    p = torch.nn.Parameter(torch.ones(2, device=TPU))
+    assert repr(p).startswith("Parameter containing:\ntensor([1., 1.], device='tpu:0'")
+    back = pickle.loads(pickle.dumps(p))
+    assert isinstance(back, torch.nn.Parameter) and back.requires_grad and back.device == p.device
+    layer = torch.nn.Linear(2, 2).to(TPU)
+    torch.save(layer, tmp_path / "m.pt")
+    loaded = torch.load(tmp_path / "m.pt", weights_only=False)
+    assert all(isinstance(q, torch.nn.Parameter) for q in loaded.parameters())
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_checkpoint_replays_the_tpu_rng_for_dropout(reentrant):
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 50), torch.nn.Dropout(0.5),
+                              torch.nn.Linear(50, 1)).to(TPU)
+    x = torch.randn(8, 3, device=TPU, requires_grad=True)
+    torch.manual_seed(1)
+    net(x).sum().backward()
+    expected = net[0].weight.grad.clone()
+    net.zero_grad()
+    torch.manual_seed(1)
+    checkpoint(net, x, use_reentrant=reentrant).sum().backward()
+    assert_same(net[0].weight.grad, expected)

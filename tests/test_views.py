@@ -257,3 +257,50 @@ def test_a_view_with_its_bases_geometry_runs_nothing(monkeypatch):
     assert_same(x, views[1].cpu())
     c = torch.randn(3, dtype=torch.complex64, device=TPU)
     assert_same(c.conj().resolve_conj(), c.cpu().conj())  # same geometry, conj bit set
+
+
+def test_assigning_data_replaces_values_shape_and_dtype():
+    p = torch.zeros(3, device=TPU)
+    p.data = torch.ones(3, device=TPU)
+    assert_same(p, torch.ones(3))
+    b = torch.zeros(2, 3, device=TPU)
+    b.data = torch.arange(4, device=TPU)[1:]  # another shape, dtype and a view
+    assert_same(b, torch.arange(4)[1:])
+    layer = torch.nn.Linear(3, 2).to(TPU)
+    vec = torch.nn.utils.parameters_to_vector(layer.parameters())
+    torch.nn.utils.vector_to_parameters(2 * vec, layer.parameters())
+    assert_same(torch.nn.utils.parameters_to_vector(layer.parameters()), 2 * vec)
+
+
+def test_deepcopy_of_views_copies_their_values():
+    import copy
+
+    x = torch.arange(6.0, device=TPU)
+    base, view = copy.deepcopy([x, x[1:3]])
+    assert_same(view, torch.tensor([1.0, 2.0]))
+    assert_same(base, torch.arange(6.0))
+    view.add_(10)
+    assert_same(x, torch.arange(6.0))  # the copy is its own
+    w = torch.nn.Parameter(torch.ones(2, device=TPU))
+    w.grad = torch.full((2,), 3.0, device=TPU)
+    w.note = "kept"
+    w2 = copy.deepcopy(w)
+    assert isinstance(w2, torch.nn.Parameter) and w2.requires_grad and w2.note == "kept"
+    assert_same(w2.grad, torch.full((2,), 3.0))
+
+
+@pytest.mark.parametrize("op", ["pow_", "floor_divide_", "float_power_"])
+@pytest.mark.parametrize("other", ["tensor", "number"])
+def test_in_place_ops_whose_functional_overload_is_named_otherwise(op, other):
+    # pow_.Tensor is pow.Tensor_Tensor, floor_divide_.Tensor floor_divide.default.
+    dtype = torch.float64 if op == "float_power_" else torch.float32
+
+    def run(device):
+        x = torch.tensor([5.0, 7.0, -3.0], dtype=dtype, device=device)
+        arg = torch.tensor([2.0, 3.0, 2.0], dtype=dtype, device=device) if other == "tensor" else 2
+        getattr(x, op)(arg)
+        n = torch.tensor([5, 7, -3], device=device)
+        n //= 2
+        return x, n
+
+    assert_same(run(TPU), run("cpu"))

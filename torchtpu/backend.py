@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import torch
+from torch.fx.experimental import proxy_tensor
 from torch.nn.parameter import UninitializedTensorMixin
 from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
@@ -213,6 +214,21 @@ def _enable_multi_tensor_paths() -> None:
             types.append(TpuTensor)
 
 
+class _TracedAsPlain(tuple):
+    """make_fx's tensor types it traces as plain tensors, and a real tpu tensor among them.
+
+    make_fx (torch.func.linearize, functionalize) runs a tensor of a type it does not know
+    as a subclass first, with its tracing mode still active, so a tpu constant's ops escaped
+    the trace. A tpu tensor is a plain tensor of its device, as a cuda one is. Under
+    torch.compile's fake mode a real tpu constant keeps its own path (tensor.py _as_fake).
+    """
+
+    def __contains__(self, t) -> bool:
+        if t is TpuTensor:
+            return torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is None
+        return tuple.__contains__(self, t)
+
+
 def register() -> None:
     """Rename PrivateUse1 to 'tpu' and install torch.tpu; idempotent."""
     global _lib, _autocast_lib
@@ -259,6 +275,7 @@ def register() -> None:
     autograd_formulas.register(_lib)
     _enable_multi_tensor_paths()
     serialization.install()
+    proxy_tensor.HANDLED_TYPES = _TracedAsPlain(proxy_tensor.HANDLED_TYPES)
     backward_errors.install()
     modes.init_from_env()
 

@@ -33,6 +33,10 @@ def is_initialized() -> bool:
     return True
 
 
+# torch.utils.checkpoint and fork_rng save a device's RNG state only if its module says so.
+_initialized = True
+
+
 def _is_in_bad_fork() -> bool:
     return False
 

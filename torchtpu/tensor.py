@@ -10,6 +10,9 @@ every other view recomputes on its next read. Tensors that cover their storage e
 
 from __future__ import annotations
 
+import collections
+import copy
+
 import jax
 import torch
 
@@ -93,7 +96,36 @@ class TpuTensor(torch.Tensor):
     def __repr__(self, *, tensor_contents=None) -> str:
         from ._print import tensor_repr
 
-        return tensor_repr(self)
+        # nn.Parameter(t) of a tensor subclass is that subclass, marked _is_param.
+        prefix = "Parameter containing:\n" if getattr(self, "_is_param", False) else ""
+        return prefix + tensor_repr(self)
+
+    def __setattr__(self, name: str, value) -> None:
+        # Not a `data` property: Dynamo traces a Python property where it would read the
+        # tensor's own attribute.
+        _SETATTR(self, name, value)
+        if name == "data" and "_storage" in getattr(value, "__dict__", ()):
+            # PyTorch swapped the C++ tensor's metadata (shape, strides, dtype, storage); the
+            # payload that holds the values lives on the Python object and moves with it.
+            moved = {k: v for k, v in value.__dict__.items() if k in _PAYLOAD}
+            for key in _PAYLOAD:
+                self.__dict__.pop(key, None)
+            self.__dict__.update(moved)
+
+    def __deepcopy__(self, memo):
+        # PyTorch's own deepcopy copies a view with a storage offset through its storage,
+        # which a wrapper tensor does not have: a copy of the values, as a fresh tensor.
+        if not self.is_leaf or id(self) in memo:
+            return super().__deepcopy__(memo)
+        with torch.no_grad():
+            new = self.clone()
+        new.requires_grad_(self.requires_grad)
+        if self.grad is not None:
+            new.grad = copy.deepcopy(self.grad, memo)
+        state = {k: v for k, v in self.__dict__.items() if k not in _PAYLOAD}
+        new.__dict__.update(copy.deepcopy(state, memo))
+        memo[id(self)] = new
+        return new
 
     def numpy(self, *, force: bool = False):
         if force:
@@ -113,7 +145,7 @@ class TpuTensor(torch.Tensor):
     def __format__(self, format_spec: str) -> str:
         # PyTorch formats a 0-d tensor as its number only for exact torch.Tensor
         # (f"{loss:.4f}" would raise for a subclass).
-        if self.dim() == 0 and format_spec:
+        if self.dim() == 0:
             return self.item().__format__(format_spec)
         return super().__format__(format_spec)
 
@@ -121,10 +153,18 @@ class TpuTensor(torch.Tensor):
         return self.numpy() if dtype is None else self.numpy().astype(dtype)
 
     def __reduce_ex__(self, protocol):
+        if getattr(self, "_is_param", False):  # a Parameter comes back a Parameter
+            return (torch._utils._rebuild_parameter,
+                    (self.detach(), self.requires_grad, collections.OrderedDict()))
         # PyTorch's own form for a storage-less device (torchtpu/serialization.py): its CPU
         # copy and its device, which torch.load(weights_only=True) accepts.
         return (torch._utils._rebuild_device_tensor_from_cpu_tensor,
                 (self.detach().cpu(), self.dtype, str(self.device), self.requires_grad))
+
+
+_SETATTR = torch.Tensor.__setattr__
+# The Python-side attributes that hold a tensor's values (wrap, make_view).
+_PAYLOAD = ("_storage", "_direct", "_bitcast", "_geometry", "_cache", "_cache_version")
 
 
 def _as_fake(mode, func, args, kwargs):

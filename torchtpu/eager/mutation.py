@@ -48,6 +48,13 @@ def _inplace_functional(func):
     packet = getattr(aten, base, None)
     if packet is None:
         return None
+    # By signature, not overload name: pow_.Tensor is pow.Tensor_Tensor, floor_divide_.Tensor
+    # is floor_divide.default (pow.Scalar is a number raised to a tensor).
+    want = [(a.name, str(a.type)) for a in func._schema.arguments]
+    for name in packet.overloads():
+        cand = getattr(packet, name)
+        if is_functional(cand) and [(a.name, str(a.type)) for a in cand._schema.arguments] == want:
+            return cand
     return getattr(packet, func._overloadname, None)
 
 

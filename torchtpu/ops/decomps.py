@@ -153,3 +153,22 @@ def _embedding_sparse_backward(grad, indices, num_weights, padding_idx, scale_gr
 
 
 DECOMPOSITIONS[aten.embedding_sparse_backward.default] = _embedding_sparse_backward
+
+
+def _new_zeros_with_same_feature_meta(self, other, self_num_batch_dims=0):
+    # Forward-mode AD gives a tangent the primal's memory layout: zeros laid out as `other`
+    # (its strides, offset and storage size), with self's leading batch dims (vmap'd jvp) in
+    # front, each a whole copy of that storage.
+    numel = other.untyped_storage().nbytes() // other.element_size()
+    batch = tuple(self.shape[:self_num_batch_dims])
+    strides = []
+    for n in reversed(batch):
+        strides.insert(0, numel)
+        numel *= n
+    zeros = torch.zeros(numel, dtype=other.dtype, device=other.device)
+    return zeros.as_strided(batch + tuple(other.shape), (*strides, *other.stride()),
+                            other.storage_offset())
+
+
+DECOMPOSITIONS[aten._new_zeros_with_same_feature_meta.default] = \
+    _new_zeros_with_same_feature_meta
