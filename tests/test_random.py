@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import assert_same
+from conftest import TPU, assert_same
 
 
 def _draw():
@@ -148,3 +148,33 @@ def test_gamma_rsample_gradient_is_cpus():
     a = torch.full((5,), 2.0, device="tpu", requires_grad=True)
     torch.distributions.Gamma(a, 1.0).rsample().sum().backward()
     assert a.grad.device.type == "tpu" and torch.isfinite(a.grad.cpu()).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_uniform_stays_below_its_upper_bound(dtype):
+    # float32 draws rounded to the narrow dtype reached 1.0 (~2k in 1e6 for bfloat16).
+    torch.manual_seed(0)
+    r = torch.rand(1_000_000, dtype=dtype, device=TPU)
+    u = torch.empty(1_000_000, dtype=dtype, device=TPU).uniform_(-2, 3)
+    assert r.max().item() < 1 and r.min().item() >= 0
+    assert u.max().item() < 3 and u.min().item() >= -2
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64,
+                                   torch.int64, torch.int32, torch.uint8])
+def test_random_without_bounds_spans_cpus_range(dtype):
+    # CPU: 0 to 2**digits for floats (every integer held exactly), 0 to max for integers.
+    digits = {torch.float32: 24, torch.bfloat16: 8, torch.float16: 11, torch.float64: 53}
+    top = 2 ** digits[dtype] if dtype.is_floating_point else torch.iinfo(dtype).max
+    torch.manual_seed(0)
+    x = torch.empty(200_000, dtype=dtype, device=TPU).random_()
+    assert 0 <= x.min().item() and x.max().item() <= top
+    assert x.max().item() > top * 0.99
+
+
+def test_random_bounds_are_checked_as_on_cpu():
+    for device in ("cpu", TPU):
+        with pytest.raises(RuntimeError, match="expects 'from' to be less than 'to'"):
+            torch.randint(5, 3, (2,), device=device)
+        with pytest.raises(RuntimeError, match="expects 'from' to be less than 'to'"):
+            torch.empty(2, device=device).random_(5, 3)

@@ -107,7 +107,10 @@ def _sample_dtype(dtype):
 @executable(static_argnums=(2, 3))
 def _uniform_jit(seed, counter, shape, dtype, low, high):
     u = jax.random.uniform(_key(seed, counter), shape, _sample_dtype(dtype), low, high)
-    return u.astype(dtype)
+    u = u.astype(dtype)
+    # Rounding a float32 draw to bfloat16/float16 can reach `high`; CPU's draws stay below.
+    high = jnp.asarray(high, dtype)
+    return jnp.where(u < high, u, jnp.nextafter(high, jnp.asarray(low, dtype)))
 
 
 @executable(static_argnums=(2, 3))
@@ -119,6 +122,14 @@ def _normal_jit(seed, counter, shape, dtype, mean, std):
 @executable(static_argnums=(2, 3))
 def _randint_jit(seed, counter, shape, dtype, low, high):
     return jax.random.randint(_key(seed, counter), shape, low, high, jnp.int64).astype(dtype)
+
+
+@executable(static_argnums=(2, 3))
+def _nonnegative_int64_jit(seed, counter, shape, dtype):
+    """Every int64 from 0 to its max: random_() of an int64 tensor (the bound 2**63 is no
+    int64)."""
+    bits = jax.random.bits(_key(seed, counter), shape, jnp.uint64)
+    return (bits >> 1).astype(dtype)
 
 
 @executable(static_argnums=(2, 3))
@@ -237,13 +248,18 @@ def _random(self, from_=None, to=None, *, generator=None):
     if to is None and from_ is not None:  # random.to(self, to)
         from_, to = 0, from_
     if from_ is None:
+        # CPU's default range: every integer the dtype holds exactly, from 0.
         from_ = 0
         if self.dtype == jnp.bool_:
             to = 2
         elif jnp.issubdtype(self.dtype, jnp.floating):
-            to = 2 ** jnp.finfo(self.dtype).nmant + 1
+            to = 2 ** (jnp.finfo(self.dtype).nmant + 1) + 1
+        elif self.dtype == jnp.int64:
+            return _nonnegative_int64_jit(*_next(generator), self.shape, self.dtype)
         else:
             to = int(jnp.iinfo(self.dtype).max) + 1
+    _check(from_ < to, f"random_ expects 'from' to be less than 'to', but got from={from_} >= "
+           f"to={to}")
     return _randint_jit(*_next(generator), self.shape, self.dtype, from_, to)
 
 
