@@ -62,8 +62,10 @@ class Storage:
         return self._layout[0].dtype if self._layout is not None else self._value.dtype
 
     def __del__(self):
-        if memory.sub is not None:  # None once interpreter shutdown has cleared the module
-            memory.sub(self.nbytes)
+        # Interpreter shutdown clears modules: `memory`, or its `sub`, may be None by now.
+        sub = getattr(memory, "sub", None)
+        if sub is not None:
+            sub(self.nbytes)
 
 
 def contiguous_strides(shape) -> tuple[int, ...]:
