@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import assert_same, run_both
+from conftest import TPU, assert_same, run_both
 
 # Every case runs in every eager mode (strict, debug, fused).
 pytestmark = pytest.mark.usefixtures("eager_mode")
@@ -124,3 +124,36 @@ def test_advanced_indexing_takes_host_indices_as_cuda_does():
     assert_same(leaf.grad, cpu_leaf.grad)
     with pytest.raises(RuntimeError, match="same device"):
         t.index_select(0, i)
+
+
+BAD_INDICES = {
+    "mask too long": lambda x, d: x[torch.tensor([True, False, True], device=d)],
+    "mask of wrong inner shape": lambda x, d: x[:, torch.ones(3, 5, dtype=torch.bool, device=d)],
+    "float index": lambda x, d: x[torch.tensor([1.0], device=d)],
+    "int16 index": lambda x, d: x[torch.tensor([0], dtype=torch.int16, device=d)],
+    "unbroadcastable": lambda x, d: x[torch.tensor([0, 1], device=d),
+                                      torch.tensor([0, 1, 2], device=d)],
+    "set through a long mask": lambda x, d: x.__setitem__(
+        torch.tensor([True, False, True], device=d), 1.0),
+    "value of the wrong shape": lambda x, d: x.__setitem__(([0, 1], slice(None), [2, 3]),
+                                                           torch.ones(4, 2, device=d)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INDICES))
+def test_bad_indices_raise_cpus_error(case):
+    errors = []
+    for device in ("cpu", TPU):
+        x = torch.arange(24.0, device=device).reshape(2, 3, 4)
+        with pytest.raises((IndexError, RuntimeError)) as info:
+            BAD_INDICES[case](x, device)
+        errors.append((info.type, str(info.value)))
+    (cpu_type, cpu_text), (tpu_type, tpu_text) = errors
+    assert tpu_type is cpu_type and tpu_text.startswith(cpu_text)  # debug mode adds the op
+
+
+def test_uint8_indices_are_masks_as_on_cpu():
+    x = torch.arange(6.0).reshape(2, 3)
+    mask = torch.tensor([1, 0], dtype=torch.uint8)
+    with pytest.warns(UserWarning, match="uint8 is now deprecated"):
+        assert_same(x.to(TPU)[mask.to(TPU)], x[mask])

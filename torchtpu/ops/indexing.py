@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -24,14 +25,46 @@ from .registry import lowering
 aten = torch.ops.aten
 
 
-def _expand_bool(indices):
-    """Bool masks become integer index arrays (a host sync, as in PyTorch)."""
-    out = []
+_INDEX_DTYPES = (jnp.int64, jnp.int32, jnp.uint8, jnp.bool_)
+
+
+def _checked_masks(self, indices):
+    """CPU's checks of index tensors; uint8 ones are (deprecated) masks, as on CPU."""
+    out, dim = [], 0
     for idx in indices:
+        if idx is not None and idx.dtype not in _INDEX_DTYPES:
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        if idx is not None and idx.dtype == jnp.uint8:
+            warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a "
+                          "dtype torch.bool instead.", UserWarning, stacklevel=2)
+            idx = idx.astype(jnp.bool_)
+        if idx is not None and idx.dtype == jnp.bool_:
+            for j, n in enumerate(idx.shape):
+                if dim + j >= self.ndim or self.shape[dim + j] != n:
+                    raise IndexError(
+                        f"The shape of the mask {list(idx.shape)} at index {j} does not match "
+                        f"the shape of the indexed tensor {list(self.shape)} at index {dim + j}")
+            dim += idx.ndim
+        else:
+            dim += 1
+        out.append(idx)
+    return out
+
+
+def _expand_bool(self, indices):
+    """Checked indices, bool masks as integer index arrays (a host sync, as in PyTorch)."""
+    out = []
+    for idx in _checked_masks(self, indices):
         if idx is not None and idx.dtype == jnp.bool_:
             out.extend(jnp.asarray(i) for i in np.nonzero(np.asarray(idx)))
         else:
             out.append(idx)
+    shapes = [i.shape for i in out if i is not None]
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise IndexError("shape mismatch: indexing tensors could not be broadcast together "
+                         f"with shapes {', '.join(str(list(s)) for s in shapes)}") from None
     return out
 
 
@@ -46,7 +79,7 @@ def _index_jit(self, indices):
 
 @lowering(aten.index.Tensor, eager=True, records=True)
 def _index(self, indices):
-    indices = _expand_bool(indices)
+    indices = _expand_bool(self, indices)
     _check_count(self, indices)
     return _index_jit(self, indices)
 
@@ -75,12 +108,18 @@ def _masked_set_jit(self, mask, values):
 
 @lowering(aten.index_put, aten._unsafe_index_put, eager=True, records=True)
 def _index_put(self, indices, values, accumulate=False):
+    indices = _checked_masks(self, indices)
     if (not accumulate and values.ndim == 0 and len(indices) == 1
             and indices[0] is not None and indices[0].dtype == jnp.bool_):
         return _masked_set_jit(self, indices[0], values)  # x[mask] = scalar: no host sync
-    indices = _expand_bool(indices)
+    indices = _expand_bool(self, indices)
     _check_count(self, indices)
-    return _index_put_jit(self, indices, values, bool(accumulate))
+    try:
+        return _index_put_jit(self, indices, values, bool(accumulate))
+    except ValueError:
+        result = jax.eval_shape(lambda s: s[_key(indices)], self).shape
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot "
+                           f"be broadcast to indexing result of shape {list(result)}") from None
 
 
 @lowering(aten._unsafe_index)
