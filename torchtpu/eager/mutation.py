@@ -141,7 +141,7 @@ def derived_handler(func, functional_handler):
     if is_out:
         takes_dtype = any(a.name == "dtype" for a in functional._schema.arguments)
         return _out_handler(func, compute, [a.name for a in mutated], takes_dtype)
-    return _inplace_handler(func, compute)
+    return _inplace_handler(func, compute, _checks_overlap(func, functional))
 
 
 def _inplace_name(func) -> bool:
@@ -149,11 +149,36 @@ def _inplace_name(func) -> bool:
     return name.endswith("_") or name.startswith("__i")
 
 
-def _inplace_handler(func, compute):
+# In-place ops CPU lets write through a self-overlapping (expanded) tensor.
+_OVERLAP_ALLOWED = {"fill_", "zero_", "masked_fill_", "index_fill_", "index_put_",
+                    "_index_put_impl_", "tril_", "triu_", "fill_diagonal_"}
+
+
+def _checks_overlap(func, functional) -> bool:
+    name = func._schema.name.split("::")[1]
+    returns = functional._schema.returns
+    is_view = bool(returns) and returns[0].alias_info is not None
+    return name not in _OVERLAP_ALLOWED and not is_view
+
+
+def refuse_self_overlap(t) -> None:
+    """CPU's error for writing through a tensor that repeats an element (an expanded one:
+    PyTorch's has_internal_overlap is certain only where a stride 0 repeats)."""
+    if isinstance(t, TpuTensor) and any(
+            st == 0 and n > 1 for n, st in zip(t.shape, t.stride(), strict=True)):
+        raise RuntimeError(
+            "unsupported operation: more than one element of the written-to tensor refers "
+            "to a single memory location. Please clone() the tensor before performing the "
+            "operation.")
+
+
+def _inplace_handler(func, compute, checks_overlap: bool = False):
     written = [i for i, a in enumerate(func._schema.arguments)
                if a.alias_info is not None and a.alias_info.is_write]
 
     def handler(args, kwargs):
+        if checks_overlap:
+            refuse_self_overlap(args[0])
         out = compute(args, kwargs)
         if len(written) > 1:  # _fused_adam_, _amp_update_scale_: the functional returns
             for i, values in zip(written, out, strict=True):  # each written argument in order

@@ -9,7 +9,7 @@ from ..debug import counters as metrics
 from ..ops.dtypes import broadcast, cast, scalar_type_name, to_jax_dtype
 from ..runtime.transfer import to_device, to_host
 from ..tensor import TpuTensor, read, with_layout, wrap, write
-from . import views
+from . import mutation, views
 
 aten = torch.ops.aten
 
@@ -27,6 +27,7 @@ def _copy_(args, kwargs):
         # cpu_tensor.copy_(tpu_tensor): a device-to-host copy into the user's tensor.
         metrics.count("transfer", "device_to_host")
         return dst.copy_(to_host(read(src)))
+    mutation.refuse_self_overlap(dst)
     v = _value(src)
     want = to_jax_dtype(dst.dtype)
     if v.dtype != want:
