@@ -46,6 +46,17 @@ import torchtpu
         (lambda d: torch.ones(3, dtype=torch.int8, device=d).fill_(300), RuntimeError),
         (lambda d: torch.mv(torch.ones(3, 4, device=d), torch.ones(5, device=d)), RuntimeError),
         (lambda d: torch.dot(torch.ones(3, device=d), torch.ones(4, device=d)), RuntimeError),
+        # matrix products multiply like dtypes only (PyTorch's meta kernels would promote)
+        (lambda d: torch.ones(2, 3, device=d) @ torch.ones(3, 2, dtype=torch.double, device=d),
+         RuntimeError),
+        (lambda d: torch.nn.functional.linear(torch.ones(2, 3, device=d),
+                                              torch.ones(2, 3, device=d),
+                                              torch.ones(2, dtype=torch.float64, device=d)),
+         RuntimeError),
+        (lambda d: torch.mv(torch.ones(2, 3, device=d), torch.ones(3, dtype=torch.bfloat16,
+                                                                   device=d)), RuntimeError),
+        (lambda d: torch.mm(torch.ones(2, 3, dtype=torch.bool, device=d),
+                            torch.ones(3, 2, dtype=torch.bool, device=d)), NotImplementedError),
     ],
 )
 def test_same_exception_as_cpu(bad, exc, eager_mode):

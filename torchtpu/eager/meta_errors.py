@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ..ops.dtypes import scalar_type_name
+from ..ops.dtypes import scalar_type_name, to_torch_dtype
 
 _MATMUL = re.compile(r"a and b must have same reduction dim, but got \[(.*)\] X \[(.*)\]")
 _CAT = re.compile(r"Sizes of tensors must match except in dimension (\d+)\. "
@@ -36,8 +36,22 @@ _C_TYPES = {"float32": "float", "float64": "double", "float16": "c10::Half",
 def check_as_cpu(op, args: Sequence) -> None:
     """CPU's argument checks for an op whose meta kernel checks less, or in another order."""
     check = _CPU_CHECKS.get(op)
-    if check is not None and (message := check(*args)):
-        raise RuntimeError(message)
+    if check is not None and (error := check(*args)):
+        raise error if isinstance(error, Exception) else RuntimeError(error)
+
+
+# C++'s names for dtypes (caffe2::TypeMeta), as CPU's dtype checks print them.
+_CPP_NAMES = {torch.float32: "float", torch.float64: "double", torch.float16: "c10::Half",
+              torch.bfloat16: "c10::BFloat16", torch.int64: "long int", torch.int32: "int",
+              torch.int16: "short int", torch.int8: "signed char", torch.uint8: "unsigned char",
+              torch.bool: "bool"}
+
+
+def cpp_name(dtype) -> str:
+    """C++'s name for a dtype (torch or jax): float, double, long int..."""
+    if not isinstance(dtype, torch.dtype):
+        dtype = to_torch_dtype(dtype)
+    return _CPP_NAMES.get(dtype, str(dtype))
 
 
 # Ops that convert a Python number to the tensor's dtype, checked (c10's checked_convert):
@@ -175,4 +189,55 @@ def _convolution_check(input, weight, bias=None, stride=(), padding=(),  # noqa:
     return None
 
 
-_CPU_CHECKS = {torch.ops.aten.convolution.default: _convolution_check}
+def _not_for_bool(kernel: str, *tensors) -> NotImplementedError | None:
+    if any(t.dtype == bool for t in tensors):
+        return NotImplementedError(f'"{kernel}" not implemented for \'Bool\'')
+    return None
+
+
+def _same_mm_dtypes(m1, m2) -> str | None:
+    if m1.dtype != m2.dtype:
+        return (f"expected m1 and m2 to have the same dtype, but got: {cpp_name(m1.dtype)} != "
+                f"{cpp_name(m2.dtype)}")
+    return None
+
+
+# Matrix products: CPU multiplies only like dtypes (their meta kernels promote instead).
+def _mm_check(self, mat2):
+    return _not_for_bool("addmm_impl_cpu_", self, mat2) or _same_mm_dtypes(self, mat2)
+
+
+def _addmm_check(self, mat1, mat2, *_):
+    if error := _not_for_bool("addmm_impl_cpu_", self, mat1, mat2):
+        return error
+    if self.dtype != mat2.dtype:
+        return (f"self and mat2 must have the same dtype, but got "
+                f"{scalar_type_name(self.dtype)} and {scalar_type_name(mat2.dtype)}")
+    return _same_mm_dtypes(mat1, mat2)
+
+
+def _addmv_dtypes(result, mat, vec):
+    if error := _not_for_bool("addmv_impl_cpu", mat, vec):
+        return error
+    dtypes = [d if isinstance(d, torch.dtype) else to_torch_dtype(d)
+              for d in (result, mat.dtype, vec.dtype)]
+    if len(set(dtypes)) > 1:
+        names = [scalar_type_name(d) for d in dtypes]
+        return f"addmv input tensors must have the same dtype, but got {names[0]}, " \
+               f"{names[1]}, and {names[2]}"
+    return None
+
+
+def _bmm_check(self, mat2):
+    return _not_for_bool("bmm", self, mat2)
+
+
+_aten = torch.ops.aten
+_CPU_CHECKS = {
+    _aten.convolution.default: _convolution_check,
+    _aten.mm.default: _mm_check,
+    _aten.addmm.default: _addmm_check,
+    _aten.mv.default: lambda mat, vec: _addmv_dtypes(vec.dtype, mat, vec),  # into vec's dtype
+    _aten.addmv.default: lambda self, mat, vec, *_: _addmv_dtypes(self.dtype, mat, vec),
+    _aten.bmm.default: _bmm_check,
+}

@@ -17,7 +17,7 @@ from ..ops.registry import LOWERINGS, is_functional
 from ..runtime.transfer import to_device
 from ..tensor import TpuTensor, is_dense, read, write
 from . import strict, views
-from .meta_errors import NUMBER_OPS, checking_number
+from .meta_errors import NUMBER_OPS, checking_number, cpp_name
 from .values import call_unwrapped, wrap_out
 
 aten = torch.ops.aten
@@ -199,13 +199,6 @@ def _inplace_handler(func, compute, checks_overlap: bool = False):
     return handler
 
 
-# C++'s names for dtypes (caffe2::TypeMeta), as CPU's out= dtype checks print them.
-_CPP_NAMES = {torch.float32: "float", torch.float64: "double", torch.float16: "c10::Half",
-              torch.bfloat16: "c10::BFloat16", torch.int64: "long int", torch.int32: "int",
-              torch.int16: "short int", torch.int8: "signed char", torch.uint8: "unsigned char",
-              torch.bool: "bool"}
-
-
 def _same_dtype_as_input(self, out) -> str | None:
     if out.dtype != self.dtype:
         return (f"Expected the dtype for input and out to match, but got "
@@ -216,7 +209,7 @@ def _same_dtype_as_input(self, out) -> str | None:
 
 def _out_of_input_dtype(self, out) -> str | None:
     if out.dtype != self.dtype:
-        want, got = (_CPP_NAMES.get(d, str(d)) for d in (self.dtype, out.dtype))
+        want, got = (cpp_name(d) for d in (self.dtype, out.dtype))
         return f"Expected out tensor to have dtype {want}, but got {got} instead"
     return None
 
