@@ -57,6 +57,19 @@ import torchtpu
                                                                    device=d)), RuntimeError),
         (lambda d: torch.mm(torch.ones(2, 3, dtype=torch.bool, device=d),
                             torch.ones(3, 2, dtype=torch.bool, device=d)), NotImplementedError),
+        # dtypes CPU's kernels refuse, and numbers they check by value
+        (lambda d: torch.tensor([True], device=d) - 1, RuntimeError),
+        (lambda d: 1 - torch.tensor([True], device=d), RuntimeError),
+        (lambda d: torch.tensor([True, False], device=d).argmax(), RuntimeError),
+        (lambda d: torch.softmax(torch.tensor([[1, 2]], device=d), 0), NotImplementedError),
+        (lambda d: torch.log_softmax(torch.tensor([1, 2], device=d), 0), NotImplementedError),
+        (lambda d: torch.tensor([True], device=d).abs(), NotImplementedError),
+        (lambda d: torch.histc(torch.tensor([1, 2], device=d)), NotImplementedError),
+        (lambda d: torch.tensor([2, 3], device=d) ** -1, RuntimeError),
+        (lambda d: torch.tensor([2, 3], device=d).pow_(-2), RuntimeError),
+        (lambda d: torch.full((2,), float("nan"), dtype=torch.int64, device=d), RuntimeError),
+        (lambda d: torch.zeros(2, dtype=torch.int32, device=d).fill_(float("inf")), RuntimeError),
+        (lambda d: torch.full((2,), -256, dtype=torch.uint8, device=d), RuntimeError),
     ],
 )
 def test_same_exception_as_cpu(bad, exc, eager_mode):
@@ -238,3 +251,10 @@ def test_out_may_be_an_elementwise_ops_own_input():
     t = x.to("tpu")
     torch.add(t, 1, out=t)  # exactly an input: allowed, as on CPU
     assert_same(t, torch.add(x, 1, out=x))
+
+
+def test_an_unsigned_tensor_takes_a_negative_number_it_can_wrap():
+    # c10's checked conversion: -1 into uint8 is 255, as on CPU.
+    x = torch.full((2,), -1, dtype=torch.uint8, device="tpu")
+    x[1] = -255
+    assert x.tolist() == [255, 1]

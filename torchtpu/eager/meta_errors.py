@@ -60,12 +60,25 @@ _NUMBER_AT = {torch.ops.aten.masked_fill.Scalar: 2, torch.ops.aten.fill.Scalar: 
               torch.ops.aten.index_fill.int_Scalar: 3}
 
 
-NUMBER_OPS = frozenset(_NUMBER_AT)
+def _integer_power(self, exponent) -> str | None:
+    if not self.dtype.is_floating_point and not self.dtype.is_complex and self.dtype != torch.bool \
+            and type(exponent) is int and exponent < 0:
+        return "Integers to negative integer powers are not allowed."
+    return None
+
+
+# Ops whose Python-number arguments CPU checks by value (rules see numbers traced).
+_NUMBER_CHECKS = {torch.ops.aten.pow.Tensor_Scalar: _integer_power}
+
+NUMBER_OPS = frozenset(_NUMBER_AT) | frozenset(_NUMBER_CHECKS)
 
 
 def check_number_fits(op, args: Sequence) -> None:
-    """CPU's overflow error for a number its op would convert to the tensor's dtype
-    (``masked_fill(mask, -1e9)`` on float16)."""
+    """CPU's errors for Python numbers: one its op would convert to the tensor's dtype that
+    does not fit (``masked_fill(mask, -1e9)`` on float16, NaN into an integer tensor), and
+    the value checks of ``_NUMBER_CHECKS``."""
+    if (check := _NUMBER_CHECKS.get(op)) and (message := check(*args)):
+        raise RuntimeError(message)
     at = _NUMBER_AT.get(op)
     if at is None or len(args) <= at or not isinstance(args[at], (int, float)):
         return
@@ -76,7 +89,9 @@ def check_number_fits(op, args: Sequence) -> None:
         fits = not math.isfinite(value) or abs(value) <= torch.finfo(dtype).max
     else:
         info = torch.iinfo(dtype)
-        fits = not math.isfinite(value) or info.min <= value <= info.max
+        # c10's checked_convert lets an unsigned type take a negative number it can wrap.
+        low = -info.max if info.min == 0 else info.min
+        fits = math.isfinite(value) and low <= value <= info.max
     if not fits:
         raise _overflow(str(dtype).removeprefix("torch."))
 
@@ -232,8 +247,55 @@ def _bmm_check(self, mat2):
     return _not_for_bool("bmm", self, mat2)
 
 
+def _no_bool(message: str):
+    def check(*args):
+        if any(str(getattr(a, "dtype", None)) == "bool" for a in args):
+            return message
+        return None
+
+    return check
+
+
+_BOOL_SUBTRACTION = _no_bool(
+    "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
+    "invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
+def _softmax_check(kernel: str):
+    def check(self, dim, *_):
+        if self.dtype.kind in "iub":
+            last = dim % max(self.ndim, 1) == max(self.ndim, 1) - 1
+            name = f"{kernel}_lastdim_kernel_impl" if last else f"{kernel}_kernel_impl"
+            return NotImplementedError(
+                f'"{name}" not implemented for \'{scalar_type_name(self.dtype)}\'')
+        return None
+
+    return check
+
+
+def _not_for(kernel: str, kinds: str):
+    """CPU's error for a dtype its kernel has no instance for (kinds: numpy kind letters)."""
+    def check(self, *_):
+        if self.dtype.kind in kinds:
+            return NotImplementedError(
+                f'"{kernel}" not implemented for \'{scalar_type_name(self.dtype)}\'')
+        return None
+
+    return check
+
+
 _aten = torch.ops.aten
 _CPU_CHECKS = {
+    _aten.sub.Tensor: _BOOL_SUBTRACTION,
+    _aten.sub.Scalar: _BOOL_SUBTRACTION,
+    _aten.rsub.Tensor: _BOOL_SUBTRACTION,
+    _aten.rsub.Scalar: _BOOL_SUBTRACTION,
+    _aten.argmax.default: _no_bool("argmax(): does not support bool input"),
+    _aten.argmin.default: _no_bool("argmin(): does not support bool input"),
+    _aten._softmax.default: _softmax_check("softmax"),
+    _aten._log_softmax.default: _softmax_check("log_softmax"),
+    _aten.abs.default: _not_for("abs_cpu", "b"),
+    _aten.histc.default: _not_for("histogram_cpu", "iub"),
     _aten.convolution.default: _convolution_check,
     _aten.mm.default: _mm_check,
     _aten.addmm.default: _addmm_check,
