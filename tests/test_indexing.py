@@ -157,3 +157,38 @@ def test_uint8_indices_are_masks_as_on_cpu():
     mask = torch.tensor([1, 0], dtype=torch.uint8)
     with pytest.warns(UserWarning, match="uint8 is now deprecated"):
         assert_same(x.to(TPU)[mask.to(TPU)], x[mask])
+
+
+NAN = float("nan")
+SEARCHES = {
+    "bincount float32 weights": lambda t: torch.bincount(t([0, 1, 1]),
+                                                         weights=t([1.0, 2.0, 3.0])),
+    "bincount int weights": lambda t: torch.bincount(t([0, 1, 1]), weights=t([1, 2, 3])),
+    "unique keeps each NaN": lambda t: torch.unique(t([NAN, 1.0, NAN]), return_inverse=True,
+                                                    return_counts=True),
+    "median of nothing": lambda t: (torch.median(t([])), torch.nanmedian(t([]))),
+    "searchsorted with NaNs": lambda t: torch.searchsorted(t([1.0, 3.0, NAN]),
+                                                           t([NAN, 2.0, 5.0, 0.0, 3.0])),
+    "searchsorted right": lambda t: torch.searchsorted(t([1.0, 3.0, 3.0, NAN]),
+                                                       t([NAN, 2.0, 3.0, 5.0]), right=True),
+    "searchsorted in nothing": lambda t: torch.searchsorted(t([]), t([1.0])),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SEARCHES))
+def test_data_dependent_ops_match_cpu_at_their_edges(case):
+    def run(device):
+        return SEARCHES[case](lambda *a, **k: torch.tensor(*a, device=device, **k))
+
+    assert_same(run(TPU), run("cpu"))
+
+
+@pytest.mark.parametrize("bad, exc", [
+    (lambda t: torch.bincount(t([1.0])), NotImplementedError),
+    (lambda t: torch.repeat_interleave(t([1, 2]), t([1, -1])), RuntimeError),
+    (lambda t: t([]).argmax(), IndexError),
+])
+def test_data_dependent_ops_refuse_as_cpu(bad, exc):
+    for device in ("cpu", TPU):
+        with pytest.raises(exc):
+            bad(lambda *a, **k: torch.tensor(*a, device=device, **k))

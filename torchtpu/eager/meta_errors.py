@@ -261,6 +261,18 @@ _BOOL_SUBTRACTION = _no_bool(
     "invert a mask, use the `~` or `logical_not()` operator instead.")
 
 
+def _arg_reduction_check(name: str):
+    def check(self, dim=None, *_):
+        if str(self.dtype) == "bool":
+            return f"{name}(): does not support bool input"
+        if dim is None and self.size == 0:
+            return IndexError(f"{name}(): Expected reduction dim to be specified for "
+                              "input.numel() == 0.")
+        return None
+
+    return check
+
+
 def _softmax_check(kernel: str):
     def check(self, dim, *_):
         if self.dtype.kind in "iub":
@@ -290,8 +302,8 @@ _CPU_CHECKS = {
     _aten.sub.Scalar: _BOOL_SUBTRACTION,
     _aten.rsub.Tensor: _BOOL_SUBTRACTION,
     _aten.rsub.Scalar: _BOOL_SUBTRACTION,
-    _aten.argmax.default: _no_bool("argmax(): does not support bool input"),
-    _aten.argmin.default: _no_bool("argmin(): does not support bool input"),
+    _aten.argmax.default: _arg_reduction_check("argmax"),
+    _aten.argmin.default: _arg_reduction_check("argmin"),
     _aten._softmax.default: _softmax_check("softmax"),
     _aten._log_softmax.default: _softmax_check("log_softmax"),
     _aten.abs.default: _not_for("abs_cpu", "b"),

@@ -447,7 +447,9 @@ def _masked_select(self, mask):
 
 @lowering(aten._unique2, eager=True)
 def _unique2(self, sorted=True, return_inverse=False, return_counts=False):  # noqa: A002
-    vals, inv, counts = np.unique(np.asarray(self), return_inverse=True, return_counts=True)
+    # Each NaN is its own value, as on CPU (numpy would merge them).
+    vals, inv, counts = np.unique(np.asarray(self), return_inverse=True, return_counts=True,
+                                  equal_nan=False)
     inverse = inv.reshape(self.shape) if return_inverse else np.zeros((0,), np.int64)
     counts = counts if return_counts else np.zeros((0,), np.int64)
     return (jnp.asarray(vals), jnp.asarray(inverse.astype(np.int64)),
@@ -470,6 +472,8 @@ def _unique_dim(self, dim, sorted=True, return_inverse=False, return_counts=Fals
 @lowering(aten.repeat_interleave.Tensor, eager=True)
 def _repeat_interleave(repeats, *, output_size=None):
     reps = np.asarray(repeats)
+    if (reps < 0).any():
+        raise RuntimeError("repeats can not be negative")
     return jnp.asarray(np.repeat(np.arange(reps.shape[0]), reps).astype(np.int64))
 
 
@@ -478,6 +482,9 @@ def _bincount(self, weights=None, minlength=0):
     host = np.asarray(self)
     w = None if weights is None else np.asarray(weights)
     # CPU's checks, before numpy's (which raise ValueError)
+    if host.dtype.kind not in "iu":
+        raise NotImplementedError(
+            f'"bincount_cpu" not implemented for \'{scalar_type_name(host.dtype)}\'')
     if minlength < 0:
         raise RuntimeError("minlength should be >= 0")
     if host.ndim != 1 or (host.size and host.min() < 0):
@@ -485,7 +492,9 @@ def _bincount(self, weights=None, minlength=0):
     if w is not None and (w.ndim != 1 or w.shape[0] != host.shape[0]):
         raise RuntimeError("weights should be 1-d and have the same length as input")
     out = np.bincount(host, w, minlength)
-    return jnp.asarray(out if w is not None else out.astype(np.int64))
+    if w is None:
+        return jnp.asarray(out.astype(np.int64))
+    return jnp.asarray(out.astype(np.float32 if w.dtype == np.float32 else np.float64))
 
 
 @lowering(aten.searchsorted.Tensor, aten.searchsorted.Scalar)
@@ -496,9 +505,26 @@ def _searchsorted(sorted_sequence, self, *, out_int32=False, right=False, side=N
         sorted_sequence = jnp.take_along_axis(sorted_sequence, sorter, axis=-1)
     a, v = promote(sorted_sequence, self)
     if a.ndim == 1:
-        out = jnp.searchsorted(a, v, side=side)
+        out = _cpu_binary_search(a, v, side == "right")
     else:
         n = math.prod(a.shape[:-1])  # explicit: reshape(-1, 0) cannot infer it
-        out = jax.vmap(lambda s, x: jnp.searchsorted(s, x, side=side))(
+        out = jax.vmap(lambda s, x: _cpu_binary_search(s, x, side == "right"))(
             a.reshape(n, a.shape[-1]), v.reshape(n, v.shape[-1])).reshape(v.shape)
     return out.astype(jnp.int32 if out_int32 else jnp.int64)
+
+
+def _cpu_binary_search(a, v, right: bool):
+    """CPU's binary search over 1-d ``a`` for each of ``v``: it steps right while
+    ``not a[mid] > v`` (right) or ``not a[mid] >= v`` (left), so a NaN, sought or met,
+    compares as CPU's does (a sought NaN lands at the end)."""
+    n = a.shape[0]
+    lo = jnp.zeros(v.shape, jnp.int64)
+    hi = jnp.full(v.shape, n, jnp.int64)
+    for _ in range(n.bit_length()):
+        mid = (lo + hi) // 2
+        at = a[jnp.clip(mid, 0, n - 1)]
+        step = ~(at > v) if right else ~(at >= v)
+        active = lo < hi
+        lo = jnp.where(active & step, mid + 1, lo)
+        hi = jnp.where(active & ~step, mid, hi)
+    return lo

@@ -373,12 +373,18 @@ def _nanmedian_dim(self, dim, keepdim=False):
 
 @lowering(aten.median.default)
 def _median_all(self):
-    return _median(self.reshape(-1), 0, False, ignore_nan=False)[0]
+    return _median_of_all(self, ignore_nan=False)
 
 
 @lowering(aten.nanmedian.default)
 def _nanmedian_all(self):
-    return _median(self.reshape(-1), 0, False, ignore_nan=True)[0]
+    return _median_of_all(self, ignore_nan=True)
+
+
+def _median_of_all(self, ignore_nan):
+    if self.size == 0 and jnp.issubdtype(self.dtype, jnp.inexact):
+        return jnp.full((), jnp.nan, self.dtype)  # CPU's median of nothing
+    return _median(self.reshape(-1), 0, False, ignore_nan=ignore_nan)[0]
 
 
 @lowering(aten.mode)
