@@ -191,4 +191,4 @@ def test_data_dependent_ops_match_cpu_at_their_edges(case):
 def test_data_dependent_ops_refuse_as_cpu(bad, exc):
     for device in ("cpu", TPU):
         with pytest.raises(exc):
-            bad(lambda *a, **k: torch.tensor(*a, device=device, **k))
+            bad(lambda *a, device=device, **k: torch.tensor(*a, device=device, **k))
