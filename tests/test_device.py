@@ -365,3 +365,38 @@ def test_checkpoint_replays_the_tpu_rng_for_dropout(reentrant):
     torch.manual_seed(1)
     checkpoint(net, x, use_reentrant=reentrant).sum().backward()
     assert_same(net[0].weight.grad, expected)
+
+
+def test_load_with_a_callable_map_location(tmp_path):
+    torch.save({"w": torch.ones(2, device=TPU)}, tmp_path / "c.pt")
+    kept = torch.load(tmp_path / "c.pt", map_location=lambda storage, loc: storage)
+    assert kept["w"].device.type == "cpu"  # cuda's idiom for "load onto the CPU"
+    default = torch.load(tmp_path / "c.pt", map_location=lambda storage, loc: None)
+    assert default["w"].device.type == "tpu"
+
+
+def test_safetensors_and_save_pretrained_find_shared_tensors(tmp_path):
+    safetensors = pytest.importorskip("safetensors.torch")
+    layer = torch.nn.Linear(3, 2).to(TPU)
+    safetensors.save_model(layer, tmp_path / "m.safetensors")
+    back = safetensors.load_file(tmp_path / "m.safetensors")
+    assert_same(back["weight"], layer.weight)
+    w = torch.ones(2, device=TPU)
+    assert w.untyped_storage().data_ptr() == w.untyped_storage().data_ptr() != 0
+    assert w.untyped_storage().data_ptr() != w.clone().untyped_storage().data_ptr()
+    with pytest.raises(RuntimeError, match="share memory"):  # tied, as safetensors says on cuda
+        safetensors.save_file({"a": w, "b": w}, tmp_path / "tied.safetensors")
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50,
+                                     n_positions=8)
+    model = transformers.GPT2LMHeadModel(config).to(TPU)  # lm_head tied to the embedding
+    model.save_pretrained(tmp_path / "gpt2")
+    loaded = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "gpt2")
+    assert_same(loaded.lm_head.weight, model.lm_head.weight)
+
+
+def test_indexing_a_cpu_tensor_with_tpu_indices_moves_them_as_cuda_does():
+    x = torch.arange(5.0)
+    assert_same(x[torch.tensor([1, 3], device=TPU)], torch.tensor([1.0, 3.0]))
+    x[torch.tensor([True, False, False, False, True], device=TPU)] = 9.0
+    assert x.tolist() == [9.0, 1.0, 2.0, 3.0, 9.0]

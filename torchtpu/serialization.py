@@ -33,6 +33,38 @@ def _restore(storage, location: str):
     return storage
 
 
+_rebuild_location = torch._utils._get_restore_location
+
+
+def _restore_location(device: str):
+    """Where torch.load puts a tensor saved from tpu, with a callable ``map_location`` too.
+
+    PyTorch refuses a callable for storage-less devices; cuda's idiom
+    ``map_location=lambda storage, loc: storage`` (keep on the CPU) is common. The callable
+    gets a CPU storage and the saved location, and where it returns that storage is where
+    the tensor goes (None: where it was saved).
+    """
+    where = torch.serialization._serialization_tls.map_location
+    if where is None or isinstance(where, (dict, str, torch.device)):
+        return _rebuild_location(device)
+    moved = where(torch.UntypedStorage(0), device)
+    return device if moved is None else moved.device
+
+
+_storage_data_ptr = torch._C.StorageBase.data_ptr
+
+
+def _data_ptr(storage) -> int:
+    # A tpu storage holds no host memory; its identity stands in for an address, so code
+    # that finds tensors sharing a storage by pointer (safetensors, transformers'
+    # save_pretrained) works as on cuda instead of raising.
+    if storage.device.type == "tpu":
+        return storage._cdata
+    return _storage_data_ptr(storage)
+
+
 def install() -> None:
     # Ahead of PyTorch's own privateuse1 restore (priority 20).
     torch.serialization.register_package(15, _tag, _restore)
+    torch._utils._get_restore_location = _restore_location
+    torch.UntypedStorage.data_ptr = _data_ptr

@@ -114,6 +114,12 @@ class TpuTensor(torch.Tensor):
                 self.__dict__.pop(key, None)
             self.__dict__.update(moved)
 
+    def data_ptr(self) -> int:
+        # Its storage's stand-in address (serialization.py) plus its offset, so code that
+        # compares pointers (safetensors, save_pretrained) sees views and whole tensors as
+        # on cuda; a tpu tensor's bytes are not in host memory.
+        return self.untyped_storage().data_ptr() + self.storage_offset() * self.element_size()
+
     def __deepcopy__(self, memo):
         # PyTorch's own deepcopy copies a view with a storage offset through its storage,
         # which a wrapper tensor does not have: a copy of the values, as a fresh tensor.

@@ -131,6 +131,12 @@ def _with_host_indices(func, inner: Handler) -> Handler:
 
     def handler(args, kwargs):
         indices = args[at]
+        if type(args[0]) is torch.Tensor and args[0].device.type == "cpu":
+            # cpu_tensor[tpu_indices]: the indices go to the tensor's device, as cuda's do.
+            on_host = [i.cpu() if isinstance(i, TpuTensor) else i for i in indices]
+            rest = (*args[at + 1:], *kwargs.values())
+            if not any(isinstance(a, TpuTensor) for a in rest):
+                return func(*args[:at], on_host, *args[at + 1:], **kwargs)
         if any(type(i) is torch.Tensor and i.device.type == "cpu" for i in indices):
             moved = [i.to(DEVICE) if type(i) is torch.Tensor and i.device.type == "cpu" else i
                      for i in indices]

@@ -307,7 +307,6 @@ _CPU_CHECKS = {
     _aten._softmax.default: _softmax_check("softmax"),
     _aten._log_softmax.default: _softmax_check("log_softmax"),
     _aten.abs.default: _not_for("abs_cpu", "b"),
-    _aten.histc.default: _not_for("histogram_cpu", "iub"),
     _aten.convolution.default: _convolution_check,
     _aten.mm.default: _mm_check,
     _aten.addmm.default: _addmm_check,
