@@ -55,11 +55,11 @@ _storage_data_ptr = torch._C.StorageBase.data_ptr
 
 
 def _data_ptr(storage) -> int:
-    # A tpu storage holds no host memory; its identity stands in for an address, so code
-    # that finds tensors sharing a storage by pointer (safetensors, transformers'
-    # save_pretrained) works as on cuda instead of raising.
+    # A tpu storage holds no host memory; the stand-in address its tensor gave it
+    # (TpuTensor.untyped_storage) is returned, so code that finds tensors sharing a storage
+    # by pointer (safetensors, transformers' save_pretrained) works as on cuda.
     if storage.device.type == "tpu":
-        return storage._cdata
+        return getattr(storage, "_tpu_address", None) or storage._cdata
     return _storage_data_ptr(storage)
 
 

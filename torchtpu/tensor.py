@@ -114,11 +114,19 @@ class TpuTensor(torch.Tensor):
                 self.__dict__.pop(key, None)
             self.__dict__.update(moved)
 
+    # A tpu tensor's bytes are not in host memory. Its pointers are stand-ins: the identity
+    # of the storage its views share, plus its offset, so code that compares pointers
+    # (safetensors, save_pretrained's tied weights) sees aliasing as on cuda.
     def data_ptr(self) -> int:
-        # Its storage's stand-in address (serialization.py) plus its offset, so code that
-        # compares pointers (safetensors, save_pretrained) sees views and whole tensors as
-        # on cuda; a tpu tensor's bytes are not in host memory.
-        return self.untyped_storage().data_ptr() + self.storage_offset() * self.element_size()
+        if "_storage" not in self.__dict__:
+            return super().data_ptr()
+        return id(self._storage) + self.storage_offset() * self.element_size()
+
+    def untyped_storage(self) -> torch.UntypedStorage:
+        storage = super().untyped_storage()
+        if "_storage" in self.__dict__:
+            storage._tpu_address = id(self._storage)  # read by serialization._data_ptr
+        return storage
 
     def __deepcopy__(self, memo):
         # PyTorch's own deepcopy copies a view with a storage offset through its storage,

@@ -257,3 +257,37 @@ def test_an_unsigned_tensor_takes_a_negative_number_it_can_wrap():
     x = torch.full((2,), -1, dtype=torch.uint8, device="tpu")
     x[1] = -255
     assert x.tolist() == [255, 1]
+
+
+LINALG_FAILURES = {
+    "cholesky of a matrix that is not positive-definite":
+        lambda d: torch.linalg.cholesky(-torch.eye(3, device=d)),
+    "cholesky, one bad matrix in a batch":
+        lambda d: torch.linalg.cholesky(torch.stack([torch.eye(3), -torch.eye(3)]).to(d)),
+    "solve with a singular matrix": lambda d: torch.linalg.solve(torch.zeros(2, 2, device=d),
+                                                                 torch.ones(2, device=d)),
+    "inv of a singular matrix": lambda d: torch.linalg.inv(torch.tensor([[1.0, 2.0], [2.0, 4.0]],
+                                                                        device=d)),
+    "lu_factor of a singular matrix": lambda d: torch.linalg.lu_factor(torch.zeros(2, 2, device=d)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LINALG_FAILURES))
+def test_linalg_failures_raise_as_on_cpu(case):
+    # LinAlgError (a RuntimeError) with CPU's message; the _ex forms report LAPACK's info.
+    with pytest.raises(RuntimeError) as cpu:
+        LINALG_FAILURES[case]("cpu")
+    with pytest.raises(RuntimeError) as tpu:
+        LINALG_FAILURES[case]("tpu")
+    assert tpu.type is cpu.type and str(tpu.value) == str(cpu.value)
+
+
+def test_linalg_ex_forms_report_lapacks_info():
+    singular = torch.tensor([[1.0, 2.0], [2.0, 4.0]])
+    for device in ("cpu", "tpu"):
+        m = singular.to(device)
+        got = [torch.linalg.cholesky_ex(-torch.eye(3, device=device)).info.item(),
+               torch.linalg.inv_ex(m).info.item(), torch.linalg.lu_factor_ex(m).info.item(),
+               torch.linalg.solve_ex(torch.zeros(2, 2, device=device),
+                                     torch.ones(2, device=device)).info.item()]
+        assert got == [1, 2, 2, 1]

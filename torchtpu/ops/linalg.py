@@ -8,7 +8,7 @@ import torch
 from jax import lax
 
 from .dtypes import LOW_PRECISION, promote, result_type, to_jax_dtype
-from .linalg_factor import lu_for_det
+from .linalg_factor import cholesky_info, lu_for_det, lu_info
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -138,14 +138,14 @@ def _det(A):
 
 @lowering(aten.linalg_inv_ex)
 def _inv_ex(A, *, check_errors=False):
-    return jnp.linalg.inv(A), jnp.zeros(A.shape[:-2], jnp.int32)
+    return jnp.linalg.inv(A), lu_info(lax.linalg.lu(A)[0])
 
 
 @lowering(aten.linalg_cholesky_ex)
 def _cholesky_ex(self, *, upper=False, check_errors=False):
     lower = jnp.linalg.cholesky(self)
     out = jnp.conj(jnp.swapaxes(lower, -1, -2)) if upper else lower
-    return out, jnp.zeros(self.shape[:-2], jnp.int32)
+    return out, cholesky_info(lower)
 
 
 def _group_ids(offs, n):

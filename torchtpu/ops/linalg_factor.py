@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import torch
 from jax import lax
 
@@ -26,8 +27,17 @@ def _mH(x):  # noqa: N802
     return jnp.conj(_mT(x))
 
 
-def _info(A):
-    return jnp.zeros(A.shape[:-2], jnp.int32)
+def lu_info(lu):
+    """LAPACK getrf's info per matrix: 1 + the first zero on U's diagonal, else 0."""
+    zero = jnp.diagonal(lu, axis1=-2, axis2=-1) == 0
+    return jnp.where(zero.any(-1), jnp.argmax(zero, -1) + 1, 0).astype(jnp.int32)
+
+
+def cholesky_info(lower):
+    """LAPACK potrf's info: the order of the first leading minor that is not positive-definite
+    (its pivot is NaN or not positive), else 0."""
+    bad = ~(jnp.real(jnp.diagonal(lower, axis1=-2, axis2=-1)) > 0)
+    return jnp.where(bad.any(-1), jnp.argmax(bad, -1) + 1, 0).astype(jnp.int32)
 
 
 def _matmul(a, b):
@@ -74,7 +84,7 @@ def _unpack(lu):
 @lowering(aten.linalg_lu_factor_ex)
 def _linalg_lu_factor_ex(A, *, pivot=True, check_errors=False):
     lu, pivots, _ = _lu(A)
-    return lu, pivots, _info(A)
+    return lu, pivots, lu_info(lu)
 
 
 @lowering(aten.linalg_lu)
@@ -141,7 +151,7 @@ def _linalg_solve_ex(A, B, *, left=True, check_errors=False):
         p = jnp.broadcast_to(perm, a.shape[:-1])
         # X A = B  <=>  A^T X^T = B^T
         x = _mT(_lu_solve(jnp.conj(a), p, jnp.conj(b2), adjoint=True).conj())
-    return (x[..., 0] if vector else x), lu, pivots, _info(A)
+    return (x[..., 0] if vector else x), lu, pivots, lu_info(lu)
 
 
 @lowering(aten.linalg_solve_triangular)
@@ -256,8 +266,27 @@ def _linalg_pinv(self, *, atol=None, rtol=None, hermitian=False):
 
 @lowering(aten._linalg_check_errors, eager=True)
 def _linalg_check_errors(info, api_name, *, is_matrix):
-    # The rules above report info = 0; a nonzero info (from elsewhere) raises as on CPU.
-    if bool(jnp.any(info != 0)):
-        raise torch.linalg.LinAlgError(f"{api_name}: The factorization could not be completed "
-                                       "because the input is not full rank or not positive-"
-                                       "definite.")
+    """CPU's error for the first nonzero LAPACK info (a host sync, as on cuda)."""
+    info = np.asarray(info).reshape(-1)
+    bad = np.flatnonzero(info)
+    if not bad.size:
+        return
+    code = int(info[bad[0]])
+    where = "" if is_matrix else f"(Batch element {bad[0]}): "
+    if "lu_factor" in api_name:
+        raise RuntimeError(
+            f"{api_name}: {where}U[{code},{code}] is zero and using it on lu_solve would result "
+            "in a division by zero. If you still want to perform the factorization, consider "
+            "calling linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)")
+    if "inv" in api_name:
+        why = (f"The diagonal element {code} is zero, the inversion could not be completed "
+               "because the input matrix is singular.")
+    elif "solve" in api_name:
+        why = "The solver failed because the input matrix is singular."
+    elif "cholesky" in api_name:
+        why = ("The factorization could not be completed because the input is not "
+               f"positive-definite (the leading minor of order {code} is not positive-definite).")
+    else:
+        why = ("The factorization could not be completed because the input is not full rank "
+               "or not positive-definite.")
+    raise torch.linalg.LinAlgError(f"{api_name}: {where}{why}")
