@@ -299,3 +299,21 @@ def test_an_output_that_is_an_input_is_that_tensor():
     a, b, c = Program(gm, "forward")([x, y])
     assert a is x and c is y
     assert_same(b, x.cpu() + y.cpu())
+
+
+def test_compiled_model_in_fused_eager_takes_pending_inputs_and_gradients():
+    # The input (x * 2) and the backward's incoming gradient are values fused eager has
+    # recorded but not run: the compiled program computes them first.
+    torch.manual_seed(0)
+    layer = nn.Linear(3, 2)
+    x = torch.randn(4, 3)
+    expected = layer(x * 2).sin()
+    expected.sum().backward()
+    on_tpu = nn.Linear(3, 2).to(TPU)
+    on_tpu.load_state_dict(layer.state_dict())
+    compiled = torch.compile(on_tpu, backend="tpu")
+    with torchtpu.set_eager_mode("fused"):
+        out = compiled(x.to(TPU) * 2).sin()
+        out.sum().backward()
+    assert_same(out, expected)
+    assert_same(on_tpu.weight.grad, layer.weight.grad)

@@ -25,6 +25,7 @@ from ..ops import random as rng
 from ..ops.dtypes import to_jax_dtype
 from ..ops.registry import LOWERINGS
 from ..ops.views import gather_view
+from ..runtime.execute import concrete
 from ..runtime.transfer import to_device, to_host
 from ..tensor import TpuTensor, is_dense, read, with_layout, wrap, write
 
@@ -229,10 +230,12 @@ def _arg_kinds(gm: fx.GraphModule) -> list[str]:
 
 
 def _to_array(x) -> jax.Array:
+    # A value fused eager has recorded but not run is computed first: a compiled program
+    # is a sync point for fused eager.
     if type(x) is TpuTensor:
-        return x._storage.value if x._direct else read(x)
+        return concrete(x._storage.value if x._direct else read(x))
     if isinstance(x, TpuTensor):
-        return read(x)
+        return concrete(read(x))
     if isinstance(x, torch.Tensor):
         # A real CPU constant; the graph compilers run under AOTAutograd's FakeTensorMode.
         with torch.utils._python_dispatch._disable_current_modes():
