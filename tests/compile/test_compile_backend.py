@@ -317,3 +317,15 @@ def test_compiled_model_in_fused_eager_takes_pending_inputs_and_gradients():
         out.sum().backward()
     assert_same(out, expected)
     assert_same(on_tpu.weight.grad, layer.weight.grad)
+
+
+def test_data_dependent_shapes_inside_a_compiled_function():
+    # x[mask], torch.where(cond), masked_select: Dynamo's graph break at them failed on tpu
+    # tensors (NameError in its generated code); the graph now keeps them.
+    def f(a, b):
+        out = a.clone()
+        out[b > 0] = b[b > 0]
+        return a[a > 0].sum(), torch.where(a > 0)[0], torch.masked_select(a, b > 0), out
+
+    a, b = torch.randn(4, 5), torch.randn(4, 5)
+    assert_same(torch.compile(f, backend="tpu")(a.to(TPU), b.to(TPU)), f(a, b))

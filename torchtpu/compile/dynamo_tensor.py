@@ -63,6 +63,11 @@ def install() -> None:
     # The table is built once per trace_numpy setting and cached; patch both.
     for trace_numpy in (False, True):
         dispatch_impl(trace_numpy)[TpuTensor] = VariableBuilder.wrap_tensor
+    # Ops whose output shape depends on data (x[mask], nonzero, masked_select) stay in the
+    # graph (our backend runs such a graph eagerly) instead of breaking it: Dynamo's
+    # graph-break path rebuilt the mask as a subclass of torch.Tensor through a global it
+    # had not installed (NameError '__subclass_Tensor_...'), for any backend.
+    torch._dynamo.config.capture_dynamic_output_shape_ops = True
     _register_fake_rules()
 
 
