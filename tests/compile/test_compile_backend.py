@@ -329,3 +329,10 @@ def test_data_dependent_shapes_inside_a_compiled_function():
 
     a, b = torch.randn(4, 5), torch.randn(4, 5)
     assert_same(torch.compile(f, backend="tpu")(a.to(TPU), b.to(TPU)), f(a, b))
+
+
+def test_outputs_computed_on_the_cpu_stay_on_the_cpu():
+    x, i = torch.randn(3), torch.arange(3)
+    doubled, shifted = torch.compile(lambda a, j: (a * 2, j + 1), backend="tpu")(x.to(TPU), i)
+    assert doubled.device.type == "tpu" and shifted.device.type == "cpu"
+    assert_same(shifted, i + 1)

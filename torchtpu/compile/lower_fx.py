@@ -263,6 +263,8 @@ class Program:
         self._placeholders = placeholders
         output = next(n for n in gm.graph.nodes if n.op == "output")
         self._strides = [_dense_layout(o) for o in output.args[0]]
+        # Outputs PyTorch puts on the CPU (computed from CPU inputs only) go back there.
+        self._on_host = [_on_host(o) for o in output.args[0]]
         # Per static-argument signature: the draws the program makes, its non-array outputs.
         self._draws: dict[tuple, int] = {}
         self._layout: dict[tuple, list] = {}
@@ -326,9 +328,10 @@ class Program:
                 _write_input(t, value)
             outs = outs[:len(outs) - len(targets)]
         it = iter(outs)
-        return [_as_tensor(next(it), stride) if slot is None
+        return [(to_host(next(it)) if host else _as_tensor(next(it), stride)) if slot is None
                 else inputs[slot[1]] if slot[0] == "input" else slot[1]
-                for slot, stride in zip(self._layout[statics], self._strides, strict=True)]
+                for slot, stride, host in zip(self._layout[statics], self._strides,
+                                              self._on_host, strict=True)]
 
 
 def _dense_layout(node) -> tuple | None:
@@ -341,6 +344,11 @@ def _dense_layout(node) -> tuple | None:
     if not all(isinstance(n, int) for n in geometry) or not is_dense(val.shape, val.stride()):
         return None
     return tuple(val.shape), tuple(val.stride())
+
+
+def _on_host(node) -> bool:
+    val = node.meta.get("val") if isinstance(node, fx.Node) else None
+    return isinstance(val, torch.Tensor) and val.device.type == "cpu"
 
 
 def _as_tensor(value: jax.Array, layout: tuple | None) -> TpuTensor:
