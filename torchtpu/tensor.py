@@ -103,12 +103,11 @@ class TpuTensor(torch.Tensor):
         return prefix + tensor_repr(self)
 
     def __setattr__(self, name: str, value) -> None:
-        # Not a `data` property: Dynamo traces a Python property where it would read the
-        # tensor's own attribute.
         _SETATTR(self, name, value)
         if name == "data" and "_storage" in getattr(value, "__dict__", ()):
-            # PyTorch swapped the C++ tensor's metadata (shape, strides, dtype, storage); the
-            # payload that holds the values lives on the Python object and moves with it.
+            # PyTorch's `.data` setter (C code) swapped the C++ tensor's metadata (shape,
+            # strides, dtype, storage); the payload that holds the values lives on the Python
+            # object and moves with it. (After swap_tensors the two may share one __dict__.)
             moved = {k: v for k, v in value.__dict__.items() if k in _PAYLOAD}
             for key in _PAYLOAD:
                 self.__dict__.pop(key, None)

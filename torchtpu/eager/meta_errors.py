@@ -61,8 +61,9 @@ _NUMBER_AT = {torch.ops.aten.masked_fill.Scalar: 2, torch.ops.aten.fill.Scalar: 
 
 
 def _integer_power(self, exponent) -> str | None:
-    if not self.dtype.is_floating_point and not self.dtype.is_complex and self.dtype != torch.bool \
-            and type(exponent) is int and exponent < 0:
+    integral = not (self.dtype.is_floating_point or self.dtype.is_complex
+                    or self.dtype == torch.bool)
+    if integral and type(exponent) is int and exponent < 0:
         return "Integers to negative integer powers are not allowed."
     return None
 
@@ -285,17 +286,6 @@ def _softmax_check(kernel: str):
     return check
 
 
-def _not_for(kernel: str, kinds: str):
-    """CPU's error for a dtype its kernel has no instance for (kinds: numpy kind letters)."""
-    def check(self, *_):
-        if self.dtype.kind in kinds:
-            return NotImplementedError(
-                f'"{kernel}" not implemented for \'{scalar_type_name(self.dtype)}\'')
-        return None
-
-    return check
-
-
 _aten = torch.ops.aten
 _CPU_CHECKS = {
     _aten.sub.Tensor: _BOOL_SUBTRACTION,
@@ -306,7 +296,7 @@ _CPU_CHECKS = {
     _aten.argmin.default: _arg_reduction_check("argmin"),
     _aten._softmax.default: _softmax_check("softmax"),
     _aten._log_softmax.default: _softmax_check("log_softmax"),
-    _aten.abs.default: _not_for("abs_cpu", "b"),
+    _aten.abs.default: lambda self: _not_for_bool("abs_cpu", self),
     _aten.convolution.default: _convolution_check,
     _aten.mm.default: _mm_check,
     _aten.addmm.default: _addmm_check,
