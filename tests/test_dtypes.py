@@ -113,3 +113,15 @@ def test_autocast_bf16_matches_cpu_autocast():
         results.append((out, loss, model[0].weight.grad.clone()))
     assert results[1][2].dtype == torch.float32
     assert_same(results[1], results[0], rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("make", [
+    lambda d: torch.linspace(0, 1 + 1j, 3, device=d),
+    lambda d: torch.linspace(0j, 2j, 3, device=d),
+    lambda d: torch.linspace(0, 1, 4, dtype=torch.complex64, device=d),
+    lambda d: torch.logspace(0, 1j, 2, device=d),
+])
+def test_complex_linspace_and_logspace_as_cpu(make):
+    # A complex endpoint makes the result complex; it stepped in float64 and lost its imaginary
+    # part.
+    assert_same(make("tpu"), make("cpu"), rtol=1e-6, atol=1e-6)

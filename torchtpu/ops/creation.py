@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from .dtypes import default_float, scalar_to, to_jax_dtype
+from .dtypes import default_float, range_dtype, range_step_type, scalar_to, to_jax_dtype
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -138,14 +138,14 @@ def _linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_me
                                f"but got a tensor with {jnp.ndim(x)} dimension(s).")
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
-    dt = _dtype(dtype)
+    dt = range_dtype(dtype, start, end)
     if steps == 0:
         return jnp.zeros((0,), dt)
     if steps == 1:
         return jnp.full((1,), start, dt)
     # CPU's kernel: the endpoints in the output dtype; integers (and float32) step in
     # float64, bfloat16/float16 in their own dtype, rounding each operation.
-    ct = dt if dt in (jnp.bfloat16, jnp.float16) else jnp.float64
+    ct = range_step_type(dt)
     s, e = (scalar_to(x, dt).astype(ct) for x in (start, end))
     i = jnp.arange(steps).astype(ct)
     # XLA:CPU turns a division by a constant into a multiplication by its reciprocal (49 / 49

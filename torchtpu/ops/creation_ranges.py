@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import torch
 
-from .dtypes import default_float, scalar_to, to_jax_dtype
+from .dtypes import range_dtype, scalar_to
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -30,13 +30,14 @@ def _logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device=N
         if jnp.ndim(x) != 0:
             raise RuntimeError("logspace only supports 0-dimensional start and end tensors, "
                                f"but got a tensor with {jnp.ndim(x)} dimension(s).")
-    dt = to_jax_dtype(dtype) if dtype is not None else default_float()
-    base = jnp.float64(base)
+    dt = range_dtype(dtype, start, end)
+    ct = jnp.complex128 if jnp.issubdtype(dt, jnp.complexfloating) else jnp.float64
+    base = jnp.asarray(base, ct)
     if steps == 1:
-        return scalar_to(jnp.power(base, jnp.asarray(start, jnp.float64)), dt).reshape(1)
+        return scalar_to(jnp.power(base, jnp.asarray(start, ct)), dt).reshape(1)
     first, last = scalar_to(start, dt), scalar_to(end, dt)
-    step = (last - first).astype(jnp.float64) / (steps - 1)
-    i = jnp.arange(steps, dtype=jnp.float64)
-    exponent = jnp.where(i < steps // 2, first.astype(jnp.float64) + step * i,
-                         last.astype(jnp.float64) - step * (steps - 1 - i))
+    step = (last - first).astype(ct) / (steps - 1)
+    i = jnp.arange(steps, dtype=ct)
+    exponent = jnp.where(i.real < steps // 2, first.astype(ct) + step * i,
+                         last.astype(ct) - step * (steps - 1 - i))
     return scalar_to(jnp.power(base, exponent), dt)

@@ -118,6 +118,24 @@ def default_float() -> np.dtype:
     return to_jax_dtype(torch.get_default_dtype())
 
 
+def range_dtype(dtype, *endpoints):
+    """linspace/logspace's dtype: the one asked for, else the default float, made complex
+    when an endpoint is (torch.linspace(0, 1j, 3) is complex64)."""
+    if dtype is not None:
+        return to_jax_dtype(dtype)
+    if any(jnp.iscomplexobj(x) for x in endpoints):
+        return jnp.complex128 if default_float() == jnp.float64 else jnp.complex64
+    return default_float()
+
+
+def range_step_type(dtype):
+    """The type CPU's linspace/logspace kernels step in: bfloat16/float16 their own, complex
+    complex128, the rest float64."""
+    if dtype in (jnp.bfloat16, jnp.float16):
+        return dtype
+    return jnp.complex128 if jnp.issubdtype(dtype, jnp.complexfloating) else jnp.float64
+
+
 def float_of(x):
     """x as floating point: integers and bools become the default float dtype, as in PyTorch."""
     return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(default_float())
