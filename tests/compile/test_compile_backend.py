@@ -336,3 +336,11 @@ def test_outputs_computed_on_the_cpu_stay_on_the_cpu():
     doubled, shifted = torch.compile(lambda a, j: (a * 2, j + 1), backend="tpu")(x.to(TPU), i)
     assert doubled.device.type == "tpu" and shifted.device.type == "cpu"
     assert_same(shifted, i + 1)
+
+
+def test_compiled_matmul_refuses_mixed_dtypes_as_eager_does():
+    import pytest
+
+    f = torch.compile(lambda a, b: a @ b, backend="tpu")
+    with pytest.raises(RuntimeError, match="expected m1 and m2 to have the same dtype"):
+        f(torch.randn(4, 6).to(TPU), torch.randn(6, 2, dtype=torch.float64).to(TPU))

@@ -21,6 +21,7 @@ import torch
 from torch import fx
 
 from ..debug import counters as metrics
+from ..eager.meta_errors import check_as_cpu
 from ..ops import random as rng
 from ..ops.dtypes import to_jax_dtype
 from ..ops.registry import LOWERINGS
@@ -208,6 +209,7 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None) -> 
                 if written is not None:
                     written[node.args[0]] = value
             elif isinstance(t, torch._ops.OpOverload):
+                check_as_cpu(t, args)  # the checks eager runs that meta kernels skip
                 env[node] = _conform(node, LOWERINGS[t].fn(*args, **kwargs))
             else:  # operator.getitem, operator.mul on sizes, math functions, ...
                 env[node] = t(*args, **kwargs)
