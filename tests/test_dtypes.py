@@ -125,3 +125,8 @@ def test_complex_linspace_and_logspace_as_cpu(make):
     # A complex endpoint makes the result complex; it stepped in float64 and lost its imaginary
     # part.
     assert_same(make("tpu"), make("cpu"), rtol=1e-6, atol=1e-6)
+
+
+def test_log_softmax_of_an_empty_low_precision_tensor():
+    x = torch.empty(0, 3, dtype=torch.bfloat16)
+    assert_same(torch.log_softmax(x.to("tpu"), -1), torch.log_softmax(x, -1))

@@ -291,3 +291,10 @@ def test_linalg_ex_forms_report_lapacks_info():
                torch.linalg.solve_ex(torch.zeros(2, 2, device=device),
                                      torch.ones(2, device=device)).info.item()]
         assert got == [1, 2, 2, 1]
+
+
+def test_linalg_ex_forms_of_empty_matrices_succeed():
+    for device in ("cpu", "tpu"):
+        empty = torch.empty(2, 0, 0, device=device)
+        assert torch.linalg.cholesky_ex(empty).info.tolist() == [0, 0]
+        assert torch.linalg.inv_ex(empty).info.tolist() == [0, 0]

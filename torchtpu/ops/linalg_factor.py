@@ -27,17 +27,22 @@ def _mH(x):  # noqa: N802
     return jnp.conj(_mT(x))
 
 
+def _first_failure(bad):
+    """LAPACK's info from a per-pivot failure mask: 1 + the first failing pivot, else 0."""
+    if bad.shape[-1] == 0:  # an empty matrix factors trivially
+        return jnp.zeros(bad.shape[:-1], jnp.int32)
+    return jnp.where(bad.any(-1), jnp.argmax(bad, -1) + 1, 0).astype(jnp.int32)
+
+
 def lu_info(lu):
-    """LAPACK getrf's info per matrix: 1 + the first zero on U's diagonal, else 0."""
-    zero = jnp.diagonal(lu, axis1=-2, axis2=-1) == 0
-    return jnp.where(zero.any(-1), jnp.argmax(zero, -1) + 1, 0).astype(jnp.int32)
+    """LAPACK getrf's info per matrix: the first zero on U's diagonal."""
+    return _first_failure(jnp.diagonal(lu, axis1=-2, axis2=-1) == 0)
 
 
 def cholesky_info(lower):
     """LAPACK potrf's info: the order of the first leading minor that is not positive-definite
-    (its pivot is NaN or not positive), else 0."""
-    bad = ~(jnp.real(jnp.diagonal(lower, axis1=-2, axis2=-1)) > 0)
-    return jnp.where(bad.any(-1), jnp.argmax(bad, -1) + 1, 0).astype(jnp.int32)
+    (its pivot is NaN or not positive)."""
+    return _first_failure(~(jnp.real(jnp.diagonal(lower, axis1=-2, axis2=-1)) > 0))
 
 
 def _matmul(a, b):

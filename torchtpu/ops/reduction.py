@@ -193,7 +193,7 @@ def _log_softmax(self, dim, half_to_float):
     if self.dtype not in LOW_PRECISION:
         return jax.nn.log_softmax(self, axis=axis)
     x = self.astype(jnp.float32)
-    if axis != self.ndim - 1:
+    if axis != self.ndim - 1 or self.size == 0:  # (an empty max has no identity)
         return jax.nn.log_softmax(x, axis=axis).astype(self.dtype)
     # CPU's last-dimension kernel: float32 throughout, but the sum of exponentials and its log
     # are kept in the input's dtype (all-float32 differed on 20% of bfloat16 elements).
