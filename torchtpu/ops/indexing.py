@@ -51,10 +51,11 @@ def _checked_masks(self, indices):
     return out
 
 
-def _expand_bool(self, indices):
-    """Checked indices, bool masks as integer index arrays (a host sync, as in PyTorch)."""
+def _expand_bool(indices):
+    """Checked indices (_checked_masks) with bool masks as integer index arrays (a host sync,
+    as in PyTorch)."""
     out = []
-    for idx in _checked_masks(self, indices):
+    for idx in indices:
         if idx is not None and idx.dtype == jnp.bool_:
             out.extend(jnp.asarray(i) for i in np.nonzero(np.asarray(idx)))
         else:
@@ -79,7 +80,7 @@ def _index_jit(self, indices):
 
 @lowering(aten.index.Tensor, eager=True, records=True)
 def _index(self, indices):
-    indices = _expand_bool(self, indices)
+    indices = _expand_bool(_checked_masks(self, indices))
     _check_count(self, indices)
     return _index_jit(self, indices)
 
@@ -112,7 +113,7 @@ def _index_put(self, indices, values, accumulate=False):
     if (not accumulate and values.ndim == 0 and len(indices) == 1
             and indices[0] is not None and indices[0].dtype == jnp.bool_):
         return _masked_set_jit(self, indices[0], values)  # x[mask] = scalar: no host sync
-    indices = _expand_bool(self, indices)
+    indices = _expand_bool(indices)  # checked above
     _check_count(self, indices)
     try:
         return _index_put_jit(self, indices, values, bool(accumulate))
