@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import weakref
 
 import jax
 import torch
@@ -19,6 +20,7 @@ import torch
 from .ops.dtypes import JAX_TO_TORCH
 from .ops.views import dense_order, gather_as, gather_view, memory_order, scatter_as, scatter_view
 from .runtime import memory
+from .runtime.execute import Pending
 
 # PyTorch's autograd engine asserts on a device without an index: always 'tpu:0'.
 DEVICE = torch.device("privateuseone", 0)
@@ -226,8 +228,7 @@ def make_view(storage: Storage, value, size, stride, offset: int) -> TpuTensor:
         and stride == contiguous_strides(size)
     )
     t._geometry = (size, stride, offset)
-    t._cache = value
-    t._cache_version = storage.version
+    _cache(t, value, storage.version)
     return t
 
 
@@ -252,9 +253,8 @@ def read(t: TpuTensor) -> jax.Array:
         return t._storage.value
     s = t._storage
     if t._cache_version != s.version:
-        t._cache = (gather_view(s.value, t._geometry) if t._bitcast is None
-                    else gather_as(s.value, t._bitcast, t._geometry))
-        t._cache_version = s.version
+        _cache(t, gather_view(s.value, t._geometry) if t._bitcast is None
+               else gather_as(s.value, t._bitcast, t._geometry), s.version)
     return t._cache
 
 
@@ -266,10 +266,30 @@ def write(t: TpuTensor, value: jax.Array) -> None:
     else:
         s.value = (scatter_view(s.value, value, t._geometry) if t._bitcast is None
                    else scatter_as(s.value, value, t._geometry))
-        t._cache = value
     s.version += 1
     if not t._direct:
-        t._cache_version = s.version
+        _cache(t, value, s.version)
+
+
+# Views whose cached value fused eager has yet to compute.
+_pending_views: list[weakref.ref] = []
+
+
+def _cache(t: TpuTensor, value, version: int) -> None:
+    t._cache, t._cache_version = value, version
+    if type(value) is Pending:
+        _pending_views.append(weakref.ref(t))
+
+
+def forget_pending_views() -> None:
+    """Views drop their cached values fused eager has yet to compute, so the program need
+    not return them: a view recomputes its value from its base when next read (autograd
+    keeps a linear layer's ``weight.t()``, a transpose the backward's dot takes for free)."""
+    for ref in _pending_views:
+        t = ref()
+        if t is not None and type(t._cache) is Pending and t._cache.array is None:
+            t._cache, t._cache_version = None, -1
+    _pending_views.clear()
 
 
 def set_executor(fn) -> None:

@@ -223,3 +223,68 @@ def test_equal_numbers_of_other_types_are_other_calls():
         assert (ints.dtype, floats.dtype) == (torch.int64, torch.float32)
         assert [s.dtype for s in steps] == [torch.int64, torch.float32]
         assert_same(floats, torch.arange(3.0))
+
+
+def test_an_input_updated_in_place_keeps_its_buffer(fused):
+    # JAX gives a donated buffer to the first output of its shape: here ``g``, so without
+    # pairing XLA would copy ``p`` before overwriting it (every parameter, in a training step).
+    from torchtpu.runtime.execute import concrete
+    from torchtpu.tensor import read
+
+    p = torch.ones(1000, device="tpu")
+    x = torch.full((1000,), 2.0, device="tpu")
+    torch.tpu.synchronize()
+    before = concrete(read(p)).unsafe_buffer_pointer()
+    g = x * 3
+    p.sub_(g)
+    torch.tpu.synchronize()
+    assert concrete(read(p)).unsafe_buffer_pointer() == before
+    assert p.sum().item() == -5000 and g.sum().item() == 6000
+
+
+def test_a_forced_value_leaves_views_of_inputs_to_the_rest(fused, monkeypatch):
+    # A linear layer's weight.t(), read by the forward and again by the backward: the
+    # backward's program transposes the weight again (free inside its dot) rather than
+    # taking a transposed copy from the forward's program.
+    from torchtpu.eager import fused as fused_mode
+
+    monkeypatch.setattr(fused_mode, "_MIN_TAIL", 0)
+    splits = []
+    split = fused_mode._split
+    monkeypatch.setattr(fused_mode, "_split",
+                        lambda *a: splits.append(split(*a)) or splits[-1])
+    grads = {}
+    for device in ("cpu", "tpu"):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                    torch.nn.Linear(16, 4)).to(device)
+        loss = model(torch.randn(5, 8).to(device)).square().sum()
+        loss.backward()
+        loss.item()
+        grads[device] = [p.grad for p in model.parameters()]
+    head, _, links = splits[-1]
+    assert links  # the activations the backward needs
+    views_of_leaves = [i for i, _ in links if head.nodes[i][0].is_view
+                       and all(type(w) is int for w in head.nodes[i][4])]
+    assert views_of_leaves == []
+    for a, b in zip(grads["tpu"], grads["cpu"], strict=True):
+        torch.testing.assert_close(a.cpu(), b)
+
+
+def test_a_views_pending_value_is_not_a_program_output(fused, monkeypatch):
+    # The view reads its value from its base again when next read.
+    from torchtpu.eager import fused as fused_mode
+
+    outputs = []
+    order = fused_mode._alias_order
+    monkeypatch.setattr(fused_mode, "_alias_order",
+                        lambda t, needed, donated: outputs.append(needed) or order(t, needed,
+                                                                                 donated))
+    w = torch.arange(12.0).reshape(4, 3).to("tpu")
+    torch.tpu.synchronize()
+    wt = w.t()
+    y = wt * 2
+    torch.tpu.synchronize()
+    assert len(outputs[-1]) == 1  # y
+    assert_same(y, torch.arange(12.0).reshape(4, 3).t() * 2)
+    assert_same(wt, torch.arange(12.0).reshape(4, 3).t())

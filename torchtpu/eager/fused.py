@@ -32,12 +32,14 @@ from ..debug import counters
 from ..runtime import execute, program_store
 from ..runtime.execute import Executable, Pending
 from ..runtime.program_store import Unstable, stable
+from ..tensor import forget_pending_views
 
 
 class _Trace:
     def __init__(self):
         self.nodes: list[tuple] = []  # (exe, statics, kw_statics, treedef, wiring)
         self.outs: list[list[weakref.ref]] = []
+        self.out_avals: list[list] = []
         self.leaves: list = []
         self.leaf_index: dict[int, int] = {}
         self.leaf_avals: list = []
@@ -102,6 +104,7 @@ def record(exe: Executable, args: tuple, kwargs: dict):
     outs = [Pending(a.shape, a.dtype, (node, j)) for j, a in enumerate(out_avals)]
     t.nodes.append((exe, statics, kw_statics, treedef, wiring))
     t.outs.append([weakref.ref(p) for p in outs])
+    t.out_avals.append(out_avals)
     if node + 1 >= _max_ops:
         flush()
     return tree_unflatten(out_treedef, outs)
@@ -223,34 +226,56 @@ def _ancestors(t: _Trace, node: int) -> set[int]:
 
 def _split(t: _Trace, first: set[int]) -> tuple[_Trace, _Trace, tuple]:
     """``t`` as two traces: the nodes in ``first`` and the rest. The rest reads the first's
-    outputs as extra leaves, appended after ``t``'s; ``links`` names them in the first."""
+    outputs as extra leaves, appended after ``t``'s; ``links`` names them in the first.
+    A view of leaves the rest reads (a weight's transpose, which the forward's dot takes
+    for free) is computed again there rather than returned by the first."""
     head, tail = _Trace(), _Trace()
     head.leaves, head.leaf_avals = t.leaves, t.leaf_avals
     tail.leaves, tail.leaf_avals = list(t.leaves), list(t.leaf_avals)
     moved, link_leaf, links = {}, {}, []  # node -> its index in its part; tail's links
+    redone: dict[int, int] = {}  # a head view of leaves -> its copy's index in the tail
+
+    def tail_input(w):
+        node = t.nodes[w[0]]
+        if node[0].is_view and all(type(v) is int for v in node[4]):
+            if w[0] not in redone:
+                redone[w[0]] = len(tail.nodes)
+                tail.nodes.append(node)
+                tail.outs.append([_gone] * len(t.outs[w[0]]))
+                tail.out_avals.append(t.out_avals[w[0]])
+            return (redone[w[0]], w[1])
+        k = link_leaf.get(w)  # a head output: one more tail leaf
+        if k is None:
+            k = link_leaf[w] = len(t.leaves) + len(links)
+            links.append((moved[w[0]], w[1]))
+        return k
+
     for i, node in enumerate(t.nodes):
         part = head if i in first else tail
         wiring = []
         for w in node[4]:
             if type(w) is int:
                 wiring.append(w)
-            elif part is tail and w[0] in first:  # a head output: one more tail leaf
-                k = link_leaf.get(w)
-                if k is None:
-                    k = link_leaf[w] = len(t.leaves) + len(links)
-                    links.append((moved[w[0]], w[1]))
-                wiring.append(k)
+            elif part is tail and w[0] in first:
+                wiring.append(tail_input(w))
             else:
                 wiring.append((moved[w[0]], w[1]))
         moved[i] = len(part.nodes)
         part.nodes.append(node[:4] + (tuple(wiring),))
         part.outs.append(t.outs[i])
+        part.out_avals.append(t.out_avals[i])
     return head, tail, tuple(links)
+
+
+def _gone():
+    """A recomputed node's outputs: no tensor holds them (a dead weak reference)."""
+    return None
 
 
 def _run(t: _Trace, keep: tuple = ()) -> list:
     """Run ``t`` as one program: outputs some tensor still references, and ``keep``'s
     (returned, in order)."""
+    forget_pending_views()
     live = {(i, j) for i, refs in enumerate(t.outs) for j, r in enumerate(refs) if r() is not None}
     needed = tuple(sorted(live.union(keep)))
     outputs = [t.outs[i][j]() for i, j in needed]
@@ -258,23 +283,75 @@ def _run(t: _Trace, keep: tuple = ()) -> list:
     del outputs
     # A node's executable hashes by identity, so the nodes themselves are the trace's key.
     sig = (tuple(t.nodes), tuple(t.leaf_avals), needed, donated)
-    prog = _PROGRAMS.get(sig)
-    if prog is None:
-        prog = _PROGRAMS[sig] = _loaded_or_traced(t, needed, donated)
+    entry = _PROGRAMS.get(sig)
+    if entry is None:
+        order = _alias_order(t, needed, donated)
+        entry = _PROGRAMS[sig] = (_loaded_or_traced(t, order, donated), order)
     else:
         counters.count("cache_hit", "fused_program")
+    prog, order = entry
     counters.count("execute", "fused_program")
     if donated:
         counters.count("execute", "donated_buffers", len(donated))
     results = prog(*t.leaves)
-    for (i, j), value in zip(needed, results, strict=False):
+    for (i, j), value in zip(order, results, strict=False):
         p = t.outs[i][j]()
         if p is not None:
             p.array = value
     if not keep:
         return []
-    at = {ij: k for k, ij in enumerate(needed)}
+    at = {ij: k for k, ij in enumerate(order)}
     return [results[at[ij]] for ij in keep]
+
+
+def _alias_order(t: _Trace, needed: tuple, donated: tuple) -> tuple:
+    """``needed`` reordered so that each donated leaf's buffer goes to the value that
+    replaces it (a parameter's, an optimizer state's update). JAX pairs each output with the
+    first unpaired donated input of its shape and dtype; paired otherwise, XLA copies every
+    such buffer before the program can overwrite it."""
+    successor = {}
+    for ij in needed:
+        leaf = _replaced_leaf(t, *ij)
+        if leaf in donated and leaf not in successor:
+            successor[leaf] = ij
+    paired, rest = set(successor.values()), {}
+    for ij in needed:
+        if ij not in paired:
+            rest.setdefault(_shape(t.out_avals[ij[0]][ij[1]]), []).append(ij)
+    order = []
+    for leaf in sorted(donated):
+        # An unpaired donated leaf takes any output of its shape (there are enough:
+        # ``_donatable`` donates no more leaves of a shape than there are outputs).
+        order.append(successor.get(leaf) or rest[_shape(t.leaf_avals[leaf])].pop(0))
+    taken = set(order)
+    return tuple(order) + tuple(ij for ij in needed if ij not in taken)
+
+
+def _replaced_leaf(t: _Trace, i: int, j: int) -> int | None:
+    """The leaf output ``j`` of node ``i`` most likely updates: followed back through
+    inputs of the output's shape, the k-th such output of a node taking the k-th such input
+    (a foreach op's lists; ``p.mul_(a).add_(b)`` is two nodes)."""
+    while True:
+        shape = _shape(t.out_avals[i][j])
+        rank = sum(_shape(a) == shape for a in t.out_avals[i][:j])
+        same = [w for w in t.nodes[i][4]
+                if (_shape(t.leaf_avals[w]) if type(w) is int else
+                    _shape(t.out_avals[w[0]][w[1]])) == shape]
+        if len(same) <= rank:
+            return None
+        w = same[rank]
+        if type(w) is int:
+            return w
+        i, j = w
+
+
+def _shape(aval) -> tuple | type:
+    """Shape and dtype of an output's or a leaf's abstract value (a Python number: its type)."""
+    if isinstance(aval, type):
+        return aval
+    if isinstance(aval, tuple):
+        return aval[:2]
+    return (tuple(aval.shape), aval.dtype)
 
 
 def _loaded_or_traced(t: _Trace, needed: tuple, donated: tuple):

@@ -115,9 +115,10 @@ def compile_rule(rule: Lowering) -> Executable:
     )
     names = tuple(a.name for a in schema.arguments if a.kwarg_only and not _is_dynamic(a, rule))
     key = f"rule:{rule.op}"  # fused eager's program store names it so
+    is_view = getattr(rule.op, "is_view", False)
     if rule.eager:
-        exe = Executable(rule.fn, nums, names, jit=False, key=key)
+        exe = Executable(rule.fn, nums, names, jit=False, key=key, is_view=is_view)
     else:
-        exe = Executable(traced(rule), nums, names, key=key)
+        exe = Executable(traced(rule), nums, names, key=key, is_view=is_view)
     _COMPILED[rule.op] = exe
     return exe

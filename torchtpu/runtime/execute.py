@@ -58,11 +58,13 @@ class Pending:
 class Executable:
     """A jitted function plus which of its arguments are static (compile-time) values."""
 
-    __slots__ = ("jitted", "static_argnums", "static_argnames", "name", "key")
+    __slots__ = ("jitted", "static_argnums", "static_argnames", "name", "key", "is_view")
 
     def __init__(self, fn: Callable, static_argnums=(), static_argnames=(), jit: bool = True,
-                 key: str | None = None):
+                 key: str | None = None, is_view: bool = False):
         self.static_argnums = tuple(static_argnums)
+        # Computes a view's value (a transpose, a slice): as cheap to redo as to keep.
+        self.is_view = is_view
         self.static_argnames = tuple(static_argnames)
         self.jitted = (
             jax.jit(fn, static_argnums=self.static_argnums, static_argnames=self.static_argnames)
