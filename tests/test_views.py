@@ -323,3 +323,36 @@ def test_writing_through_an_expanded_tensor_as_cpu(op):
             assert "more than one element of the written-to tensor" in str(e)
             outcomes.append("refused")
     assert outcomes[1] == outcomes[0]
+
+
+@pytest.mark.parametrize("case", [
+    "shifted_copy", "shifted_setitem", "add_out", "add_partial", "add_full", "add_disjoint",
+    "transposed_copy", "addcmul_partial", "sigmoid_out", "masked_fill_partial_mask"])
+def test_reading_memory_the_op_writes_as_cpu(case):
+    # CPU refuses an input that shares some, not all, of the memory an op writes (it would
+    # read elements already overwritten); exactly the written tensor is fine.
+    ops = {
+        "shifted_copy": lambda x: x[1:].copy_(x[:-1]),
+        "shifted_setitem": lambda x: x.__setitem__(slice(1, None), x[:-1]),
+        "add_out": lambda x: torch.add(x[:3], 1, out=x[1:4]),
+        "add_partial": lambda x: x[:3].add_(x[1:4]),
+        "add_full": lambda x: x[:3].add_(x[:3]),
+        "add_disjoint": lambda x: x[:3].add_(x[3:6]),
+        "transposed_copy": lambda x: x[:9].view(3, 3).copy_(x[:9].view(3, 3).t()),
+        "addcmul_partial": lambda x: x[:3].addcmul_(x[2:5], x[3:6]),
+        "sigmoid_out": lambda x: torch.sigmoid(x[:4], out=x[2:6]),
+        "masked_fill_partial_mask": lambda x: x[:3].masked_fill_(x[1:4] > 2, 0),
+    }
+    outcomes = []
+    for device in ("cpu", TPU):
+        x = torch.arange(9.0, device=device)
+        try:
+            ops[case](x)
+            outcomes.append(x.cpu())
+        except RuntimeError as e:
+            assert "some elements of the input tensor and the written-to tensor" in str(e)
+            outcomes.append("refused")
+    if isinstance(outcomes[0], str):
+        assert outcomes[1] == "refused"
+    else:
+        assert_same(outcomes[1], outcomes[0])

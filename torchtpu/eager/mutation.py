@@ -140,8 +140,10 @@ def derived_handler(func, functional_handler):
 
     if is_out:
         takes_dtype = any(a.name == "dtype" for a in functional._schema.arguments)
-        return _out_handler(func, compute, [a.name for a in mutated], takes_dtype)
-    return _inplace_handler(func, compute, _checks_overlap(func, functional))
+        return _out_handler(func, compute, [a.name for a in mutated], takes_dtype,
+                            torch.Tag.pointwise in functional.tags)
+    pointwise = torch.Tag.pointwise in functional.tags
+    return _inplace_handler(func, compute, _checks_overlap(func, functional), pointwise)
 
 
 def _inplace_name(func) -> bool:
@@ -172,13 +174,28 @@ def refuse_self_overlap(t) -> None:
             "operation.")
 
 
-def _inplace_handler(func, compute, checks_overlap: bool = False):
+def refuse_partial_overlap(written: TpuTensor, inputs) -> None:
+    """CPU's error (TensorIterator's) for an input sharing some, not all, of the memory an
+    op writes: ``x[1:].copy_(x[:-1])`` would read elements it has already overwritten."""
+    for x in inputs:
+        if (isinstance(x, TpuTensor) and x is not written and x._storage is written._storage
+                and _overlap(written, x) and _geometry(x) != _geometry(written)):
+            raise RuntimeError(_OVERLAP)
+
+
+def _geometry(t: TpuTensor) -> tuple:
+    return t.storage_offset() * t.element_size(), t.numel() * t.element_size(), t.stride()
+
+
+def _inplace_handler(func, compute, checks_overlap: bool = False, pointwise: bool = False):
     written = [i for i, a in enumerate(func._schema.arguments)
                if a.alias_info is not None and a.alias_info.is_write]
 
     def handler(args, kwargs):
         if checks_overlap:
             refuse_self_overlap(args[0])
+        if pointwise and isinstance(args[0], TpuTensor):
+            refuse_partial_overlap(args[0], (*args[1:], *kwargs.values()))
         out = compute(args, kwargs)
         if len(written) > 1:  # _fused_adam_, _amp_update_scale_: the functional returns
             for i, values in zip(written, out, strict=True):  # each written argument in order
@@ -247,7 +264,7 @@ def _overlap(a: TpuTensor, b: TpuTensor) -> bool:
             and start_b < start_a + a.numel() * a.element_size())
 
 
-def _out_handler(func, compute, out_names, takes_dtype=False):
+def _out_handler(func, compute, out_names, takes_dtype=False, pointwise=False):
     check = _OUT_DTYPE_CHECKS.get(func)
     no_overlap = func in _NO_OVERLAP
 
@@ -260,6 +277,8 @@ def _out_handler(func, compute, out_names, takes_dtype=False):
         if no_overlap and any(_overlap(out, x) for out in outs for x in tree_leaves((args, kwargs))
                               if isinstance(x, TpuTensor)):
             raise RuntimeError(_OVERLAP)
+        for out in outs if pointwise else ():
+            refuse_partial_overlap(out, (*args, *kwargs.values()))
         if takes_dtype and len(outs) == 1:
             # A factory's out= form (linspace.out, arange.out) computes in the out's dtype.
             kwargs.setdefault("dtype", outs[0].dtype)

@@ -28,6 +28,7 @@ def _copy_(args, kwargs):
         metrics.count("transfer", "device_to_host")
         return dst.copy_(to_host(read(src)))
     mutation.refuse_self_overlap(dst)
+    mutation.refuse_partial_overlap(dst, (src,))
     v = _value(src)
     want = to_jax_dtype(dst.dtype)
     if v.dtype != want:
