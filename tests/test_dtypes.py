@@ -130,3 +130,10 @@ def test_complex_linspace_and_logspace_as_cpu(make):
 def test_log_softmax_of_an_empty_low_precision_tensor():
     x = torch.empty(0, 3, dtype=torch.bfloat16)
     assert_same(torch.log_softmax(x.to("tpu"), -1), torch.log_softmax(x, -1))
+
+
+def test_where_takes_a_uint8_condition_as_cpu():
+    # Deprecated on CPU (a warning), refused by PyTorch's meta kernel.
+    condition = torch.tensor([1, 0, 3], dtype=torch.uint8)
+    with pytest.warns(UserWarning, match="where received a uint8 condition"):
+        run_both(lambda c: torch.where(c, torch.ones(3, device=c.device), -1.0), condition)

@@ -356,3 +356,20 @@ def test_reading_memory_the_op_writes_as_cpu(case):
         assert outcomes[1] == "refused"
     else:
         assert_same(outcomes[1], outcomes[0])
+
+
+def test_set_to_another_tensor_takes_its_storage_and_geometry():
+    def run(device):
+        a = torch.zeros(2, device=device)
+        b = torch.arange(6.0, device=device).view(2, 3).t()
+        a.set_(b)
+        geometry = (a.shape, a.stride(), a.storage_offset(), a.is_set_to(b))
+        a.add_(1)  # writes through to b
+        c = torch.zeros(1, device=device)
+        c.set_(torch.arange(10.0, device=device)[3:7])
+        return geometry, b, c, c.storage_offset()
+
+    assert_same(run(TPU), run("cpu"))
+    with pytest.raises(RuntimeError, match="Could not set tensor of type double to a tensor "
+                                           "of type float"):
+        torch.zeros(2, device=TPU).set_(torch.ones(3, dtype=torch.float64, device=TPU))

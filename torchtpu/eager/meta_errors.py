@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -38,6 +39,24 @@ def check_as_cpu(op, args: Sequence) -> None:
     check = _CPU_CHECKS.get(op)
     if check is not None and (error := check(*args)):
         raise error if isinstance(error, Exception) else RuntimeError(error)
+
+
+def as_cpu_accepts(op, meta_args: list) -> list:
+    """Meta arguments for an op whose meta kernel refuses what CPU's kernel accepts."""
+    adapt = _CPU_ACCEPTS.get(op)
+    return meta_args if adapt is None else adapt(meta_args)
+
+
+def _uint8_condition(args: list) -> list:
+    if isinstance(args[0], torch.Tensor) and args[0].dtype == torch.uint8:
+        warnings.warn("where received a uint8 condition tensor. This behavior is deprecated "
+                      "and will be removed in a future version of PyTorch. Use a boolean "
+                      "condition instead.", UserWarning, stacklevel=2)
+        return [args[0].bool(), *args[1:]]
+    return args
+
+
+_CPU_ACCEPTS = {torch.ops.aten.where.self: _uint8_condition}
 
 
 # C++'s names for dtypes (caffe2::TypeMeta), as CPU's dtype checks print them.

@@ -10,6 +10,7 @@ from ..ops.dtypes import broadcast, cast, scalar_type_name, to_jax_dtype
 from ..runtime.transfer import to_device, to_host
 from ..tensor import TpuTensor, read, with_layout, wrap, write
 from . import mutation, views
+from .meta_errors import cpp_name
 
 aten = torch.ops.aten
 
@@ -110,16 +111,22 @@ def _clone_fresh(args, kwargs):
 
 
 def _set_source_tensor(args, kwargs):
+    """``self.set_(src)``: self becomes another view of src's storage, with src's geometry."""
     self, src = args
-    if tuple(self.shape) != tuple(src.shape) or self.dtype != src.dtype:
-        raise RuntimeError("torchtpu: set_ needs a source of the same shape and dtype")
+    if self.dtype != src.dtype:
+        raise RuntimeError(f"Could not set tensor of type {cpp_name(src.dtype)} to a tensor of "
+                           f"type {cpp_name(self.dtype)}")
+    with torch._C._DisableTorchDispatch():
+        # the wrapper's own storage and geometry (generic TensorImpl bookkeeping)
+        torch.ops.aten.set_.source_Storage_storage_offset.redispatch(
+            _CPU, self, src.untyped_storage(), src.storage_offset(), src.shape, src.stride())
     self._storage = src._storage
-    self._direct = src._direct
     self._bitcast = src._bitcast
-    if not src._direct:
-        self._geometry = src._geometry
-        self._cache, self._cache_version = src._cache, src._cache_version
+    views.set_geometry(self, src.shape, src.stride(), src.storage_offset())
     return self
+
+
+_CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 
 
 def _is_set_to(args, kwargs):

@@ -13,7 +13,7 @@ from ..debug import counters as metrics
 from ..ops.dtypes import as_meta, to_jax_dtype
 from ..ops.registry import Lowering
 from ..runtime.execute import Executable
-from .meta_errors import check_as_cpu, cpu_wording
+from .meta_errors import as_cpu_accepts, check_as_cpu, cpu_wording
 
 _TENSORISH = ("Tensor", "Scalar", "number")
 
@@ -44,7 +44,7 @@ def pytorch_outputs(op, args, kwargs):
     kwargs = {k: torch.device("meta") if k == "device" and v is not None else _meta_tree(v)
               for k, v in kwargs.items()}
     try:
-        return op(*_meta_tree(args), **kwargs)
+        return op(*as_cpu_accepts(op, _meta_tree(args)), **kwargs)
     except NotImplementedError:
         return None
     except RuntimeError as e:
