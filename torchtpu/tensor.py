@@ -63,6 +63,13 @@ class Storage:
     def dtype(self):
         return self._layout[0].dtype if self._layout is not None else self._value.dtype
 
+    def settle(self) -> None:
+        """Hold computed arrays, not fused eager's pending values (leaving fused eager)."""
+        if type(self._value) is Pending:
+            self._value = self._value.array
+        if self._layout is not None and type(self._layout[0]) is Pending:
+            self._layout = (self._layout[0].array, self._layout[1])
+
     def __del__(self):
         # Interpreter shutdown clears modules: `memory`, or its `sub`, may be None by now.
         sub = getattr(memory, "sub", None)

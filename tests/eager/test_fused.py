@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import assert_same
+from conftest import TPU, assert_same
 
 import torchtpu
 from torchtpu.models.gpt import GPT, GPTConfig
@@ -288,3 +288,21 @@ def test_a_views_pending_value_is_not_a_program_output(fused, monkeypatch):
     assert len(outputs[-1]) == 1  # y
     assert_same(y, torch.arange(12.0).reshape(4, 3).t() * 2)
     assert_same(wt, torch.arange(12.0).reshape(4, 3).t())
+
+
+def test_leaving_fused_mode_with_channels_last_results():
+    # A channels_last result's storage holds its value in memory order, arranged when read:
+    # leaving fused mode must not arrange a pending value with the strict path.
+    conv = torch.nn.Conv2d(3, 4, 3)
+    x = torch.randn(2, 3, 8, 8).to(memory_format=torch.channels_last)
+    tpu_conv = torch.nn.Conv2d(3, 4, 3).to(TPU)
+    tpu_conv.load_state_dict(conv.state_dict())
+    tpu_conv.to(memory_format=torch.channels_last)
+    with torchtpu.set_eager_mode("fused"):
+        y = tpu_conv(x.to(TPU))
+        y.sum().backward()
+    y_cpu = conv.to(memory_format=torch.channels_last)(x)
+    y_cpu.sum().backward()
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    assert_same(y, y_cpu, rtol=1e-5)
+    assert_same(tpu_conv.weight.grad, conv.weight.grad, rtol=1e-4, atol=1e-4)

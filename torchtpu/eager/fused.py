@@ -408,7 +408,7 @@ def disable() -> None:
     from ..tensor import Storage, TpuTensor
 
     for obj in gc.get_objects():
-        if type(obj) is Storage and type(obj.value) is Pending:
-            obj.value = obj.value.array
+        if type(obj) is Storage:
+            obj.settle()
         elif type(obj) is TpuTensor and type(getattr(obj, "_cache", None)) is Pending:
             obj._cache = obj._cache.array
