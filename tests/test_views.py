@@ -373,3 +373,21 @@ def test_set_to_another_tensor_takes_its_storage_and_geometry():
     with pytest.raises(RuntimeError, match="Could not set tensor of type double to a tensor "
                                            "of type float"):
         torch.zeros(2, device=TPU).set_(torch.ones(3, dtype=torch.float64, device=TPU))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, out: torch.pow(x, 2, out=out),
+    lambda x, out: torch.pow(2, x, out=out),
+    lambda x, out: torch.remainder(x, 2, out=out),
+    lambda x, out: torch.fmod(x, 2, out=out),
+    lambda x, out: torch.xlogy(x, 3, out=out),
+    lambda x, out: torch.special.xlog1py(x, 3, out=out),
+], ids=["pow", "pow_number_base", "remainder", "fmod", "xlogy", "xlog1py"])
+def test_out_forms_taking_a_number(fn):
+    # pow.Tensor_Scalar_out computes pow.Tensor_Scalar: overloads are told apart by type too.
+    def run(device):
+        out = torch.empty(5, device=device)
+        fn(torch.arange(5.0, device=device), out)
+        return out
+
+    assert_same(run(TPU), run("cpu"))

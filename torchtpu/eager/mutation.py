@@ -64,7 +64,8 @@ _FACTORY = {"dtype", "layout", "device", "pin_memory"}
 def _out_functional(func):
     """add.out -> the overload of add taking the same non-out arguments."""
     out_names = {a.name for a in mutated_args(func)}
-    want = [a.name for a in func._schema.arguments if a.name not in out_names]
+    kept = [a for a in func._schema.arguments if a.name not in out_names]
+    want, types = [a.name for a in kept], [str(a.type) for a in kept]
     packet = getattr(aten, func._schema.name.split("::")[1])
     found = []
     for name in packet.overloads():
@@ -74,8 +75,10 @@ def _out_functional(func):
             # Factories (arange, linspace, eye...) add dtype/device options to the out form.
             if names == want or names[: len(want)] == want and set(names[len(want):]) <= _FACTORY:
                 found.append(cand)
-    # Overloads differing only in argument types (Scalar vs Tensor): prefer one with a rule.
-    found.sort(key=lambda op: op not in LOWERINGS)
+    # Overloads differing only in argument types (pow.Tensor_Scalar_out is pow.Tensor_Scalar,
+    # not pow.Tensor_Tensor): the one with the same types, else one with a rule.
+    found.sort(key=lambda op: (
+        [str(a.type) for a in op._schema.arguments][: len(types)] != types, op not in LOWERINGS))
     return found[0] if found else None
 
 
