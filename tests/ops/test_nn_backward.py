@@ -63,6 +63,17 @@ def test_upsample_backward(name, size):
         assert_same(actual, expected, **TOL)
 
 
+@pytest.mark.parametrize("name", ["linear1d", "bilinear2d", "trilinear3d", "bicubic2d"])
+def test_upsample_backward_in_float64(name):
+    # CPU computes double's weights in double: float32 weights were off by ~1e-7 relative.
+    op, nd, _ = UPSAMPLE[name]
+    ins, outs = [5, 6, 7][-nd:], [7, 9, 10][-nd:]
+    grad = _randn(2, 3, *outs).double()
+    for align in (False, True):
+        actual, expected = _both(op, grad, outs, [2, 3, *ins], align, *[None] * nd)
+        assert_same(actual, expected, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("size", SIZES, ids=str)
 @pytest.mark.parametrize("nd", [1, 2, 3])
 def test_upsample_nearest_forward(nd, size):

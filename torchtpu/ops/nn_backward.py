@@ -33,47 +33,52 @@ def _transpose(forward, input_size, grad):
 
 
 # Upsampling. Indices and weights depend only on sizes and scales, so they are numpy
-# constants computed in float32, the CPU kernels' opmath type for float and half inputs.
+# constants computed in the CPU kernels' opmath type: float32 for float and half inputs,
+# float64 for double (``ft``).
 
 
-def _area_scale(n_in, n_out, align_corners, scale):
+def _opmath(x):
+    return np.float64 if x.dtype == np.float64 else np.float32
+
+
+def _area_scale(n_in, n_out, align_corners, scale, ft=np.float32):
     """area_pixel_compute_scale: input positions per output position."""
     if align_corners:
-        return np.float32((n_in - 1) / (n_out - 1)) if n_out > 1 else np.float32(0)
-    return _scale_value(n_in, n_out, scale)
+        return ft((n_in - 1) / (n_out - 1)) if n_out > 1 else ft(0)
+    return _scale_value(n_in, n_out, scale, ft)
 
 
-def _scale_value(n_in, n_out, scale):
+def _scale_value(n_in, n_out, scale, ft=np.float32):
     """compute_scales_value: 1 / scale when the caller gave one, else the size ratio."""
     if scale is not None and scale > 0:
-        return np.float32(1.0 / scale)
-    return np.float32(n_in) / np.float32(n_out)
+        return ft(1.0 / scale)
+    return ft(n_in) / ft(n_out)
 
 
-def _source_index(n_in, n_out, align_corners, scale, cubic):
+def _source_index(n_in, n_out, align_corners, scale, cubic, ft):
     """area_pixel_compute_source_index for every output position."""
-    s = _area_scale(n_in, n_out, align_corners, scale)
-    dst = np.arange(n_out, dtype=np.float32)
+    s = _area_scale(n_in, n_out, align_corners, scale, ft)
+    dst = np.arange(n_out, dtype=ft)
     if align_corners:
         return s * dst
-    src = s * (dst + np.float32(0.5)) - np.float32(0.5)
-    return src if cubic else np.maximum(src, np.float32(0))
+    src = s * (dst + ft(0.5)) - ft(0.5)
+    return src if cubic else np.maximum(src, ft(0))
 
 
-def _guard(src, n_in):
+def _guard(src, n_in, ft):
     """guard_index_and_lambda: the left neighbour and the distance to it, both in range."""
     i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
-    return i0, np.clip(src - i0.astype(np.float32), 0, 1).astype(np.float32)
+    return i0, np.clip(src - i0.astype(ft), 0, 1).astype(ft)
 
 
-def _linear_taps(n_in, n_out, align_corners, scale):
+def _linear_taps(n_in, n_out, align_corners, scale, ft):
     """compute_source_index_and_lambda: [(indices, weights)] for the two neighbours."""
     if n_in == n_out:  # copied, whatever the scale says
         i = np.arange(n_out)
-        return [(i, np.ones(n_out, np.float32))]
-    i0, lam = _guard(_source_index(n_in, n_out, align_corners, scale, False), n_in)
+        return [(i, np.ones(n_out, ft))]
+    i0, lam = _guard(_source_index(n_in, n_out, align_corners, scale, False, ft), n_in, ft)
     i1 = i0 + (i0 < n_in - 1)
-    return [(i0, np.float32(1) - lam), (i1, lam)]
+    return [(i0, ft(1) - lam), (i1, lam)]
 
 
 _A = -0.75  # the cubic convolution constant PyTorch uses (a Python float keeps x's dtype)
@@ -87,12 +92,12 @@ def _cubic_far(x):
     return ((_A * x - 5 * _A) * x + 8 * _A) * x - 4 * _A
 
 
-def _cubic_taps(n_in, n_out, align_corners, scale):
+def _cubic_taps(n_in, n_out, align_corners, scale, ft):
     """Four neighbours per output position, clamped to the input, with cubic weights."""
-    i0, t = _guard(_source_index(n_in, n_out, align_corners, scale, True), n_in)
-    one = np.float32(1)
+    i0, t = _guard(_source_index(n_in, n_out, align_corners, scale, True, ft), n_in, ft)
+    one = ft(1)
     weights = (_cubic_far(t + one), _cubic_near(t), _cubic_near(one - t),
-               _cubic_far(np.float32(2) - t))
+               _cubic_far(ft(2) - t))
     return [(np.clip(i0 - 1 + k, 0, n_in - 1), w) for k, w in enumerate(weights)]
 
 
@@ -133,14 +138,16 @@ def _interp_backward(taps_of, grad_output, output_size, input_size, scales):
 @lowering(aten.upsample_linear1d_backward.default, aten.upsample_bilinear2d_backward.default,
           aten.upsample_trilinear3d_backward.default)
 def _upsample_linear_backward(grad_output, output_size, input_size, align_corners, *scales):
-    taps = lambda n_in, n_out, s: _linear_taps(n_in, n_out, align_corners, s)  # noqa: E731
+    ft = _opmath(grad_output)
+    taps = lambda n_in, n_out, s: _linear_taps(n_in, n_out, align_corners, s, ft)  # noqa: E731
     return _interp_backward(taps, grad_output, output_size, input_size, scales)
 
 
 @lowering(aten.upsample_bicubic2d_backward.default)
 def _upsample_bicubic2d_backward(grad_output, output_size, input_size, align_corners,
                                  scales_h=None, scales_w=None):
-    taps = lambda n_in, n_out, s: _cubic_taps(n_in, n_out, align_corners, s)  # noqa: E731
+    ft = _opmath(grad_output)
+    taps = lambda n_in, n_out, s: _cubic_taps(n_in, n_out, align_corners, s, ft)  # noqa: E731
     return _interp_backward(taps, grad_output, output_size, input_size, (scales_h, scales_w))
 
 
