@@ -11,6 +11,7 @@ import itertools
 
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import TPU, assert_same
 
 aten = torch.ops.aten
@@ -333,3 +334,19 @@ def test_antialiased_bicubic_resize_and_its_gradient(size, align_corners):
     out_tpu.pow(2).sum().backward()
     out_cpu.pow(2).sum().backward()
     assert_same(on_tpu.grad, on_cpu.grad, **TOL)
+
+
+@pytest.mark.parametrize("loss", ["mse_loss", "smooth_l1_loss", "huber_loss", "embedding"])
+def test_backward_of_an_empty_input(loss):
+    # PyTorch's decompositions divide by the numel of the input (mean reduction), and a
+    # reshape(0, -1) has no size to infer: CPU returns the empty (or zero) gradient.
+    def run(device):
+        if loss == "embedding":
+            w = torch.ones(5, 2, device=device, requires_grad=True)
+            F.embedding(torch.zeros(0, dtype=torch.long, device=device), w).sum().backward()
+            return w.grad
+        x = torch.zeros(0, device=device, requires_grad=True)
+        getattr(F, loss)(x, torch.zeros(0, device=device)).backward()
+        return x.grad
+
+    assert_same(run(TPU), run("cpu"))

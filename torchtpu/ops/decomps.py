@@ -48,6 +48,22 @@ DECOMPOSITIONS[aten.equal.default] = _equal
 DECOMPOSITIONS[aten.allclose.default] = _allclose
 
 
+def _empty_input_as_sum(decomp):
+    """A pointwise loss's backward whose decomposition divides by the input's numel under
+    mean reduction: an empty input's (empty) gradient is computed as the sum's, as CPU
+    returns it."""
+
+    def run(grad_output, self, target, reduction, *args):
+        return decomp(grad_output, self, target, 2 if self.numel() == 0 else reduction, *args)
+
+    return run
+
+
+for _op in (aten.mse_loss_backward.default, aten.smooth_l1_loss_backward.default,
+            aten.huber_loss_backward.default):
+    DECOMPOSITIONS[_op] = _empty_input_as_sum(DECOMPOSITIONS[_op])
+
+
 # rrelu_with_noise writes its slopes into ``noise`` although it is not an in-place op by name:
 # the functional form (a rule) computes them, and they are copied back.
 

@@ -29,7 +29,7 @@ def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse
 def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx,
                               scale_grad_by_freq):
     flat = indices.reshape(-1)
-    grad = grad_output.reshape(flat.shape[0], -1)
+    grad = grad_output.reshape(flat.shape[0], grad_output.shape[-1])  # (-1 fails for none)
     if padding_idx >= 0:
         grad = jnp.where((flat == padding_idx)[:, None], 0, grad)
     if scale_grad_by_freq:
