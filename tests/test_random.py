@@ -178,3 +178,15 @@ def test_random_bounds_are_checked_as_on_cpu():
             torch.randint(5, 3, (2,), device=device)
         with pytest.raises(RuntimeError, match="expects 'from' to be less than 'to'"):
             torch.empty(2, device=device).random_(5, 3)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_rrelu_in_place(training):
+    # rrelu_ writes its input and its noise (the slopes): both from one functional op.
+    x = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(0))
+    y = F.rrelu_(x.to(TPU), 0.1, 0.3, training=training).cpu()
+    if not training:  # the mean slope
+        assert_same(y, F.rrelu_(x.clone(), 0.1, 0.3, training=False))
+    slopes = y[x < 0] / x[x < 0]
+    assert torch.equal(y[x >= 0], x[x >= 0])
+    assert ((slopes >= 0.1 - 1e-6) & (slopes <= 0.3 + 1e-6)).all()

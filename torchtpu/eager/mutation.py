@@ -31,6 +31,8 @@ def mutated_args(func) -> list[torch._C.Argument]:
 _INPLACE_FUNCTIONAL = {
     aten.normal_.default: aten.normal_functional.default,
     aten.bernoulli_.float: aten.bernoulli.p,
+    # writes its input and its noise: the functional form returns both
+    aten.rrelu_with_noise_.default: aten.rrelu_with_noise_functional.default,
 }
 
 
