@@ -350,3 +350,19 @@ def test_backward_of_an_empty_input(loss):
         return x.grad
 
     assert_same(run(TPU), run("cpu"))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_ctc_loss_of_one_unbatched_sample(reduction):
+    # (T, C) log-probabilities, 1-D targets and 0-d lengths: ctc_loss adds the batch of one.
+    logits = _randn(12, 5)
+    targets = torch.tensor([1, 2, 2, 3])
+
+    def run(device):
+        x = logits.to(device).requires_grad_()
+        loss = F.ctc_loss(x.log_softmax(1), targets.to(device), torch.tensor(12, device=device),
+                          torch.tensor(4, device=device), reduction=reduction)
+        loss.sum().backward()
+        return loss, x.grad
+
+    assert_same(run(TPU), run("cpu"), **TOL)

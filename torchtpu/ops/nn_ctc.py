@@ -101,8 +101,9 @@ def _ctc_loss_tensor(log_probs, targets, input_lengths, target_lengths, blank=0,
                      zero_infinity=False):
     # log_alpha's width follows the longest target: read the lengths, as CPU does.
     max_target = int(np.max(np.asarray(target_lengths), initial=0))
-    return _ctc_jit(log_probs, targets, input_lengths.astype(jnp.int64),
-                    target_lengths.astype(jnp.int64), blank, max_target)
+    # One sample's lengths may be 0-d (ctc_loss on an unbatched input), as CPU reads them.
+    return _ctc_jit(log_probs, targets, input_lengths.astype(jnp.int64).reshape(-1),
+                    target_lengths.astype(jnp.int64).reshape(-1), blank, max_target)
 
 
 @lowering(aten._ctc_loss_backward)
@@ -110,8 +111,8 @@ def _ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths,
                        neg_log_likelihood, log_alpha, blank, zero_infinity=False):
     t_max, n, classes = log_probs.shape
     width = log_alpha.shape[-1]  # 2 * the longest target + 1: no need to read the lengths
-    il = jnp.asarray(input_lengths, jnp.int64)
-    tl = jnp.asarray(target_lengths, jnp.int64)
+    il = jnp.asarray(input_lengths, jnp.int64).reshape(-1)
+    tl = jnp.asarray(target_lengths, jnp.int64).reshape(-1)
     neg_inf = jnp.asarray(-jnp.inf, log_probs.dtype)
     ext, lp, valid, skip = _lattice(log_probs, targets, tl, blank, width)
     s = jnp.arange(width)
