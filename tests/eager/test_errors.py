@@ -298,3 +298,19 @@ def test_linalg_ex_forms_of_empty_matrices_succeed():
         empty = torch.empty(2, 0, 0, device=device)
         assert torch.linalg.cholesky_ex(empty).info.tolist() == [0, 0]
         assert torch.linalg.inv_ex(empty).info.tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("shape, pad, mode", [
+    ((1, 1, 4), (5, 5), "reflect"), ((1, 1, 4), (4, 0), "reflect"),
+    ((1, 1, 4, 4), (1, 1, 4, 1), "reflect"), ((1, 1, 4, 4, 4), (0, 0, 0, 0, 4, 0), "reflect"),
+    ((1, 2, 0), (1, 1), "reflect"), ((1, 2, 0), (1, 1), "replicate"),
+])
+def test_padding_past_the_input_raises_cpus_error(shape, pad, mode):
+    # PyTorch's decompositions would read past the input (reflecting too far) or fail
+    # inside; its meta kernels check first, worded as CPU's.
+    x = torch.zeros(shape)
+    with pytest.raises(RuntimeError) as expected:
+        torch.nn.functional.pad(x, pad, mode=mode)
+    with pytest.raises(RuntimeError) as actual:
+        torch.nn.functional.pad(x.to("tpu"), pad, mode=mode)
+    assert str(actual.value) == str(expected.value)

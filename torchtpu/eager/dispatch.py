@@ -108,6 +108,8 @@ def _build_here(func, fused: bool) -> Handler:
     if derived is not None:
         return derived
     decomp = DECOMPOSITIONS.get(func)
+    if decomp is not None and func in _CHECKED_BY_META:
+        return _checked_by_meta(func, decomp)
     if decomp is not None:
         return lambda args, kwargs: decomp(*args, **kwargs)
     if composite:
@@ -116,6 +118,23 @@ def _build_here(func, fused: bool) -> Handler:
 
 
 aten = torch.ops.aten
+
+# Decompositions that skip checks their meta kernels make: reflection padding as wide as
+# the input would read past it, padding an empty dimension has nothing to repeat.
+_CHECKED_BY_META = {aten.reflection_pad1d.default, aten.reflection_pad2d.default,
+                    aten.reflection_pad3d.default, aten.replication_pad1d.default,
+                    aten.replication_pad2d.default, aten.replication_pad3d.default}
+
+
+def _checked_by_meta(func, decomp) -> Handler:
+    def handler(args, kwargs):
+        try:
+            func(*[views.meta_like(a) for a in args], **kwargs)
+        except RuntimeError as e:
+            raise meta_errors.cpu_wording(func, e, args) or e from None
+        return decomp(*args, **kwargs)
+
+    return handler
 
 # Advanced indexing takes index tensors on the host, as on cuda (x[cpu_indices] = v): the
 # position of the indices argument. Other indexing ops (gather, index_select) refuse them.

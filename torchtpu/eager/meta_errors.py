@@ -21,6 +21,7 @@ _MATMUL = re.compile(r"a and b must have same reduction dim, but got \[(.*)\] X 
 _CAT = re.compile(r"Sizes of tensors must match except in dimension (\d+)\. "
                   r"Expected (\d+) in dimension \d+ but got (\d+) for tensor number (\d+)")
 _DTYPE = re.compile(r"torch\.(\w+)")
+_TORCH_SIZE = re.compile(r"torch\.Size\((\[[^\]]*\])\)")
 _MV = re.compile(r"size mismatch, got input \((\d+)x(\d+)\), vec \((\d+)\)")
 _NDIM = re.compile(r"Number of dimensions of tensors must match\.  Expected (\d+)-D tensors, "
                    r"but got (\d+)-D")
@@ -162,6 +163,9 @@ def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
         dim, want, got, i = m.groups()
         return RuntimeError(f"Sizes of tensors must match except in dimension {dim}. Expected "
                             f"size {want} but got size {got} for tensor number {i} in the list.")
+    if "of input torch.Size([" in text or "but got: torch.Size([" in text:
+        # the padding meta kernels print a size as Python does, CPU as a list
+        return RuntimeError(_TORCH_SIZE.sub(r"\1", text))
     if "could not infer output dtype" in text and "Got: torch." in text:
         return RuntimeError(_DTYPE.sub(lambda m: _c10_name(m.group(1)), text))
     return None
