@@ -314,3 +314,27 @@ def test_padding_past_the_input_raises_cpus_error(shape, pad, mode):
     with pytest.raises(RuntimeError) as actual:
         torch.nn.functional.pad(x.to("tpu"), pad, mode=mode)
     assert str(actual.value) == str(expected.value)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.nn.functional.adaptive_avg_pool2d(torch.zeros(1, 3, 0, 4, device=d), 2),
+    lambda d: torch.nn.functional.adaptive_avg_pool1d(torch.zeros(1, 3, 0, device=d), 2),
+    lambda d: torch.nn.functional.adaptive_avg_pool3d(torch.zeros(1, 3, 4, 0, 4, device=d), 2),
+    lambda d: torch.nn.functional.adaptive_max_pool2d(torch.zeros(1, 3, 0, 4, device=d), 2),
+    lambda d: torch.nn.functional.nll_loss(torch.zeros(2, 3, device=d),
+                                           torch.zeros(2, dtype=torch.long, device=d),
+                                           weight=torch.ones(4, device=d)),
+    lambda d: torch.nn.functional.pixel_shuffle(torch.zeros(2, 6, 3, 4, device=d), 2),
+    lambda d: torch.nn.functional.pixel_shuffle(torch.zeros(6, 4, device=d), 2),
+    lambda d: torch.nn.functional.pixel_unshuffle(torch.zeros(2, 6, 3, 4, device=d), 2),
+    lambda d: torch.nn.functional.pixel_unshuffle(torch.zeros(2, 6, 4, 5, device=d), 2),
+], ids=["adaptive_avg2d_empty", "adaptive_avg1d_empty", "adaptive_avg3d_empty",
+        "adaptive_max2d_empty", "nll_weight", "pixel_shuffle_channels", "pixel_shuffle_2d",
+        "pixel_unshuffle_height", "pixel_unshuffle_width"])
+def test_cpus_message_where_meta_words_it_otherwise(bad):
+    # Python meta kernels assert (AssertionError), print torch.Size, or check nothing.
+    with pytest.raises(RuntimeError) as expected:
+        bad("cpu")
+    with pytest.raises(RuntimeError) as actual:
+        bad("tpu")
+    assert str(actual.value) == str(expected.value)

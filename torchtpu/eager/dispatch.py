@@ -119,15 +119,18 @@ def _build_here(func, fused: bool) -> Handler:
 
 aten = torch.ops.aten
 
-# Decompositions that skip checks their meta kernels make: reflection padding as wide as
-# the input would read past it, padding an empty dimension has nothing to repeat.
+# Decompositions that skip checks their meta kernels (or CPU's, meta_errors.py) make:
+# reflection padding as wide as the input would read past it, padding an empty dimension
+# has nothing to repeat, pixel_shuffle's view would fail on a channel count it cannot split.
 _CHECKED_BY_META = {aten.reflection_pad1d.default, aten.reflection_pad2d.default,
                     aten.reflection_pad3d.default, aten.replication_pad1d.default,
-                    aten.replication_pad2d.default, aten.replication_pad3d.default}
+                    aten.replication_pad2d.default, aten.replication_pad3d.default,
+                    aten.pixel_shuffle.default, aten.pixel_unshuffle.default}
 
 
 def _checked_by_meta(func, decomp) -> Handler:
     def handler(args, kwargs):
+        meta_errors.check_as_cpu(func, args)
         try:
             func(*[views.meta_like(a) for a in args], **kwargs)
         except RuntimeError as e:

@@ -163,8 +163,7 @@ def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
         dim, want, got, i = m.groups()
         return RuntimeError(f"Sizes of tensors must match except in dimension {dim}. Expected "
                             f"size {want} but got size {got} for tensor number {i} in the list.")
-    if "of input torch.Size([" in text or "but got: torch.Size([" in text:
-        # the padding meta kernels print a size as Python does, CPU as a list
+    if "torch.Size([" in text:  # Python meta kernels print a size so, CPU as a list
         return RuntimeError(_TORCH_SIZE.sub(r"\1", text))
     if "could not infer output dtype" in text and "Got: torch." in text:
         return RuntimeError(_DTYPE.sub(lambda m: _c10_name(m.group(1)), text))
@@ -309,8 +308,51 @@ def _softmax_check(kernel: str):
     return check
 
 
+def _adaptive_avg_check(nd: int):
+    def check(self, output_size):
+        for i in range(-nd, 0):
+            if self.shape[i] == 0:
+                return (f"adaptive_avg_pool{nd}d(): Expected input to have non-zero size for "
+                        f"non-batch dimensions, but input has sizes {list(self.shape)} with "
+                        f"dimension {i + self.ndim} being empty")
+        return None
+
+    return check
+
+
+def _pixel_shuffle_check(self, upscale_factor):
+    if self.ndim < 3:
+        return ("pixel_shuffle expects input to have at least 3 dimensions, but got input "
+                f"with {self.ndim} dimension(s)")
+    if upscale_factor <= 0:
+        return f"pixel_shuffle expects a positive upscale_factor, but got {upscale_factor}"
+    if self.shape[-3] % (upscale_factor * upscale_factor):
+        return ("pixel_shuffle expects its input's 'channel' dimension to be divisible by the "
+                f"square of upscale_factor, but input.size(-3)={self.shape[-3]} is not "
+                f"divisible by {upscale_factor * upscale_factor}")
+    return None
+
+
+def _pixel_unshuffle_check(self, downscale_factor):
+    if self.ndim < 3:
+        return ("pixel_unshuffle expects input to have at least 3 dimensions, but got input "
+                f"with {self.ndim} dimension(s)")
+    if downscale_factor <= 0:
+        return f"pixel_unshuffle expects a positive downscale_factor, but got {downscale_factor}"
+    for dim, side in ((-2, "height"), (-1, "width")):
+        if self.shape[dim] % downscale_factor:
+            return (f"pixel_unshuffle expects {side} to be divisible by downscale_factor, but "
+                    f"input.size({dim})={self.shape[dim]} is not divisible by "
+                    f"{downscale_factor}")
+    return None
+
+
 _aten = torch.ops.aten
 _CPU_CHECKS = {
+    _aten._adaptive_avg_pool2d.default: _adaptive_avg_check(2),
+    _aten._adaptive_avg_pool3d.default: _adaptive_avg_check(3),
+    _aten.pixel_shuffle.default: _pixel_shuffle_check,
+    _aten.pixel_unshuffle.default: _pixel_unshuffle_check,
     _aten.sub.Tensor: _BOOL_SUBTRACTION,
     _aten.sub.Scalar: _BOOL_SUBTRACTION,
     _aten.rsub.Tensor: _BOOL_SUBTRACTION,

@@ -47,6 +47,8 @@ def pytorch_outputs(op, args, kwargs):
         return op(*as_cpu_accepts(op, _meta_tree(args)), **kwargs)
     except NotImplementedError:
         return None
+    except AssertionError as e:  # a Python meta kernel's assert: CPU's TORCH_CHECK raises
+        raise RuntimeError(str(e)) from None
     except RuntimeError as e:
         # Meta kernels that need data (nonzero, item) cannot answer; that is not a user error.
         text = str(e).lower()
