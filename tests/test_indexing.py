@@ -192,3 +192,24 @@ def test_data_dependent_ops_refuse_as_cpu(bad, exc):
     for device in ("cpu", TPU):
         with pytest.raises(exc):
             bad(lambda *a, device=device, **k: torch.tensor(*a, device=device, **k))
+
+
+@pytest.mark.parametrize("classes, num_classes", [
+    ([0, 5], 3), ([-1, 1], 3), ([], -1), ([[0, 2], [1, 1]], -1), ([0, 2], 4), ([], 3)])
+def test_one_hot_checks_its_classes_as_cpu(classes, num_classes, eager_mode):
+    # PyTorch skips the checks for a tensor subclass: a class out of range was a zero row.
+    def run(device):
+        try:
+            return torch.nn.functional.one_hot(torch.tensor(classes, dtype=torch.long,
+                                                            device=device), num_classes)
+        except RuntimeError as e:
+            return str(e)
+
+    expected = run("cpu")
+    if isinstance(expected, str) and eager_mode == "fused" and num_classes != -1:
+        pytest.skip("fused eager reads no index values, as for out-of-range indices")
+    actual = run(TPU)
+    if isinstance(expected, str):
+        assert actual == expected
+    else:
+        assert_same(actual, expected)

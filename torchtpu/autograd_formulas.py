@@ -11,6 +11,11 @@ under ``create_graph`` they keep PyTorch's differentiable composite.
 backend cannot answer (the choice is a C++ dispatch stub), so PyTorch runs its math composite.
 Here it runs ``torchtpu::attention`` (ops/attention.py) wherever CPU would run its flash kernel
 for the same arguments, and the composite wherever CPU would.
+
+``one_hot`` checks its classes (reading the values, as on CPU and cuda) only for plain
+tensors; for a subclass PyTorch takes an unchecked form, and a class out of range gave a row
+of zeros. Here strict eager checks as CPU does (fused eager and torch.compile never read
+values, as for out-of-range indices).
 """
 
 from __future__ import annotations
@@ -147,12 +152,36 @@ def _attention_grads_composite(grad_out, query, key, value, attn_mask, is_causal
     return ds @ k * scale, dk, dv
 
 
+def _one_hot(self, num_classes=-1):
+    from . import config
+    from .runtime import execute
+    from .tensor import TpuTensor
+
+    if self.dtype != torch.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    checks = (isinstance(self, TpuTensor) and config.get("check_indices")
+              and not execute.recording())
+    if self.numel() == 0:
+        if num_classes <= 0:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+    elif checks or num_classes == -1:
+        low, high = (int(v) for v in torch.aminmax(self))
+        if low < 0:
+            raise RuntimeError("Class values must be non-negative.")
+        if num_classes == -1:
+            num_classes = high + 1
+        elif high >= num_classes:
+            raise RuntimeError("Class values must be smaller than num_classes.")
+    return torch.eq(self.unsqueeze(-1), torch.arange(num_classes, device=self.device)).long()
+
+
 KERNELS = {
     "silu": _kernel("Silu", aten.silu.default, aten.silu_backward.default, _silu_composite,
                     _silu),
     "mish": _kernel("Mish", aten.mish.default, aten.mish_backward.default, _mish_composite,
                     _mish),
     "scaled_dot_product_attention": _sdpa,
+    "one_hot": _one_hot,
 }
 
 
