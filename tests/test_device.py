@@ -400,3 +400,74 @@ def test_indexing_a_cpu_tensor_with_tpu_indices_moves_them_as_cuda_does():
     assert_same(x[torch.tensor([1, 3], device=TPU)], torch.tensor([1.0, 3.0]))
     x[torch.tensor([True, False, False, False, True], device=TPU)] = 9.0
     assert x.tolist() == [9.0, 1.0, 2.0, 3.0, 9.0]
+
+
+@pytest.mark.parametrize("seed", [0, 2**32 + 7, 2**63 + 1, 2**64 - 1])
+def test_rng_state_round_trips_any_64_bit_seed(seed):
+    # torch.seed() gives seeds of 2**63 and more; checkpoint saves and replays the state.
+    torch.manual_seed(seed)
+    assert torch.tpu.initial_seed() == seed
+    state = torch.tpu.get_rng_state()
+    first = torch.rand(4, device="tpu").cpu()
+    torch.tpu.set_rng_state(state)
+    assert torch.equal(torch.rand(4, device="tpu").cpu(), first)
+    states = torch.tpu.get_rng_state_all()
+    second = torch.rand(4, device="tpu").cpu()
+    torch.tpu.set_rng_state_all(states)
+    assert torch.equal(torch.rand(4, device="tpu").cpu(), second)
+    x = torch.ones(8, device="tpu", requires_grad=True)
+    torch.utils.checkpoint.checkpoint(
+        lambda t: torch.nn.functional.dropout(t, 0.5), x, use_reentrant=False).sum().backward()
+    assert set(x.grad.cpu().tolist()) <= {0.0, 2.0}
+
+
+def test_seeds_are_all_64_bits_and_seed_is_random():
+    draws = []
+    for seed in (1, 1 + 2**32):
+        torch.manual_seed(seed)
+        draws.append(torch.rand(4, device="tpu").cpu())
+    assert not torch.equal(*draws)
+    torch.manual_seed(0)
+    seeds = set()
+    for _ in range(2):
+        torch.tpu.seed()
+        seeds.add(torch.tpu.initial_seed())
+    assert len(seeds) == 2
+
+
+def test_device_context_managers_as_cudas():
+    with torch.tpu.device(None), torch.tpu.device(-1):  # a CPU tensor's get_device()
+        pass
+    assert torch.tpu.device(0).idx == 0 and torch.tpu.device("tpu:0").idx == 0
+    with torch.tpu.device_of(torch.ones(1)) as on_cpu:
+        assert on_cpu.idx == -1
+    with torch.tpu.device_of(torch.ones(1, device="tpu")) as on_tpu:
+        assert on_tpu.idx == 0
+    with pytest.raises(RuntimeError, match="one device per process"):
+        torch.tpu.device(1)
+
+
+def test_streams_are_torch_streams():
+    s = torch.tpu.current_stream()
+    assert isinstance(s, torch.Stream) and s.device == torch.device("tpu", 0)
+    x = torch.ones(3, device="tpu")
+    x.record_stream(s)  # what prefetching loaders do
+    x.record_stream(torch.Stream("tpu"))
+    with torch.tpu.StreamContext(torch.tpu.Stream(priority=-1)):
+        y = x + 1
+    s.synchronize()
+    assert y.sum().item() == 6
+
+
+def test_device_module_amp_as_cuda_amp():
+    model = torch.nn.Linear(4, 2).to("tpu")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.tpu.amp.GradScaler()
+    with torch.tpu.amp.autocast():
+        out = model(torch.randn(3, 4, device="tpu"))
+    assert out.dtype == torch.get_autocast_dtype("tpu")
+    scaler.scale(out.float().sum()).backward()
+    scaler.step(opt)
+    scaler.update()
+    assert scaler.get_scale() == 2.0**16
+    assert torch.tpu.OutOfMemoryError is torch.OutOfMemoryError

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
+import os
 from dataclasses import dataclass
 
 import jax
 import torch
 
+from . import device_amp as amp
 from .eager.modes import get_eager_mode, set_eager_mode
 from .ops import random as _random
 from .runtime import execute, memory, platform
 from .streams import (
     Event,
     Stream,
+    StreamContext,
     current_stream,
     default_stream,
     set_stream,
@@ -58,10 +60,36 @@ def set_device(device) -> None:
         )
 
 
-@contextlib.contextmanager
-def device(device):  # noqa: F811 (torch.cuda.device is a context manager too)
-    set_device(device)
-    yield
+def _index(device) -> int:
+    if device is None:
+        return -1
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    return 0 if device.index is None else device.index
+
+
+class device:  # noqa: N801 (torch.cuda.device's name)
+    """Context manager selecting a device, as ``torch.cuda.device``: only tpu:0 exists, and
+    None or -1 (a CPU tensor's ``get_device()``) select nothing."""
+
+    def __init__(self, device):
+        self.idx = _index(device)
+        if self.idx != -1:
+            set_device(self.idx)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+class device_of(device):  # noqa: N801
+    """The device of a tensor (nothing for a CPU tensor), as ``torch.cuda.device_of``."""
+
+    def __init__(self, obj):
+        super().__init__(obj.get_device() if obj.device.type == "tpu" else -1)
 
 
 def synchronize(device=None) -> None:
@@ -83,7 +111,8 @@ def manual_seed_all(seed: int) -> None:
 
 
 def seed() -> None:
-    _random.manual_seed(torch.initial_seed())
+    """Seed with a random number, as ``torch.cuda.seed``."""
+    _random.manual_seed(int.from_bytes(os.urandom(8), "little"))
 
 
 def initial_seed() -> int:
@@ -96,6 +125,22 @@ def get_rng_state(device=None) -> torch.Tensor:
 
 def set_rng_state(new_state: torch.Tensor, device=None) -> None:
     _random.set_state(new_state)
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    return [get_rng_state()]
+
+
+def set_rng_state_all(new_states) -> None:
+    for state in new_states:
+        set_rng_state(state)
+
+
+OutOfMemoryError = torch.OutOfMemoryError
+
+
+def is_current_stream_capturing() -> bool:
+    return False
 
 
 def get_device_name(device=None) -> str:
@@ -139,6 +184,10 @@ def reset_max_memory_allocated(device=None) -> None:
     memory.reset_peak_memory_stats()
 
 
+def reset_accumulated_memory_stats(device=None) -> None:
+    memory.reset_peak_memory_stats()
+
+
 def memory_reserved(device=None) -> int:
     return memory.memory_reserved()
 
@@ -163,6 +212,10 @@ def empty_cache() -> None:
     """Nothing to release: XLA returns freed buffers to its allocator itself."""
 
 
+def ipc_collect() -> None:
+    """Nothing to collect: tpu memory is never shared between processes."""
+
+
 def get_amp_supported_dtype() -> list[torch.dtype]:
     return [torch.bfloat16, torch.float16]
 
@@ -172,7 +225,10 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 
 __all__ = [
-    "Event", "Stream", "current_device", "current_stream", "default_stream", "device",
+    "Event", "OutOfMemoryError", "Stream", "StreamContext", "amp", "current_device",
+    "current_stream", "default_stream", "device", "device_of", "get_rng_state_all",
+    "ipc_collect", "is_current_stream_capturing", "reset_accumulated_memory_stats",
+    "set_rng_state_all",
     "device_count", "empty_cache", "get_amp_supported_dtype", "get_device_name",
     "get_device_properties", "get_eager_mode", "get_rng_state", "initial_seed",
     "is_available", "is_bf16_supported", "is_initialized", "manual_seed", "manual_seed_all",

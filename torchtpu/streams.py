@@ -25,11 +25,14 @@ def _last_queued():
     return execute.concrete(tensor.last_value)
 
 
-class Stream:
-    """The device's queue. ``torch.tpu.Stream()`` makes another name for it."""
+class Stream(torch.Stream):
+    """The device's queue. ``torch.tpu.Stream()`` makes another name for it. A torch.Stream,
+    so ``tensor.record_stream`` and other APIs typed for streams take it."""
+
+    def __new__(cls, device=None, priority: int = 0, **kwargs):
+        return super().__new__(cls, device=torch.device("tpu", 0), priority=priority)
 
     def __init__(self, device=None, priority: int = 0, **kwargs):
-        self.device = torch.device("tpu", 0)
         self.priority = priority
 
     def synchronize(self) -> None:
@@ -116,3 +119,16 @@ def set_stream(stream: Stream) -> None:
 @contextlib.contextmanager
 def stream(stream: Stream | None):
     yield
+
+
+class StreamContext:
+    """``with torch.tpu.StreamContext(s):``, as on cuda (every stream is the one queue)."""
+
+    def __init__(self, stream: Stream | None):
+        self.stream = stream
+
+    def __enter__(self):
+        return self.stream
+
+    def __exit__(self, *exc) -> None:
+        return None

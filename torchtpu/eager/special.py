@@ -201,6 +201,8 @@ HANDLERS = {
     aten._pack_padded_sequence_backward.default: _pack_padded_sequence_backward,
     aten._fused_sdp_choice.default: _sdp_choice,
     aten.copy_.default: _copy_,
+    # XLA keeps a buffer while anything references it, and the device has one queue.
+    aten.record_stream.default: lambda args, kwargs: None,
     aten._to_copy.default: _to_copy,
     aten.clone.default: _clone,
     aten._local_scalar_dense.default: _local_scalar_dense,

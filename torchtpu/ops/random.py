@@ -38,12 +38,15 @@ def initial_seed() -> int:
 
 
 def get_state() -> torch.Tensor:
-    # On the host whatever the default device is: the state is Python integers.
-    return torch.tensor([_Stream.seed, _Stream.counter], dtype=torch.int64, device="cpu")
+    # On the host whatever the default device is: the state is Python integers, the 64-bit
+    # seed stored as int64's bits (torch.seed() gives seeds of 2**63 and more).
+    seed = _Stream.seed - (1 << 64) if _Stream.seed >= 1 << 63 else _Stream.seed
+    return torch.tensor([seed, _Stream.counter], dtype=torch.int64, device="cpu")
 
 
 def set_state(state: torch.Tensor) -> None:
-    _Stream.seed, _Stream.counter = (int(v) for v in state.tolist())
+    seed, _Stream.counter = (int(v) for v in state.tolist())
+    _Stream.seed = seed & 0xFFFFFFFFFFFFFFFF
 
 
 def _next(generator: torch.Generator | None = None):
@@ -53,9 +56,10 @@ def _next(generator: torch.Generator | None = None):
     if t is not None:
         t[2] += 1
         return t[0], t[1] + jnp.uint32(t[2])
-    # Plain ints: traced as scalars, so a new draw never recompiles and costs no transfer.
+    # Scalars: traced, so a new draw never recompiles and costs no transfer. The seed is all
+    # 64 bits of it (seeds 2**32 apart are different streams, as on CPU).
     _Stream.counter += 1
-    return _Stream.seed & 0xFFFFFFFF, _Stream.counter & 0xFFFFFFFF
+    return np.uint64(_Stream.seed), _Stream.counter & 0xFFFFFFFF
 
 
 def _from_generator(generator: torch.Generator) -> tuple[int, int]:
@@ -68,12 +72,12 @@ def _from_generator(generator: torch.Generator) -> tuple[int, int]:
                            f"op accepts) but found '{generator.device.type}'")
     seed, counter = torch.randint(0, 2 ** 32, (2,), generator=generator, dtype=torch.int64,
                                   device="cpu").tolist()
-    return seed, counter
+    return np.uint64(seed), counter
 
 
 def stream_inputs() -> tuple:
     """The seed and counter a compiled graph takes as inputs (traced, so never recompiling)."""
-    return jnp.uint32(_Stream.seed & 0xFFFFFFFF), jnp.uint32(_Stream.counter)
+    return jnp.uint64(_Stream.seed), jnp.uint32(_Stream.counter)
 
 
 @contextlib.contextmanager
@@ -93,7 +97,7 @@ def advance(n: int) -> None:
 
 
 def _key(seed, counter):
-    return jax.random.fold_in(jax.random.key(seed.astype(jnp.uint32)), counter.astype(jnp.uint32))
+    return jax.random.fold_in(jax.random.key(seed.astype(jnp.uint64)), counter.astype(jnp.uint32))
 
 
 def _sample_dtype(dtype):
