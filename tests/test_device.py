@@ -471,3 +471,11 @@ def test_device_module_amp_as_cuda_amp():
     scaler.update()
     assert scaler.get_scale() == 2.0**16
     assert torch.tpu.OutOfMemoryError is torch.OutOfMemoryError
+
+
+def test_an_allocation_too_large_raises_torchs_out_of_memory_error():
+    # Code catches torch.OutOfMemoryError (cuda's) to retry with a smaller batch; shape
+    # inference must not build the tensor on the CPU first.
+    with pytest.raises(torch.OutOfMemoryError, match="tpu out of memory"):
+        torch.empty(2**40, device="tpu")
+    assert torch.ones(2, device="tpu").sum().item() == 2

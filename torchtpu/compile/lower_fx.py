@@ -26,6 +26,7 @@ from ..ops import random as rng
 from ..ops.dtypes import to_jax_dtype
 from ..ops.registry import LOWERINGS
 from ..ops.views import gather_view
+from ..runtime import memory
 from ..runtime.execute import concrete
 from ..runtime.transfer import to_device, to_host
 from ..tensor import TpuTensor, is_dense, read, with_layout, wrap, write
@@ -322,7 +323,10 @@ class Program:
         arrays += self.constants
         statics = tuple(statics)
         stream = rng.stream_inputs() if self.random else None
-        outs = self._jit(arrays, statics, stream)
+        try:
+            outs = self._jit(arrays, statics, stream)
+        except jax.errors.JaxRuntimeError as e:
+            memory.raise_as_torch(e)
         if stream is not None:
             rng.advance(self._draws[statics])
         if targets:  # the inputs the graph wrote: their new values are the last outputs

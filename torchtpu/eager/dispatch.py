@@ -16,6 +16,7 @@ from torch.utils._pytree import tree_map
 
 from ..ops.decomps import DECOMPOSITIONS
 from ..ops.registry import LOWERINGS
+from ..runtime import memory
 from ..runtime.execute import Pending
 from ..tensor import DEVICE, TpuTensor, is_dense, read, set_executor, with_layout
 from ..tensor import wrap as wrap_tensor
@@ -35,7 +36,10 @@ def dispatch(func, args, kwargs):
     handler = _table.get(func)
     if handler is None:
         handler = _table[func] = resolve(func)
-    return handler(args, kwargs or {})
+    try:
+        return handler(args, kwargs or {})
+    except jax.errors.JaxRuntimeError as e:
+        memory.raise_as_torch(e)
 
 
 set_executor(dispatch)

@@ -43,6 +43,9 @@ def pytorch_outputs(op, args, kwargs):
     # (new_zeros allocates on the device it is given), ops that fused eager would record.
     kwargs = {k: torch.device("meta") if k == "device" and v is not None else _meta_tree(v)
               for k, v in kwargs.items()}
+    if "device" not in kwargs and _is_factory(op):
+        # No device given means the default one, CPU: a real allocation of the full size.
+        kwargs["device"] = torch.device("meta")
     try:
         return op(*as_cpu_accepts(op, _meta_tree(args)), **kwargs)
     except NotImplementedError:
@@ -55,6 +58,10 @@ def pytorch_outputs(op, args, kwargs):
         if "meta" in text or "data-dependent" in text or "data dependent" in text:
             return None
         raise
+
+
+def _is_factory(op) -> bool:
+    return any(a.name == "device" and a.kwarg_only for a in op._schema.arguments)
 
 
 def _conform(op, out, expected):

@@ -6,6 +6,9 @@ where PJRT reports them (GPU, TPU) the allocator's own numbers are used.
 
 from __future__ import annotations
 
+import jax
+import torch
+
 from .platform import init
 
 allocated = 0
@@ -86,3 +89,11 @@ def memory_summary() -> str:
     stats = memory_stats()
     rows = [f"  {name:32} {value / 2**20:12.1f} MiB" for name, value in stats.items()]
     return "\n".join(["torchtpu memory summary (device 0)", *rows])
+
+
+def raise_as_torch(error: Exception):
+    """Raise XLA's RESOURCE_EXHAUSTED as torch.OutOfMemoryError (what code catches on cuda to
+    retry with a smaller batch), any other error as it is."""
+    if isinstance(error, jax.errors.JaxRuntimeError) and "RESOURCE_EXHAUSTED" in str(error):
+        raise torch.OutOfMemoryError(f"tpu out of memory. {error}") from error
+    raise error
