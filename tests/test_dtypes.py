@@ -137,3 +137,19 @@ def test_where_takes_a_uint8_condition_as_cpu():
     condition = torch.tensor([1, 0, 3], dtype=torch.uint8)
     with pytest.warns(UserWarning, match="where received a uint8 condition"):
         run_both(lambda c: torch.where(c, torch.ones(3, device=c.device), -1.0), condition)
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2,
+                                   torch.float8_e4m3fnuz, torch.float8_e5m2fnuz])
+def test_float8_casts_and_transfers(dtype):
+    # torch cannot hand numpy a float8 tensor: they move as their bits, as bfloat16 does.
+    x = torch.tensor([0.1, 1.5, -3.25, 300.0, 1e-3, 0.0])
+
+    def run(device):
+        a = x.to(device).to(dtype)
+        b = x.to(dtype).to(device)
+        return [t.view(torch.uint8).cpu() for t in (a, b, torch.zeros(2, dtype=dtype,
+                                                                      device=device))]
+
+    for actual, expected in zip(run("tpu"), run("cpu"), strict=True):
+        assert torch.equal(actual, expected)

@@ -31,6 +31,8 @@ TORCH_TO_JAX: dict[torch.dtype, np.dtype] = {
     torch.complex128: np.dtype(jnp.complex128),
     torch.float8_e4m3fn: np.dtype(jnp.float8_e4m3fn),
     torch.float8_e5m2: np.dtype(jnp.float8_e5m2),
+    torch.float8_e4m3fnuz: np.dtype(jnp.float8_e4m3fnuz),
+    torch.float8_e5m2fnuz: np.dtype(jnp.float8_e5m2fnuz),
 }
 JAX_TO_TORCH: dict[np.dtype, torch.dtype] = {v: k for k, v in TORCH_TO_JAX.items()}
 

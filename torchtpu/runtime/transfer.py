@@ -9,8 +9,11 @@ import torch
 from ..ops.dtypes import to_jax_dtype, to_torch_dtype
 from .platform import init
 
-# numpy has no bfloat16: move it as its bits.
-_BITS = {torch.bfloat16: (torch.int16, np.int16)}
+# torch cannot hand numpy bfloat16 or float8 (ml_dtypes' types): move them as their bits.
+_BITS = {torch.bfloat16: (torch.int16, np.int16),
+         **{dtype: (torch.uint8, np.uint8) for dtype in (
+             torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz,
+             torch.float8_e5m2fnuz)}}
 
 
 def to_device(t: torch.Tensor) -> jax.Array:
