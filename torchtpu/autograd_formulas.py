@@ -25,6 +25,10 @@ import math
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
+from . import config
+from .runtime import execute
+from .tensor import TpuTensor
+
 aten = torch.ops.aten
 
 
@@ -153,10 +157,6 @@ def _attention_grads_composite(grad_out, query, key, value, attn_mask, is_causal
 
 
 def _one_hot(self, num_classes=-1):
-    from . import config
-    from .runtime import execute
-    from .tensor import TpuTensor
-
     if self.dtype != torch.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     checks = (isinstance(self, TpuTensor) and config.get("check_indices")

@@ -184,11 +184,12 @@ def refuse_partial_overlap(written: TpuTensor, inputs) -> None:
     op writes: ``x[1:].copy_(x[:-1])`` would read elements it has already overwritten."""
     for x in inputs:
         if (isinstance(x, TpuTensor) and x is not written and x._storage is written._storage
-                and _overlap(written, x) and _geometry(x) != _geometry(written)):
+                and _overlap(written, x) and _extent(x) != _extent(written)):
             raise RuntimeError(_OVERLAP)
 
 
-def _geometry(t: TpuTensor) -> tuple:
+def _extent(t: TpuTensor) -> tuple:
+    """Where ``t``'s bytes start, how many, in which strides."""
     return t.storage_offset() * t.element_size(), t.numel() * t.element_size(), t.stride()
 
 
