@@ -328,9 +328,19 @@ def test_padding_past_the_input_raises_cpus_error(shape, pad, mode):
     lambda d: torch.nn.functional.pixel_shuffle(torch.zeros(6, 4, device=d), 2),
     lambda d: torch.nn.functional.pixel_unshuffle(torch.zeros(2, 6, 3, 4, device=d), 2),
     lambda d: torch.nn.functional.pixel_unshuffle(torch.zeros(2, 6, 4, 5, device=d), 2),
+    lambda d: torch.nn.functional.grid_sample(torch.zeros(1, 1, 3, 3, device=d),
+                                              torch.zeros(1, 3, 3, 3, device=d)),
+    lambda d: torch.nn.functional.grid_sample(torch.zeros(2, 1, 3, 3, device=d),
+                                              torch.zeros(1, 3, 3, 2, device=d)),
+    lambda d: torch.nn.functional.grid_sample(torch.zeros(1, 1, 0, 3, device=d),
+                                              torch.zeros(1, 3, 3, 2, device=d)),
+    lambda d: torch.nn.functional.grid_sample(
+        torch.zeros(1, 1, 3, 3, device=d), torch.zeros(1, 3, 3, 2, dtype=torch.float64,
+                                                       device=d)),
 ], ids=["adaptive_avg2d_empty", "adaptive_avg1d_empty", "adaptive_avg3d_empty",
         "adaptive_max2d_empty", "nll_weight", "pixel_shuffle_channels", "pixel_shuffle_2d",
-        "pixel_unshuffle_height", "pixel_unshuffle_width"])
+        "pixel_unshuffle_height", "pixel_unshuffle_width", "grid_last_dim", "grid_batch",
+        "grid_empty_input", "grid_dtype"])
 def test_cpus_message_where_meta_words_it_otherwise(bad):
     # Python meta kernels assert (AssertionError), print torch.Size, or check nothing.
     with pytest.raises(RuntimeError) as expected:

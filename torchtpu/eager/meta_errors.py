@@ -347,8 +347,28 @@ def _pixel_unshuffle_check(self, downscale_factor):
     return None
 
 
+def _grid_sampler_check(input, grid, *_):  # noqa: A002
+    """check_grid_sampler_common, in CPU's order."""
+    if input.dtype != grid.dtype:
+        return (f"expected scalar type {scalar_type_name(input.dtype)} but found "
+                f"{scalar_type_name(grid.dtype)}")
+    if grid.shape[0] != input.shape[0]:
+        return ("grid_sampler(): expected grid and input to have same batch size, but got "
+                f"input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+    if grid.shape[-1] != input.ndim - 2:
+        return (f"grid_sampler(): expected grid to have size {input.ndim - 2} in last "
+                f"dimension, but got grid with sizes {list(grid.shape)}")
+    for i in range(2, input.ndim):
+        if input.shape[i] == 0:
+            return ("grid_sampler(): expected input to have non-empty spatial dimensions, but "
+                    f"input has sizes {list(input.shape)} with dimension {i} being empty")
+    return None
+
+
 _aten = torch.ops.aten
 _CPU_CHECKS = {
+    _aten.grid_sampler_2d.default: _grid_sampler_check,
+    _aten.grid_sampler_3d.default: _grid_sampler_check,
     _aten._adaptive_avg_pool2d.default: _adaptive_avg_check(2),
     _aten._adaptive_avg_pool3d.default: _adaptive_avg_check(3),
     _aten.pixel_shuffle.default: _pixel_shuffle_check,
