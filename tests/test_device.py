@@ -479,3 +479,16 @@ def test_an_allocation_too_large_raises_torchs_out_of_memory_error():
     with pytest.raises(torch.OutOfMemoryError, match="tpu out of memory"):
         torch.empty(2**40, device="tpu")
     assert torch.ones(2, device="tpu").sum().item() == 2
+
+
+def test_torch_accelerator_functions_answer_for_tpu():
+    # Device-generic code (transformers' test utilities synchronize so) calls these; their
+    # C++ hooks cannot be registered by a Python backend, so torch.tpu's answer.
+    x = torch.ones(1000, device="tpu") * 2
+    torch.accelerator.synchronize()
+    assert torch.accelerator.memory_allocated() == torch.tpu.memory_allocated() > 0
+    assert torch.accelerator.get_memory_info() == torch.tpu.mem_get_info()
+    torch.accelerator.reset_peak_memory_stats()
+    torch.accelerator.empty_cache()
+    assert isinstance(torch.accelerator.memory_stats(), dict)
+    assert x.sum().item() == 2000

@@ -9,7 +9,7 @@ from torch.fx.experimental import proxy_tensor
 from torch.nn.parameter import UninitializedTensorMixin
 from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
-from . import autocast, autograd_formulas, backward_errors, serialization
+from . import accelerator, autocast, autograd_formulas, backward_errors, serialization
 from .backward_errors import take_pending_exception
 from .eager import modes
 from .eager.dispatch import dispatch
@@ -277,6 +277,7 @@ def register() -> None:
     serialization.install()
     proxy_tensor.HANDLED_TYPES = _TracedAsPlain(proxy_tensor.HANDLED_TYPES)
     backward_errors.install()
+    accelerator.install()
     modes.init_from_env()
 
 

@@ -1,0 +1,40 @@
+"""``torch.accelerator``'s functions that need C++ device hooks a Python backend cannot
+register (they raised "Backend doesn't support synchronizing all streams" or an allocator
+INTERNAL ASSERT): with 'tpu' the process's accelerator, torch.tpu's answer them."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from . import device_module
+
+# torch.accelerator's name -> torch.tpu's
+_ROUTES = {
+    "synchronize": "synchronize", "empty_cache": "empty_cache",
+    "memory_allocated": "memory_allocated", "max_memory_allocated": "max_memory_allocated",
+    "memory_reserved": "memory_reserved", "max_memory_reserved": "max_memory_reserved",
+    "memory_stats": "memory_stats", "reset_peak_memory_stats": "reset_peak_memory_stats",
+    "reset_accumulated_memory_stats": "reset_accumulated_memory_stats",
+    "get_memory_info": "mem_get_info",
+}
+
+
+def install() -> None:
+    for name, ours in _ROUTES.items():
+        original = getattr(torch.accelerator, name, None)
+        if original is not None and not hasattr(original, "_tpu_route"):
+            setattr(torch.accelerator, name, _routed(original, getattr(device_module, ours)))
+
+
+def _routed(original, ours):
+    @functools.wraps(original)
+    def call(*args, **kwargs):
+        accelerator = torch.accelerator.current_accelerator()
+        if accelerator is not None and accelerator.type == "tpu":
+            return ours()  # one device per process: its index says nothing more
+        return original(*args, **kwargs)
+
+    call._tpu_route = True
+    return call
