@@ -348,3 +348,10 @@ def test_cpus_message_where_meta_words_it_otherwise(bad):
     with pytest.raises(RuntimeError) as actual:
         bad("tpu")
     assert str(actual.value) == str(expected.value)
+
+
+@pytest.mark.parametrize("target", [[0, 5], [0, -1]])
+def test_multi_margin_loss_target_out_of_range(target):
+    with pytest.raises(RuntimeError, match="^target out of range$"):
+        torch.nn.functional.multi_margin_loss(torch.zeros(2, 3, device="tpu"),
+                                              torch.tensor(target, device="tpu"))

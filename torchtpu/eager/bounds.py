@@ -76,6 +76,11 @@ def _nll_target(args, kwargs):
     return [(target, 1, classes, ignore)]
 
 
+def _margin_target(args, kwargs):
+    self, target = args[0], args[1]
+    return [(target, 0, self.shape[-1] if self.dim() else 1, None)]
+
+
 def _bounds(value, dim, size, at):
     return f"index {value} is out of bounds for dimension {dim} with size {size}"
 
@@ -109,7 +114,9 @@ _COPY = _Spec(_dim_index, True, IndexError, _index_copy)
 _BAG = _Spec(_embedding, False, RuntimeError, _bag)
 _TAKE = _Spec(_flat, True, IndexError, _take)
 _TARGET = _Spec(_nll_target, False, IndexError, _target)
+_MARGIN = _Spec(_margin_target, False, RuntimeError, lambda *_: "target out of range")
 _SPECS: dict = {
+    aten.multi_margin_loss.default: _MARGIN,
     aten.index.Tensor: _INDEX,
     aten.index_put.default: _INDEX,
     aten.index_put_.default: _INDEX,
