@@ -8,7 +8,6 @@ event waits for the device when recorded, so its time is when the device got the
 
 from __future__ import annotations
 
-import contextlib
 import time
 
 import jax
@@ -116,19 +115,18 @@ def set_stream(stream: Stream) -> None:
     """Every stream is the device's one queue."""
 
 
-@contextlib.contextmanager
-def stream(stream: Stream | None):
-    yield
-
-
 class StreamContext:
     """``with torch.tpu.StreamContext(s):``, as on cuda (every stream is the one queue)."""
 
     def __init__(self, stream: Stream | None):
         self.stream = stream
 
-    def __enter__(self):
-        return self.stream
+    def __enter__(self) -> None:
+        return None
 
     def __exit__(self, *exc) -> None:
         return None
+
+
+def stream(stream: Stream | None) -> StreamContext:
+    return StreamContext(stream)

@@ -320,12 +320,18 @@ def _adaptive_avg_check(nd: int):
     return check
 
 
-def _pixel_shuffle_check(self, upscale_factor):
+def _shuffle_common(op: str, self, factor_name: str, factor: int) -> str | None:
     if self.ndim < 3:
-        return ("pixel_shuffle expects input to have at least 3 dimensions, but got input "
+        return (f"{op} expects input to have at least 3 dimensions, but got input "
                 f"with {self.ndim} dimension(s)")
-    if upscale_factor <= 0:
-        return f"pixel_shuffle expects a positive upscale_factor, but got {upscale_factor}"
+    if factor <= 0:
+        return f"{op} expects a positive {factor_name}, but got {factor}"
+    return None
+
+
+def _pixel_shuffle_check(self, upscale_factor):
+    if message := _shuffle_common("pixel_shuffle", self, "upscale_factor", upscale_factor):
+        return message
     if self.shape[-3] % (upscale_factor * upscale_factor):
         return ("pixel_shuffle expects its input's 'channel' dimension to be divisible by the "
                 f"square of upscale_factor, but input.size(-3)={self.shape[-3]} is not "
@@ -334,11 +340,9 @@ def _pixel_shuffle_check(self, upscale_factor):
 
 
 def _pixel_unshuffle_check(self, downscale_factor):
-    if self.ndim < 3:
-        return ("pixel_unshuffle expects input to have at least 3 dimensions, but got input "
-                f"with {self.ndim} dimension(s)")
-    if downscale_factor <= 0:
-        return f"pixel_unshuffle expects a positive downscale_factor, but got {downscale_factor}"
+    if message := _shuffle_common("pixel_unshuffle", self, "downscale_factor",
+                                  downscale_factor):
+        return message
     for dim, side in ((-2, "height"), (-1, "width")):
         if self.shape[dim] % downscale_factor:
             return (f"pixel_unshuffle expects {side} to be divisible by downscale_factor, but "
