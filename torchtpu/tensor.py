@@ -64,10 +64,12 @@ class Storage:
         return self._layout[0].dtype if self._layout is not None else self._value.dtype
 
     def settle(self) -> None:
-        """Hold computed arrays, not fused eager's pending values (leaving fused eager)."""
-        if type(self._value) is Pending:
+        """Hold computed arrays, not fused eager's pending values (leaving fused eager); a
+        value whose op failed stays pending, and raises that op's error when read."""
+        if type(self._value) is Pending and self._value.array is not None:
             self._value = self._value.array
-        if self._layout is not None and type(self._layout[0]) is Pending:
+        if (self._layout is not None and type(self._layout[0]) is Pending
+                and self._layout[0].array is not None):
             self._layout = (self._layout[0].array, self._layout[1])
 
     def __del__(self):
@@ -235,7 +237,10 @@ def make_view(storage: Storage, value, size, stride, offset: int) -> TpuTensor:
         and stride == contiguous_strides(size)
     )
     t._geometry = (size, stride, offset)
-    _cache(t, value, storage.version)
+    if not t._direct:
+        # A direct view (detach, a state_dict's entries) reads its storage's value: no cache,
+        # so no weak reference, which torch.utils.swap_tensors refuses (load_state_dict).
+        _cache(t, value, storage.version)
     return t
 
 
@@ -278,7 +283,8 @@ def write(t: TpuTensor, value: jax.Array) -> None:
         _cache(t, value, s.version)
 
 
-# Views whose cached value fused eager has yet to compute.
+# Views whose cached value fused eager has yet to compute. Weakly: holding a view would hold
+# its base (autograd links them) for torch.utils.swap_tensors to refuse (load_state_dict).
 _pending_views: list[weakref.ref] = []
 
 

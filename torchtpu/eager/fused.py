@@ -83,6 +83,8 @@ def record(exe: Executable, args: tuple, kwargs: dict):
     for leaf in leaves:
         if type(leaf) is Pending:
             if leaf.array is None:
+                if leaf.error is not None:  # its op failed in an earlier program
+                    raise leaf.error.with_traceback(None)
                 wiring.append(leaf.src)
                 avals.append((leaf.shape, leaf.dtype, False))
                 continue
@@ -194,19 +196,66 @@ def flush(target: Pending | None = None) -> None:
     t.leaf_index.clear()
     first = _ancestors(t, target.src[0]) if target is not None and _split_forced else None
     if first is None or len(t.nodes) - len(first) < _MIN_TAIL:
-        _run(t)
+        _, error = _run_or_each(t)
     else:
         head, tail, links = _split(t, first)
         del t
-        arrays = _run(head, links)
+        arrays, error = _run_or_each(head, links)
         del head  # its leaf list, so the tail may donate what only it still reads
         tail.leaves += arrays
         tail.leaf_avals += [_aval_key(a) for a in arrays]
         del arrays
-        _run(tail)
+        if error is None:
+            _, error = _run_or_each(tail)
+        else:  # the links the head failed to compute fail the ops that read them
+            _run_each(tail)
     if _new_shapes:
         program_store.save_shapes(_new_shapes)
         _new_shapes.clear()
+    if error is not None:
+        raise error
+
+
+def _run_or_each(t: _Trace, keep: tuple = ()) -> tuple[list, Exception | None]:
+    """Run ``t`` as one program; if that raises, op by op (``_run_each``). Returns ``keep``'s
+    values and the error, which the sync point raises once every value that does not depend
+    on it is computed."""
+    try:
+        return _run(t, keep), None
+    except Exception as e:
+        return _run_each(t, keep), e
+
+
+def _run_each(t: _Trace, keep: tuple = ()) -> list:
+    """After ``t``'s program failed (out of memory, say): each op on its own, as strict eager
+    would have run them, so a failure loses nothing else. Values computed from the failing
+    op's output keep its error, and raise it when read. Returns ``keep``'s values."""
+    forget_pending_views()
+    env = []
+    for i, (exe, statics, kw_statics, treedef, wiring) in enumerate(t.nodes):
+        values = [t.leaves[w] if type(w) is int else env[w[0]][w[1]] for w in wiring]
+        error = next((v for v in values if isinstance(v, Exception)), None)
+        if error is None:
+            dyn, dyn_kw = tree_unflatten(treedef, values)
+            args = list(dyn)
+            for k, v in statics:
+                args.insert(k, v)
+            try:
+                env.append(jax.tree_util.tree_leaves(
+                    exe.jitted(*args, **dyn_kw, **dict(kw_statics))))
+                continue
+            except Exception as e:
+                error = e
+        env.append([error] * len(t.out_avals[i]))
+    for i, refs in enumerate(t.outs):
+        for j, ref in enumerate(refs):
+            p = ref()
+            if p is not None:
+                if isinstance(env[i][j], Exception):
+                    p.error = env[i][j]
+                else:
+                    p.array = env[i][j]
+    return [env[i][j] for i, j in keep]
 
 
 # Fewer ops than this left over after a forced value are not worth a program of their own.

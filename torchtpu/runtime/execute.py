@@ -19,7 +19,7 @@ class Pending:
     """A value fused eager has recorded but not computed yet; it looks like an array's
     abstract value (shape, dtype) and computes the whole recorded program when forced."""
 
-    __slots__ = ("shape", "dtype", "src", "array", "__weakref__")
+    __slots__ = ("shape", "dtype", "src", "array", "error", "__weakref__")
     weak_type = False
 
     def __init__(self, shape: tuple, dtype, src):
@@ -27,6 +27,7 @@ class Pending:
         self.dtype = dtype
         self.src = src  # (node index, output index) in the current trace
         self.array = None
+        self.error = None  # what its op raised, when the program that held it failed
 
     @property
     def ndim(self) -> int:
@@ -41,7 +42,10 @@ class Pending:
 
     def force(self) -> jax.Array:
         if self.array is None:
-            _flush(self)
+            if self.error is None:
+                _flush(self)
+            if self.error is not None:
+                raise self.error.with_traceback(None)
         return self.array
 
     def __array__(self, dtype=None, copy=None):
@@ -51,7 +55,8 @@ class Pending:
         return out if dtype is None else out.astype(dtype)
 
     def __repr__(self) -> str:
-        state = "computed" if self.array is not None else "pending"
+        state = ("computed" if self.array is not None else "pending" if self.error is None
+                 else f"its op failed: {type(self.error).__name__}")
         return f"Pending({self.dtype}{list(self.shape)}, {state})"
 
 
