@@ -99,6 +99,19 @@ def test_module_to_keeps_parameter_objects():
     assert m[0].weight.device.type == "tpu"
 
 
+@pytest.mark.parametrize("device", ["cpu", "tpu"])
+def test_load_state_dict_copies_into_parameters_a_view_holds(device):
+    # Importing torchtpu must not make load_state_dict swap tensors (for CPU modules too):
+    # a swap refuses a parameter a live view holds, where PyTorch copies into it.
+    m = torch.nn.Linear(3, 4).to(device)
+    weight, row = m.weight, m.weight[0]
+    new = torch.nn.Linear(3, 4).state_dict()
+    m.load_state_dict(new)
+    assert m.weight is weight
+    assert torch.equal(row.cpu(), new["weight"][0])
+    assert not torch.__future__.get_swap_module_params_on_conversion()
+
+
 def test_tied_weights_stay_tied():
     emb = torch.nn.Embedding(5, 3)
     head = torch.nn.Linear(3, 5, bias=False)
@@ -381,6 +394,10 @@ def test_safetensors_and_save_pretrained_find_shared_tensors(tmp_path):
     safetensors.save_model(layer, tmp_path / "m.safetensors")
     back = safetensors.load_file(tmp_path / "m.safetensors")
     assert_same(back["weight"], layer.weight)
+    for device in ("tpu", "tpu:0", torch.device("tpu")):  # cuda's idiom, device="cuda"
+        onto = safetensors.load_file(tmp_path / "m.safetensors", device=device)
+        assert onto["weight"].device.type == "tpu"
+        assert_same(onto["weight"], layer.weight)
     w = torch.ones(2, device=TPU)
     assert w.untyped_storage().data_ptr() == w.untyped_storage().data_ptr() != 0
     assert w.untyped_storage().data_ptr() != w.clone().untyped_storage().data_ptr()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import torch
@@ -173,29 +174,37 @@ def _materialize_on_tpu(self, shape, device=None, dtype=None):
     torch.utils.swap_tensors(self, value)
 
 
-def _apply_initialized(self, fn, recurse):
+@contextlib.contextmanager
+def _converting(swap: bool):
+    """The outermost ``_apply``: nested calls run PyTorch's own. Tensors are swapped in
+    place (what keeps Parameter objects across ``.to('tpu')``) only here: for the whole
+    process the same switch would make ``load_state_dict`` swap too, which refuses a
+    parameter a live view holds, where PyTorch copies into it (on CPU as on cuda)."""
     global _apply_depth
+    previous = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(swap)
+    _apply_depth += 1
+    try:
+        yield
+    finally:
+        _apply_depth -= 1
+        torch.__future__.set_swap_module_params_on_conversion(previous)
+
+
+def _apply_initialized(self, fn, recurse):
     owners: dict[int, list] = {}
     for module in self.modules():
         for name, p in module._parameters.items():
             if p is not None:
                 owners.setdefault(id(p), []).append((module, name))
-    _apply_depth += 1
     try:
-        return _module_apply(self, fn, recurse)
+        with _converting(swap=True):
+            return _module_apply(self, fn, recurse)
     except RuntimeError as e:
         if "Couldn't swap" not in str(e):
             raise
-    finally:
-        _apply_depth -= 1
-    previous = torch.__future__.get_swap_module_params_on_conversion()
-    torch.__future__.set_swap_module_params_on_conversion(False)
-    _apply_depth += 1
-    try:
+    with _converting(swap=False):
         _module_apply(self, fn, recurse)
-    finally:
-        _apply_depth -= 1
-        torch.__future__.set_swap_module_params_on_conversion(previous)
     for places in owners.values():
         first = places[0][0]._parameters[places[0][1]]
         for module, name in places[1:]:
@@ -239,9 +248,8 @@ def register() -> None:
     _setup_privateuseone_for_python_backend(
         "tpu", backend_module=device_module, hook=_Hooks(), device_guard=_Guard()
     )
-    # model.to('tpu') must keep each Parameter object, as on cuda; PyTorch only swaps
-    # tensors in place for Python backends when this is on.
-    torch.__future__.set_swap_module_params_on_conversion(True)
+    # model.to('tpu') must keep each Parameter object, as on cuda: _apply swaps tensors in
+    # place (_converting).
     torch.nn.Module._apply = _apply_keeping_ties
     UninitializedTensorMixin.materialize = _materialize_on_tpu
     _lib = torch.library.Library("aten", "IMPL")

@@ -300,7 +300,9 @@ def forget_pending_views() -> None:
     keeps a linear layer's ``weight.t()``, a transpose the backward's dot takes for free)."""
     for ref in _pending_views:
         t = ref()
-        if t is not None and type(t._cache) is Pending and t._cache.array is None:
+        # (swap_tensors may have given t another tensor's attributes, without a cache)
+        cache = getattr(t, "_cache", None)
+        if type(cache) is Pending and cache.array is None:
             t._cache, t._cache_version = None, -1
     _pending_views.clear()
 

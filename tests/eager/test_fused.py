@@ -346,3 +346,19 @@ def test_a_failed_program_loses_nothing_else(split, fused, monkeypatch):
         loss.item()
     with pytest.raises(torch.OutOfMemoryError):
         big.mul(2)
+
+
+def test_converting_a_trained_module(fused):
+    # .half() after backward swaps each parameter with its converted copy, and swaps their
+    # gradients' attributes too: a gradient may be a view fused eager remembers.
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8),
+                                torch.nn.Linear(8, 2)).to(TPU)
+    opt = torch.optim.AdamW(model.parameters())
+    for _ in range(2):
+        model(torch.ones(3, 4, device=TPU)).pow(2).sum().backward()
+        opt.step()
+    weight = model[0].weight
+    expected = weight.detach().cpu().half()
+    model.half()
+    assert model[0].weight is weight
+    assert_same(weight.detach().cpu(), expected)
