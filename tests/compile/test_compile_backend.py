@@ -331,6 +331,48 @@ def test_data_dependent_shapes_inside_a_compiled_function():
     assert_same(torch.compile(f, backend="tpu")(a.to(TPU), b.to(TPU)), f(a, b))
 
 
+def test_a_comparison_with_a_number_lives_across_a_graph_break():
+    # Dynamo took a tpu tensor for a subclass with its own __torch_function__, so `x > 0`
+    # came back from a graph break through a global it had not installed (NameError).
+    def f(x):
+        y = x > 0
+        torch._dynamo.graph_break()
+        return y.sum(), (0.5 <= x) & y
+
+    x = torch.randn(3, 5)
+    assert_same(torch.compile(f, backend="tpu")(x.to(TPU)), f(x))
+
+
+def test_transformer_with_a_padding_mask_made_in_forward():
+    # PyTorch's translation tutorial: the bool padding mask beside a float causal mask makes
+    # nn.Transformer warn, a graph break with the mask still in use.
+    class Seq2Seq(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(11, 16, padding_idx=0)
+            self.tf = nn.Transformer(16, 2, 1, 1, 32, dropout=0.0, batch_first=True)
+
+        def forward(self, src, tgt):
+            causal = nn.Transformer.generate_square_subsequent_mask(tgt.shape[1],
+                                                                    device=tgt.device)
+            return self.tf(self.emb(src), self.emb(tgt), tgt_mask=causal,
+                           src_key_padding_mask=src == 0, tgt_key_padding_mask=tgt == 0)
+
+    torch.manual_seed(0)
+    model = Seq2Seq()
+    src, tgt = torch.tensor([[3, 4, 5, 0], [6, 7, 0, 0]]), torch.tensor([[1, 2, 0], [3, 0, 0]])
+    expected = model(src, tgt)
+    out = torch.compile(model.to(TPU), backend="tpu")(src.to(TPU), tgt.to(TPU))
+    assert_same(out, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_a_compiled_cast_into_a_narrow_integer_wraps_as_eager():
+    # Out of range float -> uint8 is undefined in C++; CPU (and eager tpu) wrap through int64.
+    v = torch.tensor([-1.5, -3.0, 300.0, 2.7])
+    f = torch.compile(lambda t: (t.to(torch.uint8), (t * 2).to(torch.int8)), backend="tpu")
+    assert_same(f(v.to(TPU)), (v.to(torch.uint8), (v * 2).to(torch.int8)))
+
+
 def test_outputs_computed_on_the_cpu_stay_on_the_cpu():
     x, i = torch.randn(3), torch.arange(3)
     doubled, shifted = torch.compile(lambda a, j: (a * 2, j + 1), backend="tpu")(x.to(TPU), i)

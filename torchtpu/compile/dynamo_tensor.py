@@ -63,12 +63,27 @@ def install() -> None:
     # The table is built once per trace_numpy setting and cached; patch both.
     for trace_numpy in (False, True):
         dispatch_impl(trace_numpy)[TpuTensor] = VariableBuilder.wrap_tensor
-    # Ops whose output shape depends on data (x[mask], nonzero, masked_select) stay in the
-    # graph (our backend runs such a graph eagerly) instead of breaking it: Dynamo's
-    # graph-break path rebuilt the mask as a subclass of torch.Tensor through a global it
-    # had not installed (NameError '__subclass_Tensor_...'), for any backend.
-    torch._dynamo.config.capture_dynamic_output_shape_ops = True
+    _not_a_subclass()
     _register_fake_rules()
+
+
+def _not_a_subclass() -> None:
+    """Dynamo's wrapping must not take a tpu tensor for a subclass with its own
+    ``__torch_function__`` either: then a result of a comparison with a number (``x > 0``)
+    became a "subclass" of torch.Tensor, which a graph break rebuilt through a global Dynamo
+    had not installed (NameError '__subclass_Tensor_...'): nn.Transformer's padding mask,
+    and a mask read after the graph break at ``x[mask]`` or ``nonzero``."""
+    from torch._dynamo.variables import builder
+
+    infer = builder.infer_subclass_type
+    if getattr(infer, "_torchtpu", False):
+        return
+
+    def infer_subclass_type(value):
+        return None if type(value) is TpuTensor else infer(value)
+
+    infer_subclass_type._torchtpu = True
+    builder.infer_subclass_type = infer_subclass_type
 
 
 _registered = False

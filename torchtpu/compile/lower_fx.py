@@ -23,7 +23,7 @@ from torch import fx
 from ..debug import counters as metrics
 from ..eager.meta_errors import check_as_cpu
 from ..ops import random as rng
-from ..ops.dtypes import to_jax_dtype
+from ..ops.dtypes import astype, to_jax_dtype
 from ..ops.registry import LOWERINGS
 from ..ops.views import gather_view
 from ..runtime import memory
@@ -147,7 +147,7 @@ def _conform(node: fx.Node, out):
     if isinstance(val, torch.Tensor) and isinstance(out, jax.Array):
         want = to_jax_dtype(val.dtype)
         if out.dtype != want:
-            out = out.astype(want)
+            out = astype(out, want)  # a float into uint8 wraps, as eager's and CPU's
         shape = tuple(val.shape)
         if all(isinstance(n, int) for n in shape) and out.shape != shape:
             raise AssertionError(
@@ -161,7 +161,7 @@ def _conform(node: fx.Node, out):
             v = val[i] if i < len(val) else None
             if isinstance(v, torch.Tensor) and o is not None:
                 want = to_jax_dtype(v.dtype)
-                o = o if o.dtype == want else o.astype(want)
+                o = o if o.dtype == want else astype(o, want)
             fixed.append(o)
         return type(out)(fixed)
     return out
