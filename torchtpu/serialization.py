@@ -12,6 +12,7 @@ back on the CPU, with a warning that says so.
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import torch
@@ -63,8 +64,35 @@ def _data_ptr(storage) -> int:
     return _storage_data_ptr(storage)
 
 
+def _names_tpu(device) -> bool:
+    try:
+        return isinstance(device, (str, torch.device)) and torch.device(device).type == "tpu"
+    except RuntimeError:  # not a device name: safetensors says so
+        return False
+
+
+def _load_file_onto_tpu(load_file):
+    """safetensors' ``load_file(path, device=...)``: its device parser (Rust) knows cuda's
+    names, not 'tpu'. The file is read on the CPU and moved, as a cuda load is read there."""
+
+    @functools.wraps(load_file)
+    def load(filename, device="cpu", **kwargs):
+        if _names_tpu(device):
+            return {k: v.to(device) for k, v in load_file(filename, **kwargs).items()}
+        return load_file(filename, device, **kwargs)
+
+    load._torchtpu = True
+    return load
+
+
 def install() -> None:
     # Ahead of PyTorch's own privateuse1 restore (priority 20).
     torch.serialization.register_package(15, _tag, _restore)
     torch._utils._get_restore_location = _restore_location
     torch.UntypedStorage.data_ptr = _data_ptr
+    try:
+        import safetensors.torch
+    except ImportError:
+        return
+    if not getattr(safetensors.torch.load_file, "_torchtpu", False):
+        safetensors.torch.load_file = _load_file_onto_tpu(safetensors.torch.load_file)

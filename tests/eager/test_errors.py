@@ -347,6 +347,22 @@ def test_cpus_message_where_meta_words_it_otherwise(bad):
     _raises_as_cpu(bad)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("target", [torch.int64, torch.bool])
+@pytest.mark.parametrize("loss", ["bce", "bce_with_logits"])
+def test_binary_cross_entropy_refuses_targets_of_another_dtype(loss, target, reduction):
+    # Multi-hot labels made with randint (Hugging Face's multi_label_classification): CPU
+    # refuses them; PyTorch's decompositions took them (an int64 loss, with reduction none).
+    x = torch.linspace(-2, 2, 8).reshape(2, 4)
+    labels = torch.tensor([[0, 1, 1, 0], [1, 0, 0, 1]], dtype=target)
+    if loss == "bce":
+        _raises_as_cpu(lambda d: torch.nn.functional.binary_cross_entropy(
+            torch.sigmoid(x).to(d), labels.to(d), reduction=reduction))
+    else:
+        _raises_as_cpu(lambda d: torch.nn.functional.binary_cross_entropy_with_logits(
+            x.to(d), labels.to(d), reduction=reduction))
+
+
 @pytest.mark.parametrize("target", [[0, 5], [0, -1]])
 def test_multi_margin_loss_target_out_of_range(target):
     with pytest.raises(RuntimeError, match="^target out of range$"):

@@ -369,8 +369,33 @@ def _grid_sampler_check(input, grid, *_):  # noqa: A002
     return None
 
 
+def _bce_check(self, target, *_):
+    """CPU's kernel reads the target in the input's dtype (int multi-hot labels are refused;
+    PyTorch's decomposition would take them)."""
+    if target.dtype != self.dtype:
+        return (f"Found dtype {scalar_type_name(target.dtype)} but expected "
+                f"{scalar_type_name(self.dtype)}")
+    return None
+
+
+def _bce_with_logits_check(self, target, *_):
+    """CPU's kernel computes in place into a buffer of the target's dtype."""
+    if not self.dtype.is_floating_point:
+        return NotImplementedError(
+            f'"log_sigmoid_cpu" not implemented for \'{scalar_type_name(self.dtype)}\'')
+    if target.dtype == torch.bool:
+        return ("Subtraction, the `-` operator, with two bool tensors is not supported. Use "
+                "the `^` or `logical_xor()` operator instead.")
+    if not target.dtype.is_floating_point:
+        return (f"result type {scalar_type_name(self.dtype)} can't be cast to the desired "
+                f"output type {scalar_type_name(target.dtype)}")
+    return None
+
+
 _aten = torch.ops.aten
 _CPU_CHECKS = {
+    _aten.binary_cross_entropy.default: _bce_check,
+    _aten.binary_cross_entropy_with_logits.default: _bce_with_logits_check,
     _aten.grid_sampler_2d.default: _grid_sampler_check,
     _aten.grid_sampler_3d.default: _grid_sampler_check,
     _aten._adaptive_avg_pool2d.default: _adaptive_avg_check(2),
