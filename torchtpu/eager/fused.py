@@ -151,17 +151,22 @@ def _program(nodes, needed, donated):
 
     def program(*leaves):
         env = []
-        for exe, statics, kw_statics, treedef, wiring in nodes:
-            values = [leaves[w] if type(w) is int else env[w[0]][w[1]] for w in wiring]
-            dyn, dyn_kw = tree_unflatten(treedef, values)
-            args = list(dyn)
-            for i, v in statics:
-                args.insert(i, v)
-            out = exe.jitted(*args, **dyn_kw, **dict(kw_statics))
-            env.append(jax.tree_util.tree_leaves(out))
+        for node in nodes:
+            env.append(_call(node, [leaves[w] if type(w) is int else env[w[0]][w[1]]
+                                    for w in node[4]]))
         return [env[i][j] for i, j in needed]
 
     return jax.jit(program, donate_argnums=donated)
+
+
+def _call(node: tuple, values: list) -> list:
+    """One recorded call on its array arguments' values: its outputs, flattened."""
+    exe, statics, kw_statics, treedef, _ = node
+    dyn, dyn_kw = tree_unflatten(treedef, values)
+    args = list(dyn)
+    for i, v in statics:
+        args.insert(i, v)
+    return jax.tree_util.tree_leaves(exe.jitted(*args, **dyn_kw, **dict(kw_statics)))
 
 
 def _donatable(leaves: list, outputs: list) -> tuple[int, ...]:
@@ -232,17 +237,12 @@ def _run_each(t: _Trace, keep: tuple = ()) -> list:
     op's output keep its error, and raise it when read. Returns ``keep``'s values."""
     forget_pending_views()
     env = []
-    for i, (exe, statics, kw_statics, treedef, wiring) in enumerate(t.nodes):
-        values = [t.leaves[w] if type(w) is int else env[w[0]][w[1]] for w in wiring]
+    for i, node in enumerate(t.nodes):
+        values = [t.leaves[w] if type(w) is int else env[w[0]][w[1]] for w in node[4]]
         error = next((v for v in values if isinstance(v, Exception)), None)
         if error is None:
-            dyn, dyn_kw = tree_unflatten(treedef, values)
-            args = list(dyn)
-            for k, v in statics:
-                args.insert(k, v)
             try:
-                env.append(jax.tree_util.tree_leaves(
-                    exe.jitted(*args, **dyn_kw, **dict(kw_statics))))
+                env.append(_call(node, values))
                 continue
             except Exception as e:
                 error = e
