@@ -38,18 +38,40 @@ def test_encoder_layer_inference_matches_cpu(norm_first, activation, masks):
     torch.testing.assert_close(out.cpu(), expected, **TOL)
 
 
-def test_encoder_inference_with_padding_matches_cpu_where_not_padded():
-    # CPU packs the batch into a nested tensor and gives padded positions 0; tpu has no
-    # nested tensors and keeps the batch dense: the positions a sequence has agree.
+@pytest.mark.parametrize("final_norm", [False, True])
+@pytest.mark.parametrize("padding", [
+    PADDING,  # each row's tokens first: CPU packs the batch into a nested tensor
+    torch.tensor([[True] * 5, [False, False, True, True, True]]),  # a row of padding only
+    torch.tensor([[False, True, False, True, True], [False] * 5]),  # not left-aligned
+], ids=["left_aligned", "empty_row", "scattered"])
+def test_encoder_inference_with_padding_matches_cpu(padding, final_norm):
+    # CPU's nested path gives padded positions 0 (then the final norm's value of 0); tpu
+    # keeps the batch dense, masks padding as keys and zeroes it at the end, as CPU's.
     torch.manual_seed(0)
     layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
-    encoder = nn.TransformerEncoder(layer, 2).eval()
-    on_tpu = copy.deepcopy(encoder).to(TPU)
-    x = torch.randn(2, 5, 16)
+    norm = nn.LayerNorm(16) if final_norm else None
+    encoder = nn.TransformerEncoder(layer, 2, norm=norm).eval()
     with torch.no_grad():
-        expected = encoder(x, src_key_padding_mask=PADDING)
-        out = on_tpu(x.to(TPU), src_key_padding_mask=PADDING.to(TPU)).cpu()
-    torch.testing.assert_close(out[~PADDING], expected[~PADDING], **TOL)
+        if norm is not None:
+            norm.bias.fill_(0.5)
+        on_tpu = copy.deepcopy(encoder).to(TPU)
+        x = torch.randn(2, 5, 16)
+        expected = encoder(x, src_key_padding_mask=padding)
+        out = on_tpu(x.to(TPU), src_key_padding_mask=padding.to(TPU)).cpu()
+    torch.testing.assert_close(out, expected, equal_nan=True, **TOL)
+
+
+def test_multihead_attention_inference_with_every_key_masked_is_nan_as_on_cpu():
+    torch.manual_seed(0)
+    attention = nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    on_tpu = copy.deepcopy(attention).to(TPU)
+    x, padding = torch.randn(2, 5, 16), torch.tensor([[True] * 5, [False] * 5])
+    with torch.no_grad():
+        expected = attention(x, x, x, key_padding_mask=padding, need_weights=False)[0]
+        out = on_tpu(*[x.to(TPU)] * 3, key_padding_mask=padding.to(TPU),
+                     need_weights=False)[0].cpu()
+    assert expected[0].isnan().all()
+    torch.testing.assert_close(out, expected, equal_nan=True, **TOL)
 
 
 @pytest.mark.parametrize("need_weights", [False, True])

@@ -118,7 +118,7 @@ def _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_wei
             mask = mask.view(batch, 1, 1, source)
         scores = (scores.masked_fill(mask, float("-inf")) if mask.dtype == torch.bool
                   else scores + mask)
-    weights = aten._safe_softmax(scores, -1)  # a row with every key masked is 0, as ATen's
+    weights = torch.softmax(scores, -1)  # a row with every key masked is NaN, as on CPU
     context = (weights @ heads(value, w_v, b_v, source)).transpose(1, 2)
     out = F.linear(context.reshape(batch, length, embed_dim), proj_weight, proj_bias)
     if not need_weights:
@@ -134,6 +134,9 @@ def _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bi
     def norm(x, weight, bias):
         return F.layer_norm(x, (embed_dim,), weight, bias, eps)
 
+    tokens = getattr(src, _TOKENS, None)
+    if tokens is not None and mask is None:  # a "nested" batch: padding is no key
+        mask, mask_type = tokens.logical_not(), 1
     x = norm(src, norm_weight_1, norm_bias_1) if norm_first else src
     x = aten._native_multi_head_attention(
         x, x, x, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, mask,
@@ -144,19 +147,54 @@ def _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bi
     h = F.linear(h, ffn_weight_1, ffn_bias_1)
     h = F.gelu(h) if use_gelu else torch.relu(h)
     x = F.linear(h, ffn_weight_2, ffn_bias_2) + x
-    return x if norm_first else norm(x, norm_weight_2, norm_bias_2)
+    out = x if norm_first else norm(x, norm_weight_2, norm_bias_2)
+    if tokens is not None:
+        setattr(out, _TOKENS, tokens)
+    return out
+
+
+# tpu has no nested tensors. nn.TransformerEncoder's inference fast path packs a padded batch
+# into one (when each row's tokens come first), runs its layers on the tokens alone, and pads
+# the result with zeros. Here the batch stays dense and remembers where its tokens are: its
+# layers take the rest as masked keys, and to_padded_tensor zeroes them, so the numbers are
+# CPU's, zeros included.
+_TOKENS = "_torchtpu_tokens"
 
 
 def _nested_tensor_from_mask_left_aligned(t, mask):
-    # Asked by nn.TransformerEncoder before packing its input into a nested tensor, which tpu
-    # does not have: "no" keeps the batch dense (the mask still applies in every layer).
-    return False
+    # Every row's tokens first, then its padding. (A sync, as on cpu and cuda.)
+    first = torch.arange(mask.shape[-1], device=mask.device) < mask.sum(-1, keepdim=True)
+    return torch.equal(mask, first)
+
+
+def _nested_tensor_from_mask(t, mask, mask_check=True):
+    if mask_check and not _nested_tensor_from_mask_left_aligned(t, mask):
+        raise RuntimeError("Mask tensor can't be converted to nested tensor: the tokens of "
+                           "every row must come first (left-aligned)")
+    out = t.clone()
+    setattr(out, _TOKENS, mask)
+    return out
+
+
+def _to_padded_tensor(t, padding, output_size=None):
+    tokens = getattr(t, _TOKENS, None)
+    if tokens is None:
+        raise NotImplementedError("to_padded_tensor: expected a nested tensor (tpu has none "
+                                  "but nn.TransformerEncoder's padded batches)")
+    out = t.masked_fill(tokens.logical_not().unsqueeze(-1), padding)
+    if output_size is not None and tuple(output_size) != tuple(out.shape):
+        grown = out.new_full(tuple(output_size), padding)
+        grown[tuple(slice(0, n) for n in out.shape)] = out
+        out = grown
+    return out
 
 
 DECOMPOSITIONS[aten._native_multi_head_attention.default] = _native_multi_head_attention
 DECOMPOSITIONS[aten._transformer_encoder_layer_fwd.default] = _transformer_encoder_layer_fwd
 DECOMPOSITIONS[aten._nested_tensor_from_mask_left_aligned.default] = \
     _nested_tensor_from_mask_left_aligned
+DECOMPOSITIONS[aten._nested_tensor_from_mask.default] = _nested_tensor_from_mask
+DECOMPOSITIONS[aten.to_padded_tensor.default] = _to_padded_tensor
 
 
 # tpu has no sparse layout: Embedding(sparse=True)'s gradient is dense, as
