@@ -27,9 +27,9 @@ from ..ops.dtypes import astype, to_jax_dtype
 from ..ops.registry import LOWERINGS
 from ..ops.views import gather_view
 from ..runtime import memory
-from ..runtime.execute import concrete
+from ..runtime.execute import concrete, unrecorded
 from ..runtime.transfer import to_device, to_host
-from ..tensor import TpuTensor, is_dense, read, with_layout, wrap, write
+from ..tensor import TpuTensor, contiguous_strides, is_dense, read, with_layout, wrap, write
 
 aten = torch.ops.aten
 
@@ -280,12 +280,13 @@ class Program:
         inputs = [next(it_arrays) if k == "array" else next(it_statics) for k in self.kinds]
         inputs += list(it_arrays)  # the constants
         written: dict = {}
-        if stream is not None:
-            with rng.traced_stream(*stream) as draws:
+        with unrecorded():
+            if stream is not None:
+                with rng.traced_stream(*stream) as draws:
+                    outs = interpret(self.gm, inputs, written)
+                self._draws[statics] = draws[2]
+            else:
                 outs = interpret(self.gm, inputs, written)
-            self._draws[statics] = draws[2]
-        else:
-            outs = interpret(self.gm, inputs, written)
         # A program returns arrays only; ints and Nones in the output are fixed per signature.
         # An output that is an input, unchanged (a weight a forward saves for its backward),
         # is that input tensor itself, as inductor returns it: as a program output XLA
@@ -341,15 +342,21 @@ class Program:
 
 
 def _dense_layout(node) -> tuple | None:
-    """An output's strides when PyTorch's meta gives it a dense layout other than contiguous
-    (a channels_last conv result), else None."""
+    """An output's memory order (its dimensions from outermost to innermost) when PyTorch's
+    meta gives it a dense layout other than contiguous (a channels_last conv result, a
+    transposed view), else None. Under symbolic sizes the order comes from their example
+    values: a program serves many shapes, each laid out in that order."""
     val = node.meta.get("val") if isinstance(node, fx.Node) else None
-    if not isinstance(val, torch.Tensor) or val.is_contiguous():
+    if not isinstance(val, torch.Tensor):
         return None
-    geometry = (*val.shape, *val.stride())
-    if not all(isinstance(n, int) for n in geometry) or not is_dense(val.shape, val.stride()):
+    size, stride = [_hint(n) for n in val.shape], [_hint(n) for n in val.stride()]
+    if None in size or None in stride or not is_dense(size, stride):
         return None
-    return tuple(val.shape), tuple(val.stride())
+    if tuple(stride) == contiguous_strides(size):
+        return None
+    static = tuple(size) if all(isinstance(n, int) for n in val.shape) else None
+    order = sorted(range(len(size)), key=lambda d: (-stride[d], -size[d]))
+    return static, tuple(order)
 
 
 def _on_host(node) -> bool:
@@ -357,12 +364,27 @@ def _on_host(node) -> bool:
     return isinstance(val, torch.Tensor) and val.device.type == "cpu"
 
 
+def _hint(n) -> int | None:
+    """A size or stride: itself, or a symbolic one's example value."""
+    if isinstance(n, int):
+        return n
+    hint = getattr(getattr(n, "node", None), "hint", None)
+    return hint if isinstance(hint, int) else None
+
+
 def _as_tensor(value: jax.Array, layout: tuple | None) -> TpuTensor:
     """An output as a tensor, laid out as the graph's meta says (a bucketed, padded output
     of another shape stays contiguous)."""
-    if layout is None or tuple(value.shape) != layout[0]:
+    if layout is None:
         return wrap(value)
-    return with_layout(value, layout[1])
+    static, order = layout
+    if (static is not None and tuple(value.shape) != static) or len(order) != value.ndim:
+        return wrap(value)
+    stride, step = [0] * value.ndim, 1
+    for d in reversed(order):
+        stride[d] = step
+        step *= max(value.shape[d], 1)
+    return with_layout(value, tuple(stride))
 
 
 def _write_input(t: torch.Tensor, value: jax.Array) -> None:

@@ -7,6 +7,7 @@ pending values instead.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import jax
@@ -103,6 +104,18 @@ def set_recorder(recorder: Callable | None, flush: Callable | None = None) -> No
     global _recorder, _flush
     _recorder = recorder
     _flush = flush or (lambda target=None: None)
+
+
+@contextlib.contextmanager
+def unrecorded():
+    """Executables called inside a jax trace (a compiled graph's program) run on its traced
+    values: fused eager's recorder would take a tracer for an array and record it."""
+    global _recorder
+    saved, _recorder = _recorder, None
+    try:
+        yield
+    finally:
+        _recorder = saved
 
 
 def flush_pending() -> None:
