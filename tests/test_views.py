@@ -391,3 +391,24 @@ def test_out_forms_taking_a_number(fn):
         return out
 
     assert_same(run(TPU), run("cpu"))
+
+
+def test_views_of_normal_tensors_under_inference_mode():
+    # Meta's Llama generates under inference_mode, writing its KV cache (made before) through
+    # slices; nanoGPT slices its causal-mask buffer. A view of a normal tensor is normal.
+    def run(device):
+        weight = torch.nn.Parameter(torch.arange(16.0, device=device).reshape(4, 4))
+        cache = torch.zeros(2, 6, 3, device=device)
+        with torch.inference_mode():
+            cache[:, 1:3] = torch.ones(2, 2, 3, device=device)
+            rows = weight[:2]
+            parts = weight.split(2)
+            made_inside = torch.ones(3, device=device)[:2]
+            flags = (rows.is_inference(), parts[1].is_inference(), made_inside.is_inference())
+            out = weight.t() @ rows.t()
+        return flags, cache, out, (rows * 2).sum()
+
+    flags, *values = run(TPU)
+    expected_flags, *expected = run("cpu")
+    assert flags == expected_flags == (False, False, True)
+    assert_same(values, expected)

@@ -212,6 +212,17 @@ def _apply_initialized(self, fn, recurse):
     return self
 
 
+def _register_control_flow() -> None:
+    """``torch.cond`` of tpu tensors runs the branch its predicate picks, as on cpu and cuda
+    (their dense kernel): a higher-order op asks a tensor subclass for a rule of its own."""
+    try:
+        from torch._higher_order_ops.cond import cond_op, cond_op_dense
+    except ImportError:  # a PyTorch that names them otherwise: torch.cond stays refused
+        return
+    if TpuTensor not in cond_op.python_key_table:
+        cond_op.py_impl(TpuTensor)(cond_op_dense)
+
+
 def _enable_multi_tensor_paths() -> None:
     """Optimizers and clip_grad_norm_ take their _foreach_ paths only for tensor types on
     these lists (DTensor adds itself the same way); else each parameter is its own ops."""
@@ -281,6 +292,7 @@ def register() -> None:
         _lib.impl(name, _to_executor(getattr(aten, name).default), "PrivateUse1")
     _autocast_lib = autocast.register(_lib)
     autograd_formulas.register(_lib)
+    _register_control_flow()
     _enable_multi_tensor_paths()
     serialization.install()
     proxy_tensor.HANDLED_TYPES = _TracedAsPlain(proxy_tensor.HANDLED_TYPES)

@@ -366,6 +366,53 @@ def test_transformer_with_a_padding_mask_made_in_forward():
     assert_same(out, expected, rtol=1e-4, atol=1e-5)
 
 
+def test_views_returned_under_symbolic_sizes_keep_their_layout():
+    # A second shape makes Dynamo's sizes symbolic; the output's strides then come from its
+    # sizes' example values (AOTAutograd rebuilds a returned view of an input from them).
+    def heads(x):
+        b, t, c = x.shape
+        return x.view(b, t, 2, c // 2).transpose(1, 2), (x + 1).transpose(0, 1)
+
+    compiled = torch.compile(heads, backend="tpu")
+    for t in (3, 5, 7):
+        x = torch.randn(2, t, 4)
+        out, expected = compiled(x.to(TPU)), heads(x)
+        assert [o.stride() for o in out] == [e.stride() for e in expected]
+        assert_same(out, expected)
+
+
+def test_torch_cond_eager_compiled_and_differentiated():
+    # A higher-order op asks each tensor subclass for a rule; tpu takes the dense kernel's.
+    def f(x):
+        return torch.cond(x.sum() > 0, lambda t: t.sin(), lambda t: t.cos() * 2, (x,))
+
+    for sign in (1.0, -1.0):
+        x = torch.linspace(0.1, 1.0, 4) * sign
+        on_tpu = x.to(TPU).requires_grad_()
+        out = f(on_tpu)
+        out.sum().backward()
+        cpu = x.clone().requires_grad_()
+        expected = f(cpu)
+        expected.sum().backward()
+        assert_same(out, expected)
+        assert_same(on_tpu.grad, cpu.grad)
+        assert_same(torch.compile(f, backend="tpu")(x.to(TPU)), expected)
+
+
+def test_integer_indexing_in_a_graph_compiled_under_fused_eager():
+    # index and index_put's rules are Python that calls executables (Hugging Face builds its
+    # attention masks so): inside a program's trace fused eager's recorder took them.
+    def f(x, i):
+        y = x.clone()
+        y[i] += 1
+        return y[i] * 2, y
+
+    x, i = torch.arange(4.0), torch.tensor([0, 2])
+    with torchtpu.set_eager_mode("fused"):
+        out = torch.compile(f, backend="tpu")(x.to(TPU), i.to(TPU))
+        assert_same(out, f(x, i))
+
+
 def test_a_compiled_cast_into_a_narrow_integer_wraps_as_eager():
     # Out of range float -> uint8 is undefined in C++; CPU (and eager tpu) wrap through int64.
     v = torch.tensor([-1.5, -3.0, 300.0, 2.7])

@@ -62,10 +62,20 @@ def handler(func):
                 # A view that sets the conj/neg bit (_conj, _neg_view) is a copy here, as is
                 # what an aliasing-if-possible op returned as a copy.
                 return wrap(value)
-            return make_view(storage, value, *_geometry(meta))
-        return [make_view(storage, v, *_geometry(m)) for v, m in zip(value, meta, strict=True)]
+        if torch.is_inference_mode_enabled() and not base.is_inference():
+            # A view of a normal tensor is normal under inference mode too: autograd gives
+            # it its base's version counter, which an inference tensor refuses.
+            with torch.inference_mode(False):
+                return _aliasing(storage, value, meta)
+        return _aliasing(storage, value, meta)
 
     return view
+
+
+def _aliasing(storage: Storage, value, meta):
+    if isinstance(meta, torch.Tensor):
+        return make_view(storage, value, *_geometry(meta))
+    return [make_view(storage, v, *_geometry(m)) for v, m in zip(value, meta, strict=True)]
 
 
 def _geometry(m: torch.Tensor) -> tuple:
