@@ -381,6 +381,29 @@ def test_views_returned_under_symbolic_sizes_keep_their_layout():
         assert_same(out, expected)
 
 
+def test_outputs_that_view_another_output_alias_it():
+    # An inference graph returns a result and views of it (a graph break returns what the
+    # code after it uses); AOTAutograd leaves their aliasing to the compiler.
+    def f(x):
+        y = x * 2
+        return y, y.view(4), y.t()
+
+    def g(x):
+        y = x * 2
+        v = y.view(4)
+        y.add_(1)
+        torch._dynamo.graph_break()
+        v.mul_(3)
+        return y, v
+
+    for fn in (f, g):
+        x = torch.arange(4.0).view(2, 2)
+        outs, expected = torch.compile(fn, backend="tpu")(x.to(TPU)), fn(x)
+        outs[0].mul_(10)
+        expected[0].mul_(10)
+        assert_same(outs, expected)
+
+
 def test_torch_cond_eager_compiled_and_differentiated():
     # A higher-order op asks each tensor subclass for a rule; tpu takes the dense kernel's.
     def f(x):

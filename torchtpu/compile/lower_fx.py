@@ -29,7 +29,16 @@ from ..ops.views import gather_view
 from ..runtime import memory
 from ..runtime.execute import concrete, unrecorded
 from ..runtime.transfer import to_device, to_host
-from ..tensor import TpuTensor, contiguous_strides, is_dense, read, with_layout, wrap, write
+from ..tensor import (
+    TpuTensor,
+    contiguous_strides,
+    is_dense,
+    make_view,
+    read,
+    with_layout,
+    wrap,
+    write,
+)
 
 aten = torch.ops.aten
 
@@ -268,6 +277,7 @@ class Program:
         self._strides = [_dense_layout(o) for o in output.args[0]]
         # Outputs PyTorch puts on the CPU (computed from CPU inputs only) go back there.
         self._on_host = [_on_host(o) for o in output.args[0]]
+        self._views = [_view_of_output(o, output.args[0]) for o in output.args[0]]
         # Per static-argument signature: the draws the program makes, its non-array outputs.
         self._draws: dict[tuple, int] = {}
         self._layout: dict[tuple, list] = {}
@@ -335,10 +345,17 @@ class Program:
                 _write_input(t, value)
             outs = outs[:len(outs) - len(targets)]
         it = iter(outs)
-        return [(to_host(next(it)) if host else _as_tensor(next(it), stride)) if slot is None
-                else inputs[slot[1]] if slot[0] == "input" else slot[1]
-                for slot, stride, host in zip(self._layout[statics], self._strides,
-                                              self._on_host, strict=True)]
+        results = [(to_host(next(it)) if host else _as_tensor(next(it), stride))
+                   if slot is None else inputs[slot[1]] if slot[0] == "input" else slot[1]
+                   for slot, stride, host in zip(self._layout[statics], self._strides,
+                                                 self._on_host, strict=True)]
+        for i, view in enumerate(self._views):
+            # The program returned the view's values; the tensor aliases its base, as an
+            # inference graph's outputs do in eager (AOTAutograd leaves that to the compiler).
+            if (view is not None and type(results[i]) is TpuTensor
+                    and _is_wrapped(results[view[0]])):
+                results[i] = make_view(results[view[0]]._storage, read(results[i]), *view[1])
+        return results
 
 
 def _dense_layout(node) -> tuple | None:
@@ -357,6 +374,36 @@ def _dense_layout(node) -> tuple | None:
     static = tuple(size) if all(isinstance(n, int) for n in val.shape) else None
     order = sorted(range(len(size)), key=lambda d: (-stride[d], -size[d]))
     return static, tuple(order)
+
+
+def _view_of_output(node, outputs) -> tuple | None:
+    """(k, geometry) when output ``node`` is a chain of views of output k, a dense tensor
+    from offset 0 (``y, y.view(4)``; a graph break returns what code after it still uses)."""
+    if not isinstance(node, fx.Node) or not _is_static(node):
+        return None
+    base = node
+    while (base.op == "call_function" and isinstance(base.target, torch._ops.OpOverload)
+           and base.target.is_view and isinstance(base.args[0], fx.Node)):
+        base = base.args[0]
+        if base in outputs and base is not node:
+            if not (_is_own_storage(base) and _is_static(base)
+                    and base.meta["val"].dtype == node.meta["val"].dtype):
+                return None
+            val = node.meta["val"]
+            return outputs.index(base), (tuple(val.shape), tuple(val.stride()),
+                                         val.storage_offset())
+    return None
+
+
+def _is_static(node: fx.Node) -> bool:
+    val = node.meta.get("val")
+    return isinstance(val, torch.Tensor) and all(
+        isinstance(n, int) for n in (*val.shape, *val.stride(), val.storage_offset()))
+
+
+def _is_wrapped(t) -> bool:
+    """A tensor a program output became: the whole of its own storage."""
+    return type(t) is TpuTensor and t._direct
 
 
 def _on_host(node) -> bool:
