@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from conftest import assert_same, run_both
@@ -153,3 +155,40 @@ def test_float8_casts_and_transfers(dtype):
 
     for actual, expected in zip(run("tpu"), run("cpu"), strict=True):
         assert torch.equal(actual, expected)
+
+
+@pytest.mark.parametrize("make", [
+    lambda d: torch.tensor([16384, -32768], dtype=torch.int16, device=d) / 32768,  # audio
+    lambda d: torch.tensor([128, 3], dtype=torch.uint8, device=d) / 256,
+    lambda d: torch.tensor([4], dtype=torch.uint8, device=d) / -1,
+    lambda d: torch.true_divide(torch.tensor([1, 5], dtype=torch.int32, device=d), 2**40),
+], ids=["int16_by_32768", "uint8_by_256", "uint8_by_minus_1", "int32_by_2_40"])
+def test_integers_divided_by_a_number_out_of_their_range(make):
+    # Divided in the float result type: through the integer's own type the number wrapped.
+    assert_same(make("tpu"), make("cpu"))
+
+
+def test_sign_of_nan_and_negative_zero_is_zero_as_cpu():
+    # CPU's (0 < x) - (x < 0); Rprop's first step takes sign(inf * 0).
+    x = torch.tensor([float("nan"), -0.0, 0.0, -2.5, 3.0, float("-inf")])
+    for op in (torch.sign, torch.sgn):
+        out, expected = op(x.to("tpu")).cpu(), op(x)
+        assert_same(out, expected)
+        assert torch.equal(out.signbit(), expected.signbit())
+
+
+@pytest.mark.parametrize("source,target", [
+    (torch.bfloat16, torch.uint8), (torch.bfloat16, torch.int8), (torch.float16, torch.int16),
+    (torch.float32, torch.uint64), (torch.complex64, torch.uint8),
+])
+def test_out_of_range_floats_wrap_into_integers_as_cpu(source, target):
+    # CPU converts through int64 (undefined in C++; what its kernels do).
+    x = torch.tensor([-1.0, -100.0, 200.0, 2.7], dtype=source)
+    if source.is_complex:
+        with pytest.warns(UserWarning):
+            expected = x.to(target)
+    else:
+        expected = x.to(target)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert_same(x.to("tpu").to(target), expected)

@@ -145,9 +145,10 @@ def float_of(x):
 
 def astype(x, dtype):
     """``x.astype(dtype)`` inside a rule, with PyTorch's CPU behaviour for float -> int."""
-    if dtype.kind in "iu" and dtype.itemsize < 8 and np.dtype(x.dtype).kind == "f":
-        # PyTorch's CPU casts floats into narrow integers through int64: they wrap.
-        return x.astype(jnp.int64).astype(dtype)
+    if dtype.kind in "iu" and dtype != np.int64 and jnp.issubdtype(x.dtype, jnp.inexact):
+        # PyTorch's CPU casts floats (bfloat16, float8 and a complex's real part too) into
+        # other integers through int64: they wrap (-1.0 is 255 as uint8, 2**64 - 1 as uint64).
+        return jnp.real(x).astype(jnp.int64).astype(dtype)
     return x.astype(dtype)
 
 

@@ -15,6 +15,7 @@ from jax import lax
 from .dtypes import (
     LOW_PRECISION,
     astype,
+    default_float,
     float_of,
     opmath,
     promote,
@@ -79,7 +80,10 @@ def _binary_float(op, fn):
 
 
 def _sign(x):
-    return x if x.dtype == jnp.bool_ else jnp.sign(x)  # a bool is its own sign
+    if x.dtype == jnp.bool_ or jnp.issubdtype(x.dtype, jnp.complexfloating):
+        return x if x.dtype == jnp.bool_ else jnp.sign(x)  # a bool is its own sign
+    # CPU's (0 < x) - (x < 0): NaN and -0.0 have sign 0 (Rprop takes sign(inf * 0))
+    return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
 
 
 for _op, _fn in [
@@ -200,8 +204,12 @@ lowering(aten.mul)(opmath(lambda self, other: jnp.multiply(*promote(self, other)
 
 @opmath
 def _true_div(self, other):
-    a, b = promote(self, other)
-    return float_of(a) / float_of(b)
+    # Integers divide in the result's float type, each converted straight to it: through
+    # their own type a number out of its range wrapped (int16 audio / 32768 flipped sign).
+    dtype = result_type(self, other)
+    if not jnp.issubdtype(dtype, jnp.inexact):
+        dtype = default_float()
+    return jnp.asarray(self, dtype) / jnp.asarray(other, dtype)
 
 
 @lowering(aten.div, static=("rounding_mode",))
