@@ -436,6 +436,13 @@ def test_integer_indexing_in_a_graph_compiled_under_fused_eager():
         assert_same(out, f(x, i))
 
 
+def test_a_tensor_made_on_tpu_inside_a_compiled_function():
+    # Dynamo makes such a constant for real while tracing: JAX's copy of it ran frames
+    # Dynamo then tried to compile (a dataclass's generated __init__).
+    f = torch.compile(lambda: torch.tensor([1.5], device="tpu") * 2, backend="tpu")
+    assert_same(f(), torch.tensor([3.0]))
+
+
 def test_a_compiled_cast_into_a_narrow_integer_wraps_as_eager():
     # Out of range float -> uint8 is undefined in C++; CPU (and eager tpu) wrap through int64.
     v = torch.tensor([-1.5, -3.0, 300.0, 2.7])

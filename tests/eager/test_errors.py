@@ -363,6 +363,57 @@ def test_binary_cross_entropy_refuses_targets_of_another_dtype(loss, target, red
             x.to(d), labels.to(d), reduction=reduction))
 
 
+def _ints(d):
+    return torch.zeros(4, dtype=torch.int32, device=d), torch.tensor([0, 2], device=d)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: _ints(d)[0].__setitem__(_ints(d)[1], torch.tensor([1.5, 2.5], device=d)),
+    lambda d: _ints(d)[0].__setitem__(_ints(d)[1], torch.tensor(2.5, device=d)),
+    lambda d: _ints(d)[0].index_put_((_ints(d)[1],), torch.tensor([1, 2], device=d), True),
+    lambda d: _ints(d)[0].index_add_(0, _ints(d)[1], torch.tensor([1.5, 2.5], device=d)),
+    lambda d: _ints(d)[0].index_copy_(0, _ints(d)[1], torch.tensor([1.5, 2.5], device=d)),
+    lambda d: torch.tensor([1, 2, 3], device=d).std(),
+    lambda d: torch.tensor([1, 2, 3], device=d).var(0),
+    lambda d: torch.var_mean(torch.tensor([True, False], device=d)),
+], ids=["setitem_float", "setitem_0d_float", "index_put_long", "index_add", "index_copy",
+        "std_int", "var_int", "var_mean_bool"])
+def test_dtype_checks_cpu_makes(bad):
+    # x_int[idx] = float values truncated silently; var/std of integers returned integers.
+    _raises_as_cpu(bad)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.nn.functional.cross_entropy(torch.zeros(2, 3, device=d),
+                                                torch.zeros(2, dtype=torch.int32, device=d)),
+    lambda d: torch.nn.functional.cross_entropy(
+        torch.zeros(2, 3, 4, 4, device=d), torch.zeros(2, 4, 4, dtype=torch.uint8, device=d)),
+], ids=["int32", "uint8_2d"])
+def test_nll_loss_targets_are_long_or_byte_as_on_cpu(bad):
+    _raises_as_cpu(bad)
+
+
+def test_nll_loss_takes_byte_targets():
+    x, target = torch.linspace(-1, 1, 6).reshape(2, 3), torch.tensor([0, 2], dtype=torch.uint8)
+    on_tpu = x.to("tpu").requires_grad_()
+    loss = torch.nn.functional.cross_entropy(on_tpu, target.to("tpu"))
+    loss.backward()
+    cpu = x.clone().requires_grad_()
+    expected = torch.nn.functional.cross_entropy(cpu, target)
+    expected.backward()
+    assert_same(loss, expected)
+    assert_same(on_tpu.grad, cpu.grad)
+
+
+def test_a_bool_mask_takes_a_number_of_another_dtype():
+    x = torch.zeros(4, dtype=torch.int32)
+    mask = torch.tensor([True, False, True, False])
+    on_tpu = x.to("tpu")
+    on_tpu[mask.to("tpu")] = torch.tensor(2.5, device="tpu")
+    x[mask] = torch.tensor(2.5)
+    assert_same(on_tpu, x)
+
+
 @pytest.mark.parametrize("target", [[0, 5], [0, -1]])
 def test_multi_margin_loss_target_out_of_range(target):
     with pytest.raises(RuntimeError, match="^target out of range$"):

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import importlib.util
 
+import jax
 import torch
 
+from ..runtime import transfer
 from ..tensor import TpuTensor
 
 # Frames Dynamo must run as they are: our runtime, and JAX under it.
@@ -65,6 +67,8 @@ def install() -> None:
         dispatch_impl(trace_numpy)[TpuTensor] = VariableBuilder.wrap_tensor
     _not_a_subclass()
     _register_fake_rules()
+    if transfer.device_put is jax.device_put:
+        transfer.device_put = torch._dynamo.disable(jax.device_put)
 
 
 def _not_a_subclass() -> None:

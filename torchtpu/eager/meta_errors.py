@@ -57,7 +57,22 @@ def _uint8_condition(args: list) -> list:
     return args
 
 
-_CPU_ACCEPTS = {torch.ops.aten.where.self: _uint8_condition}
+def _byte_target(at: int):
+    # CPU's nll_loss takes uint8 targets; the meta kernels' gather and scatter do not.
+    def adapt(args: list) -> list:
+        target = args[at]
+        if isinstance(target, torch.Tensor) and target.dtype == torch.uint8:
+            return [*args[:at], target.long(), *args[at + 1:]]
+        return args
+
+    return adapt
+
+
+_CPU_ACCEPTS = {torch.ops.aten.where.self: _uint8_condition,
+                torch.ops.aten.nll_loss_forward.default: _byte_target(1),
+                torch.ops.aten.nll_loss2d_forward.default: _byte_target(1),
+                torch.ops.aten.nll_loss_backward.default: _byte_target(2),
+                torch.ops.aten.nll_loss2d_backward.default: _byte_target(2)}
 
 
 # C++'s names for dtypes (caffe2::TypeMeta), as CPU's dtype checks print them.
@@ -392,8 +407,41 @@ def _bce_with_logits_check(self, target, *_):
     return None
 
 
+def _floating_only(message: str):
+    """var/std and their _mean forms (CPU's check; PyTorch's meta kernels take integers)."""
+    def check(self, *_, **__):
+        name = str(self.dtype)  # a torch or a jax dtype
+        return None if "float" in name or "complex" in name else message
+
+    return check
+
+
+_VAR = _floating_only("std and var only support floating point and complex dtypes")
+
+
+def _nll_target_check(self, target, *_):
+    name = str(target.dtype).removeprefix("torch.")  # a torch or a jax dtype
+    if name not in ("int64", "uint8"):
+        return (f"expected target dtype to be Long or Byte, but got "
+                f"{scalar_type_name(target.dtype)}")
+    return None
+
+
+def _nll2d_target_check(self, target, *_):
+    # CPU's 2-d kernel then reads the target as int64 only.
+    return _nll_target_check(self, target) or (
+        "expected scalar type Long but found Byte" if "uint8" in str(target.dtype) else None)
+
 _aten = torch.ops.aten
 _CPU_CHECKS = {
+    _aten.nll_loss_forward.default: _nll_target_check,
+    _aten.nll_loss2d_forward.default: _nll2d_target_check,
+    _aten.var.correction: _VAR, _aten.var.dim: _VAR, _aten.var.default: _VAR,
+    _aten.std.correction: _VAR, _aten.std.dim: _VAR, _aten.std.default: _VAR,
+    _aten.var_mean.correction: _floating_only(
+        "var_mean only support floating point and complex dtypes"),
+    _aten.std_mean.correction: _floating_only(
+        "std_mean only support floating point and complex dtypes"),
     _aten.binary_cross_entropy.default: _bce_check,
     _aten.binary_cross_entropy_with_logits.default: _bce_with_logits_check,
     _aten.grid_sampler_2d.default: _grid_sampler_check,

@@ -113,6 +113,11 @@ def _index_put(self, indices, values, accumulate=False):
     if (not accumulate and values.ndim == 0 and len(indices) == 1
             and indices[0] is not None and indices[0].dtype == jnp.bool_):
         return _masked_set_jit(self, indices[0], values)  # x[mask] = scalar: no host sync
+    if values.dtype != self.dtype:  # CPU's check (x[i] = a 0-d tensor of another dtype too)
+        raise RuntimeError(
+            "Index put requires the source and destination dtypes match, got "
+            f"{scalar_type_name(self.dtype)} for the destination and "
+            f"{scalar_type_name(values.dtype)} for the source.")
     indices = _expand_bool(indices)  # checked above
     _check_count(self, indices)
     try:
@@ -242,6 +247,9 @@ def _as_vector(rule):
 def _index_add(self, dim, index, source, *, alpha=1):
     # CPU's check, which the meta kernel lacks: the slices beside `dim` must agree.
     d = dim % max(self.ndim, 1)
+    if source.dtype != self.dtype:
+        raise RuntimeError(f"index_add_(): self ({scalar_type_name(self.dtype)}) and source "
+                           f"({scalar_type_name(source.dtype)}) must have the same scalar type")
     self_rest = [n for i, n in enumerate(self.shape) if i != d]
     source_rest = [n for i, n in enumerate(source.shape) if i != d]
     if self_rest != source_rest:
@@ -264,6 +272,10 @@ def _index_add_vector(self, dim, index, source, *, alpha=1):
 @lowering(aten.index_copy)
 @_as_vector
 def _index_copy(self, dim, index, source):
+    if source.dtype != self.dtype:
+        raise RuntimeError("index_copy_(): self and source expected to have the same dtype, "
+                           f"but got (self) {scalar_type_name(self.dtype)} and (source) "
+                           f"{scalar_type_name(source.dtype)}")
     dim = dim % max(self.ndim, 1)
     return self.at[(slice(None),) * dim + (index,)].set(source.astype(self.dtype))
 

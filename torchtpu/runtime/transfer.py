@@ -16,6 +16,12 @@ _BITS = {torch.bfloat16: (torch.int16, np.int16),
              torch.float8_e5m2fnuz)}}
 
 
+# Dynamo must not compile the frames JAX's device_put runs (one is a dataclass's generated
+# __init__, which no skip list names): a constant made while tracing, torch.tensor(...,
+# device="tpu"), is copied in for real. compile/dynamo_tensor.py wraps it once Dynamo is used.
+device_put = jax.device_put
+
+
 def to_device(t: torch.Tensor) -> jax.Array:
     """Copy a CPU tensor to the device."""
     t = t.detach()
@@ -38,7 +44,7 @@ def to_device(t: torch.Tensor) -> jax.Array:
         # jax's CPU client wraps an aligned numpy array without copying (may_alias=False does
         # not stop it): a later in-place write to the CPU tensor would show through on tpu.
         host = host.copy()
-    out = jax.device_put(host, device)
+    out = device_put(host, device)
     return out if out.shape == shape else out.reshape(shape)
 
 
