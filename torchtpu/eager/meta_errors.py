@@ -408,7 +408,7 @@ def _bce_with_logits_check(self, target, *_):
 
 
 def _floating_only(message: str):
-    """var/std and their _mean forms (CPU's check; PyTorch's meta kernels take integers)."""
+    """var/std and var_mean (CPU's check; PyTorch's meta kernels take integers)."""
     def check(self, *_, **__):
         name = str(self.dtype)  # a torch or a jax dtype
         return None if "float" in name or "complex" in name else message
@@ -432,16 +432,15 @@ def _nll2d_target_check(self, target, *_):
     return _nll_target_check(self, target) or (
         "expected scalar type Long but found Byte" if "uint8" in str(target.dtype) else None)
 
+
 _aten = torch.ops.aten
 _CPU_CHECKS = {
     _aten.nll_loss_forward.default: _nll_target_check,
     _aten.nll_loss2d_forward.default: _nll2d_target_check,
     _aten.var.correction: _VAR, _aten.var.dim: _VAR, _aten.var.default: _VAR,
     _aten.std.correction: _VAR, _aten.std.dim: _VAR, _aten.std.default: _VAR,
-    _aten.var_mean.correction: _floating_only(
+    _aten.var_mean.correction: _floating_only(  # (std_mean too: it decomposes to var_mean)
         "var_mean only support floating point and complex dtypes"),
-    _aten.std_mean.correction: _floating_only(
-        "std_mean only support floating point and complex dtypes"),
     _aten.binary_cross_entropy.default: _bce_check,
     _aten.binary_cross_entropy_with_logits.default: _bce_with_logits_check,
     _aten.grid_sampler_2d.default: _grid_sampler_check,
