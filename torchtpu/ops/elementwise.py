@@ -80,8 +80,10 @@ def _binary_float(op, fn):
 
 
 def _sign(x):
-    if x.dtype == jnp.bool_ or jnp.issubdtype(x.dtype, jnp.complexfloating):
-        return x if x.dtype == jnp.bool_ else jnp.sign(x)  # a bool is its own sign
+    if x.dtype == jnp.bool_:
+        return x  # a bool is its own sign
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        return jnp.sign(x)  # sgn: x / |x|
     # CPU's (0 < x) - (x < 0): NaN and -0.0 have sign 0 (Rprop takes sign(inf * 0))
     return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
 
