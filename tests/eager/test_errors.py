@@ -405,6 +405,23 @@ def test_nll_loss_takes_byte_targets():
     assert_same(on_tpu.grad, cpu.grad)
 
 
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.tensor([10, -5], dtype=torch.int8, device=d).clamp(max=1000),
+    lambda d: torch.tensor([10, 250], dtype=torch.uint8, device=d).clamp(0, 300),
+    lambda d: torch.clamp_min(torch.tensor([1], dtype=torch.int16, device=d), -2**20),
+], ids=["int8_max", "uint8_both", "int16_min"])
+def test_clamp_of_integers_by_a_number_out_of_their_range(bad):
+    # The bounds convert to the tensor's dtype, checked (they wrapped: [10, -5] became -24).
+    _raises_as_cpu(bad)
+
+
+def test_clamp_of_integers_by_numbers_in_range_or_floats():
+    x = torch.tensor([10, -5, 100], dtype=torch.int8)
+    for clamp in (lambda t: t.clamp(-3, 3), lambda t: t.clamp(max=1.5),
+                  lambda t: t.to(torch.uint8).clamp(min=-1)):
+        assert_same(clamp(x.to("tpu")), clamp(x))
+
+
 def test_a_bool_mask_takes_a_number_of_another_dtype():
     x = torch.zeros(4, dtype=torch.int32)
     mask = torch.tensor([True, False, True, False])

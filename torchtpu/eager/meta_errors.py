@@ -103,8 +103,26 @@ def _integer_power(self, exponent) -> str | None:
     return None
 
 
+def _integer_bounds(self, *bounds) -> str | None:
+    """clamp of an integer tensor by integers converts them to its dtype, checked (a float
+    bound makes the result float instead)."""
+    dtype = self.dtype
+    numbers = [b for b in bounds if b is not None]
+    if (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool
+            or not all(type(b) is int for b in numbers)):
+        return None
+    info = torch.iinfo(dtype)
+    low = -info.max if info.min == 0 else info.min  # as check_number_fits
+    if all(low <= b <= info.max for b in numbers):
+        return None
+    return str(_overflow(str(dtype).removeprefix("torch.")))
+
+
 # Ops whose Python-number arguments CPU checks by value (rules see numbers traced).
-_NUMBER_CHECKS = {torch.ops.aten.pow.Tensor_Scalar: _integer_power}
+_NUMBER_CHECKS = {torch.ops.aten.pow.Tensor_Scalar: _integer_power,
+                  torch.ops.aten.clamp.default: _integer_bounds,
+                  torch.ops.aten.clamp_min.default: _integer_bounds,
+                  torch.ops.aten.clamp_max.default: _integer_bounds}
 
 NUMBER_OPS = frozenset(_NUMBER_AT) | frozenset(_NUMBER_CHECKS)
 
