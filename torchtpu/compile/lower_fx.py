@@ -277,7 +277,9 @@ class Program:
         self._strides = [_dense_layout(o) for o in output.args[0]]
         # Outputs PyTorch puts on the CPU (computed from CPU inputs only) go back there.
         self._on_host = [_on_host(o) for o in output.args[0]]
-        self._views = [_view_of_output(o, output.args[0]) for o in output.args[0]]
+        # Outputs that view another output: (position, (that output's position, geometry)).
+        self._views = [(i, view) for i, o in enumerate(output.args[0])
+                       if (view := _view_of_output(o, output.args[0])) is not None]
         # Per static-argument signature: the draws the program makes, its non-array outputs.
         self._draws: dict[tuple, int] = {}
         self._layout: dict[tuple, list] = {}
@@ -349,11 +351,10 @@ class Program:
                    if slot is None else inputs[slot[1]] if slot[0] == "input" else slot[1]
                    for slot, stride, host in zip(self._layout[statics], self._strides,
                                                  self._on_host, strict=True)]
-        for i, view in enumerate(self._views):
+        for i, view in self._views:
             # The program returned the view's values; the tensor aliases its base, as an
             # inference graph's outputs do in eager (AOTAutograd leaves that to the compiler).
-            if (view is not None and type(results[i]) is TpuTensor
-                    and _is_wrapped(results[view[0]])):
+            if type(results[i]) is TpuTensor and _is_wrapped(results[view[0]]):
                 results[i] = make_view(results[view[0]]._storage, read(results[i]), *view[1])
         return results
 

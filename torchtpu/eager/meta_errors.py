@@ -111,9 +111,7 @@ def _integer_bounds(self, *bounds) -> str | None:
     if (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool
             or not all(type(b) is int for b in numbers)):
         return None
-    info = torch.iinfo(dtype)
-    low = -info.max if info.min == 0 else info.min  # as check_number_fits
-    if all(low <= b <= info.max for b in numbers):
+    if all(_fits(b, dtype) for b in numbers):
         return None
     return str(_overflow(str(dtype).removeprefix("torch.")))
 
@@ -139,15 +137,18 @@ def check_number_fits(op, args: Sequence) -> None:
     value, dtype = args[at], args[0].dtype
     if isinstance(value, bool) or dtype == torch.bool or dtype.is_complex:
         return
-    if dtype.is_floating_point:
-        fits = not math.isfinite(value) or abs(value) <= torch.finfo(dtype).max
-    else:
-        info = torch.iinfo(dtype)
-        # c10's checked_convert lets an unsigned type take a negative number it can wrap.
-        low = -info.max if info.min == 0 else info.min
-        fits = math.isfinite(value) and low <= value <= info.max
-    if not fits:
+    if not _fits(value, dtype):
         raise _overflow(str(dtype).removeprefix("torch."))
+
+
+def _fits(value: int | float, dtype: torch.dtype) -> bool:
+    """Whether c10's checked_convert takes ``value`` into a real ``dtype``."""
+    if dtype.is_floating_point:
+        return not math.isfinite(value) or abs(value) <= torch.finfo(dtype).max
+    info = torch.iinfo(dtype)
+    # An unsigned type takes a negative number it can wrap.
+    low = -info.max if info.min == 0 else info.min
+    return math.isfinite(value) and low <= value <= info.max
 
 
 def checking_number(op, compute):
