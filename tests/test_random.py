@@ -190,3 +190,23 @@ def test_rrelu_in_place(training):
     slopes = y[x < 0] / x[x < 0]
     assert torch.equal(y[x >= 0], x[x >= 0])
     assert ((slopes >= 0.1 - 1e-6) & (slopes <= 0.3 + 1e-6)).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_draws_have_cpus_distribution_in_both_parts(dtype):
+    # randn/normal_ gave a real draw (imaginary part 0); rand/uniform_ raised.
+    n = 100_000
+    torch.manual_seed(0)
+    z = torch.randn(n, dtype=dtype, device=TPU).cpu()
+    w = torch.empty(n, dtype=dtype, device=TPU).normal_(2.0, 3.0).cpu()
+    u = torch.empty(n, dtype=dtype, device=TPU).uniform_(2, 3).cpu()
+    assert z.dtype == w.dtype == u.dtype == dtype
+    for part in (z.real, z.imag):  # variance 1 in all, half in each part
+        assert abs(part.std().item() - 0.5 ** 0.5) < 0.01 and abs(part.mean().item()) < 0.01
+    for part in (w.real, w.imag):
+        assert abs(part.mean().item() - 2) < 0.03 and abs(part.std().item() - 3 * 0.5 ** 0.5) < 0.03
+    for part in (u.real, u.imag):
+        assert 2 <= part.min().item() and part.max().item() < 3
+        assert abs(part.mean().item() - 2.5) < 0.01
+    with pytest.raises(RuntimeError, match="standard deviation to be non-complex"):
+        torch.normal(2.0, torch.ones(3, dtype=dtype, device=TPU))

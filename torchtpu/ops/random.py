@@ -108,18 +108,39 @@ def _sample_dtype(dtype):
     return dtype
 
 
-@executable(static_argnums=(2, 3))
-def _uniform_jit(seed, counter, shape, dtype, low, high):
-    u = jax.random.uniform(_key(seed, counter), shape, _sample_dtype(dtype), low, high)
-    u = u.astype(dtype)
+def _real_uniform(key, shape, dtype, low, high):
+    u = jax.random.uniform(key, shape, _sample_dtype(dtype), low, high).astype(dtype)
     # Rounding a float32 draw to bfloat16/float16 can reach `high`; CPU's draws stay below.
     high = jnp.asarray(high, dtype)
     return jnp.where(u < high, u, jnp.nextafter(high, jnp.asarray(low, dtype)))
 
 
+def _real_part_dtype(dtype):
+    return np.dtype(np.float64 if np.dtype(dtype) == np.complex128 else np.float32)
+
+
+@executable(static_argnums=(2, 3))
+def _uniform_jit(seed, counter, shape, dtype, low, high):
+    if not jnp.issubdtype(dtype, jnp.complexfloating):
+        return _real_uniform(_key(seed, counter), shape, dtype, low, high)
+    # CPU draws the real and imaginary parts each from [low, high).
+    parts = _real_uniform(_key(seed, counter), (*shape, 2), _real_part_dtype(dtype), low, high)
+    return jax.lax.complex(parts[..., 0], parts[..., 1])
+
+
+def _standard_normal(key, shape, dtype):
+    """N(0, 1) draws; a complex one has variance 1, half in each part (as CPU's)."""
+    if not jnp.issubdtype(dtype, jnp.complexfloating):
+        return jax.random.normal(key, shape, _sample_dtype(dtype))
+    parts = jax.random.normal(key, (*shape, 2), _real_part_dtype(dtype)) * np.sqrt(0.5)
+    return jax.lax.complex(parts[..., 0], parts[..., 1])
+
+
 @executable(static_argnums=(2, 3))
 def _normal_jit(seed, counter, shape, dtype, mean, std):
-    z = jax.random.normal(_key(seed, counter), shape, _sample_dtype(dtype))
+    z = _standard_normal(_key(seed, counter), shape, dtype)
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        mean = jax.lax.complex(mean, mean)  # CPU draws both parts around a real mean
     return (mean + std * z).astype(dtype)
 
 
@@ -173,7 +194,7 @@ def _geometric_jit(seed, counter, dtype, like, p):
 def _normal_like_jit(seed, counter, mean, std):
     shape = jnp.broadcast_shapes(jnp.shape(mean), jnp.shape(std))
     dtype = mean.dtype if hasattr(mean, "dtype") and mean.ndim else std.dtype
-    z = jax.random.normal(_key(seed, counter), shape, _sample_dtype(dtype))
+    z = _standard_normal(_key(seed, counter), shape, dtype)
     return (z * std + mean).astype(dtype)
 
 
@@ -242,6 +263,7 @@ def _normal(self, mean=0.0, std=1.0, *, generator=None):
 @lowering(aten.normal.Tensor_float, aten.normal.float_Tensor, aten.normal.Tensor_Tensor,
           eager=True, records=True)
 def _normal_tensors(mean, std=1.0, *, generator=None):
+    _check(not jnp.iscomplexobj(std), "normal expects standard deviation to be non-complex")
     if _number(std):
         _check(std >= 0.0, f"normal expects std >= 0.0, but found std {_fmt(std)}")
     return _normal_like_jit(*_next(generator), mean, std)
