@@ -18,6 +18,9 @@ OPTIMS = {
     "adamw": lambda p, kw: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1, **kw),
     "adamw_amsgrad": lambda p, kw: torch.optim.AdamW(p, lr=1e-2, amsgrad=True, **kw),
     "adamw_tensor_lr": lambda p, kw: torch.optim.AdamW(p, lr=torch.tensor(1e-2), **kw),
+    "adagrad": lambda p, kw: torch.optim.Adagrad(p, lr=0.1, lr_decay=0.05, weight_decay=0.1,
+                                                 initial_accumulator_value=0.1, **kw),
+    "adagrad_max": lambda p, kw: torch.optim.Adagrad(p, lr=0.1, maximize=True, **kw),
 }
 PATHS = {"for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
 
@@ -91,48 +94,29 @@ def test_multi_tensor_paths_are_the_default():
     assert _has_foreach_support(params, torch.device("tpu"))
 
 
+_ADAMW_KW = dict(beta1=0.9, beta2=0.99, weight_decay=0.1, eps=1e-8, amsgrad=False,
+                 maximize=False)
+_FUSED_STEPS = {
+    "adamw": lambda lists, steps, **kw: torch._fused_adamw_(*lists, [], steps, lr=0.01,
+                                                           **_ADAMW_KW, **kw),
+    "adagrad": lambda lists, steps, **kw: torch._fused_adagrad_(
+        *lists[:3], steps, lr=0.1, lr_decay=0.01, weight_decay=0.1, eps=1e-10, maximize=False,
+        **kw),
+}
+
+
 @pytest.mark.parametrize("found_inf", [0.0, 1.0])
-def test_fused_adamw_unscales_and_skips_on_inf(found_inf):
+@pytest.mark.parametrize("name", _FUSED_STEPS)
+def test_fused_step_unscales_and_skips_on_inf(name, found_inf):
     # What GradScaler passes: grads are divided by the scale (and kept so); an inf skips all.
     def step(device):
         g = torch.Generator().manual_seed(0)
         lists = [[torch.randn(5, 3, generator=g), torch.randn(7, generator=g)] for _ in range(4)]
-        lists[3] = [t.abs() for t in lists[3]]  # second moments
+        lists[2:] = [[t.abs() for t in ts] for ts in lists[2:]]  # second moments, sums
         lists = [[t.to(device) for t in ts] for ts in lists]
         steps = [torch.tensor(3.0, device=device) for _ in range(2)]
-        torch._fused_adamw_(*lists, [], steps, lr=0.01, beta1=0.9, beta2=0.99,
-                            weight_decay=0.1, eps=1e-8, amsgrad=False, maximize=False,
-                            grad_scale=torch.tensor(4.0, device=device),
-                            found_inf=torch.tensor(found_inf, device=device))
+        _FUSED_STEPS[name](lists, steps, grad_scale=torch.tensor(4.0, device=device),
+                           found_inf=torch.tensor(found_inf, device=device))
         return lists
 
     assert_same(step("tpu"), step("cpu"), rtol=1e-6, atol=1e-7)
-
-
-@pytest.mark.parametrize("fused", [False, True], ids=["unscale-then-step", "fused-adamw"])
-def test_grad_scaler_matches_cpu(fused):
-    # GradScaler as a cuda training loop uses it: an inf step is skipped and backs the scale
-    # off; growth every 2 clean steps. fused=True hands grad_scale/found_inf to the kernel.
-    def run(device):
-        torch.manual_seed(0)
-        model = torch.nn.Linear(4, 3).to(device)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=fused or None)
-        scaler = torch.amp.GradScaler(device, init_scale=1024.0, growth_interval=2)
-        x = torch.randn(5, 4).to(device)
-        scales = []
-        for i in range(5):
-            with torch.autocast(device, dtype=torch.bfloat16):
-                loss = model(x).float().square().mean()
-            if i == 2:
-                loss = loss * float("inf")
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-            opt.zero_grad()
-            scales.append(scaler.get_scale())
-        return scales, [p.detach() for p in model.parameters()]
-
-    cpu_scales, cpu_params = run("cpu")
-    tpu_scales, tpu_params = run("tpu")
-    assert tpu_scales == cpu_scales == [1024.0, 2048.0, 1024.0, 1024.0, 2048.0]
-    assert_same(tpu_params, cpu_params, rtol=1e-5, atol=1e-6)

@@ -1,6 +1,6 @@
-"""The fused optimizer steps (``Adam(fused=True)``, ``AdamW(fused=True)``, ``SGD(fused=True)``):
+"""The fused optimizer steps (``Adam``, ``AdamW``, ``SGD`` and ``Adagrad`` with ``fused=True``):
 each parameter list updated in one rule, as PyTorch's CPU kernels compute it
-(``ATen/native/cpu/FusedAdamKernel.cpp``, ``FusedSGDKernel.cpp``): coefficients computed in
+(``ATen/native/cpu/Fused{Adam,SGD,Adagrad}Kernel.cpp``): coefficients computed in
 float64 and rounded to the parameter's compute type, half types updated in float32."""
 
 from __future__ import annotations
@@ -115,3 +115,27 @@ def _fused_sgd(params, grads, momentum_buffer_list, *, weight_decay, momentum, l
         outs[0].append(x.astype(p.dtype))
     old = (params, grads, momentum_buffer_list)
     return tuple(_unless_inf(found_inf, new, o) for new, o in zip(outs, old, strict=True))
+
+
+@lowering(aten._fused_adagrad, static=("weight_decay", "maximize"))
+def _fused_adagrad(params, grads, state_sums, state_steps, *, lr, lr_decay, weight_decay, eps,
+                   maximize, grad_scale=None, found_inf=None):
+    outs = ([], [], [])
+    for p, g, s, step in zip(params, grads, state_sums, state_steps, strict=True):
+        dt = _opmath(p.dtype)
+        step = step.reshape(()).astype(jnp.float64)
+        clr = (jnp.asarray(lr, jnp.float64) / (1 + (step - 1) * lr_decay)).astype(dt)
+        g = _unscale(g, grad_scale, dt)
+        outs[1].append(g.astype(p.dtype))
+        x = p.astype(dt)
+        if maximize:
+            g = -g
+        if weight_decay != 0:
+            g = g + x * jnp.asarray(weight_decay, dt)
+        s = s.astype(dt) + g * g
+        x = x - clr * g / (jnp.sqrt(s) + jnp.asarray(eps, dt))
+        outs[0].append(x.astype(p.dtype))
+        outs[2].append(s.astype(p.dtype))
+    old = (params, grads, state_sums)
+    return (*(_unless_inf(found_inf, new, o) for new, o in zip(outs, old, strict=True)),
+            list(state_steps))
