@@ -145,7 +145,9 @@ def test_where_takes_a_uint8_condition_as_cpu():
                                    torch.float8_e4m3fnuz, torch.float8_e5m2fnuz])
 def test_float8_casts_and_transfers(dtype):
     # torch cannot hand numpy a float8 tensor: they move as their bits, as bfloat16 does.
-    x = torch.tensor([0.1, 1.5, -3.25, 300.0, 1e-3, 0.0])
+    # Past float8_e4m3fn's range CPU saturates to +-448 (XLA: NaN).
+    x = torch.tensor([0.1, 1.5, -3.25, 300.0, 1e-3, 0.0, 470.0, -1e30, float("inf"),
+                      -float("inf")])
 
     def run(device):
         a = x.to(device).to(dtype)

@@ -149,6 +149,11 @@ def astype(x, dtype):
         # PyTorch's CPU casts floats (bfloat16, float8 and a complex's real part too) into
         # other integers through int64: they wrap (-1.0 is 255 as uint8, 2**64 - 1 as uint64).
         return jnp.real(x).astype(jnp.int64).astype(dtype)
+    if dtype == np.dtype(jnp.float8_e4m3fn) and x.dtype.itemsize > 1:
+        # float8_e4m3fn has no inf: CPU saturates past its range (infinities too) to +-448
+        # where XLA gives NaN.
+        top = float(jnp.finfo(jnp.float8_e4m3fn).max)
+        x = jnp.clip(jnp.real(x) if jnp.iscomplexobj(x) else x, -top, top)
     return x.astype(dtype)
 
 
