@@ -166,6 +166,13 @@ SEARCHES = {
     "bincount int weights": lambda t: torch.bincount(t([0, 1, 1]), weights=t([1, 2, 3])),
     "unique keeps each NaN": lambda t: torch.unique(t([NAN, 1.0, NAN]), return_inverse=True,
                                                     return_counts=True),
+    # numpy sorted bfloat16 by a comparison NaN breaks: duplicates stayed, unsorted
+    "unique of bfloat16 with NaN": lambda t: torch.unique(
+        t([3.0, NAN, 1.0, NAN, 2.0, 1.0], dtype=torch.bfloat16), return_inverse=True,
+        return_counts=True),
+    "unique rows of bfloat16 with NaN": lambda t: torch.unique(
+        t([[3.0, NAN], [1.0, 0.0], [1.0, 0.0], [NAN, 2.0]], dtype=torch.bfloat16), dim=0,
+        return_inverse=True, return_counts=True),
     "median of nothing": lambda t: (torch.median(t([])), torch.nanmedian(t([]))),
     "searchsorted with NaNs": lambda t: torch.searchsorted(t([1.0, 3.0, NAN]),
                                                            t([NAN, 2.0, 5.0, 0.0, 3.0])),

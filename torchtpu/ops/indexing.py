@@ -458,14 +458,21 @@ def _masked_select(self, mask):
     return a[np.asarray(m)]
 
 
+def _host_sortable(x):
+    """x on the host, in a dtype numpy sorts: it sorts ml_dtypes' bfloat16 and float8 by a
+    comparison NaN breaks (unique left duplicates, unsorted). They widen to float32 exactly."""
+    host = np.asarray(x)
+    return host.astype(np.float32) if host.dtype.kind == "V" else host
+
+
 @lowering(aten._unique2, eager=True)
 def _unique2(self, sorted=True, return_inverse=False, return_counts=False):  # noqa: A002
     # Each NaN is its own value, as on CPU (numpy would merge them).
-    vals, inv, counts = np.unique(np.asarray(self), return_inverse=True, return_counts=True,
-                                  equal_nan=False)
+    vals, inv, counts = np.unique(_host_sortable(self), return_inverse=True,
+                                  return_counts=True, equal_nan=False)
     inverse = inv.reshape(self.shape) if return_inverse else np.zeros((0,), np.int64)
     counts = counts if return_counts else np.zeros((0,), np.int64)
-    return (jnp.asarray(vals), jnp.asarray(inverse.astype(np.int64)),
+    return (jnp.asarray(vals, self.dtype), jnp.asarray(inverse.astype(np.int64)),
             jnp.asarray(counts.astype(np.int64)))
 
 
@@ -476,9 +483,9 @@ def _unique(self, sorted=True, return_inverse=False):  # noqa: A002
 
 @lowering(aten.unique_dim, eager=True)
 def _unique_dim(self, dim, sorted=True, return_inverse=False, return_counts=False):  # noqa: A002
-    vals, inv, counts = np.unique(np.asarray(self), axis=dim, return_inverse=True,
+    vals, inv, counts = np.unique(_host_sortable(self), axis=dim, return_inverse=True,
                                   return_counts=True)
-    return (jnp.asarray(vals), jnp.asarray(inv.reshape(-1).astype(np.int64)),
+    return (jnp.asarray(vals, self.dtype), jnp.asarray(inv.reshape(-1).astype(np.int64)),
             jnp.asarray(counts.astype(np.int64)))
 
 
