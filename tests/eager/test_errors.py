@@ -409,17 +409,28 @@ def test_nll_loss_takes_byte_targets():
     lambda d: torch.tensor([10, -5], dtype=torch.int8, device=d).clamp(max=1000),
     lambda d: torch.tensor([10, 250], dtype=torch.uint8, device=d).clamp(0, 300),
     lambda d: torch.clamp_min(torch.tensor([1], dtype=torch.int16, device=d), -2**20),
-], ids=["int8_max", "uint8_both", "int16_min"])
-def test_clamp_of_integers_by_a_number_out_of_their_range(bad):
-    # The bounds convert to the tensor's dtype, checked (they wrapped: [10, -5] became -24).
+    lambda d: torch.full_like(torch.zeros(2, dtype=torch.int8, device=d), 300),
+    lambda d: torch.full_like(torch.zeros(2, device=d), 300, dtype=torch.int8),
+    lambda d: torch.full_like(torch.zeros(2, dtype=torch.float16, device=d), 1e6),
+    lambda d: torch.zeros(2, dtype=torch.uint8, device=d).new_full((3,), 256),
+    lambda d: torch.tensor([2], dtype=torch.int8, device=d) ** 2**40,
+    lambda d: torch.tensor([2], dtype=torch.uint8, device=d).pow(300),
+], ids=["clamp_int8_max", "clamp_uint8_both", "clamp_int16_min", "full_like_int8",
+        "full_like_dtype", "full_like_half", "new_full_uint8", "pow_int8", "pow_uint8"])
+def test_a_number_out_of_an_integer_tensors_range(bad):
+    # The number converts to the tensor's dtype, checked (it wrapped: clamp(max=1000) of
+    # [10, -5] gave -24, full_like(int8, 300) 44, 2 ** 2**40 1).
     _raises_as_cpu(bad)
 
 
-def test_clamp_of_integers_by_numbers_in_range_or_floats():
+def test_numbers_in_range_or_floats_for_integer_tensors():
     x = torch.tensor([10, -5, 100], dtype=torch.int8)
-    for clamp in (lambda t: t.clamp(-3, 3), lambda t: t.clamp(max=1.5),
-                  lambda t: t.to(torch.uint8).clamp(min=-1)):
-        assert_same(clamp(x.to("tpu")), clamp(x))
+    for op in (lambda t: t.clamp(-3, 3), lambda t: t.clamp(max=1.5),
+               lambda t: t.to(torch.uint8).clamp(min=-1),
+               lambda t: torch.full_like(t, 300, dtype=torch.float32),
+               lambda t: torch.full_like(t.to(torch.uint8), -1), lambda t: t.pow(True),
+               lambda t: t.to(torch.uint8) ** 255, lambda t: t.new_full((2,), 2.5)):
+        assert_same(op(x.to("tpu")), op(x))
 
 
 def test_a_bool_mask_takes_a_number_of_another_dtype():

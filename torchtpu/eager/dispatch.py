@@ -98,16 +98,15 @@ def _build_here(func, fused: bool) -> Handler:
             return _following_memory_format(
                 func, mutation.rule_with_mutations(func, inner, rule.mutates))
         if func.overloadpacket in _LIKE:
-            return _keeping_layout(_rule_handler(rule, fused))
+            return meta_errors.checking_number(func, _keeping_layout(_rule_handler(rule, fused)))
         if func in _STRIDE_ARG:
             return _strided(_rule_handler(rule, fused), _STRIDE_ARG[func])
         if func in _LU_OF_TRANSPOSE:
             return _factoring_a_itself(_rule_handler(rule, fused))
         if func in _HOST_ARGS:
             return _taking_host_arguments(_rule_handler(rule, fused), _HOST_ARGS[func])
-        handler = _following_memory_format(func, _rule_handler(rule, fused))
-        return (meta_errors.checking_number(func, handler) if func in meta_errors.NUMBER_OPS
-                else handler)
+        return meta_errors.checking_number(
+            func, _following_memory_format(func, _rule_handler(rule, fused)))
     derived = mutation.derived_handler(func, functional_handler)
     if derived is not None:
         return derived

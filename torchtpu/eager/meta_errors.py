@@ -100,7 +100,16 @@ def _integer_power(self, exponent) -> str | None:
                     or self.dtype == torch.bool)
     if integral and type(exponent) is int and exponent < 0:
         return "Integers to negative integer powers are not allowed."
+    if integral and type(exponent) is int and not _fits(exponent, self.dtype):
+        return str(_overflow(str(self.dtype).removeprefix("torch.")))
     return None
+
+
+def _fill_fits(value, dtype: torch.dtype) -> str | None:
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or dtype == torch.bool
+            or dtype.is_complex or _fits(value, dtype)):
+        return None
+    return str(_overflow(str(dtype).removeprefix("torch.")))
 
 
 def _integer_bounds(self, *bounds) -> str | None:
@@ -117,19 +126,25 @@ def _integer_bounds(self, *bounds) -> str | None:
 
 
 # Ops whose Python-number arguments CPU checks by value (rules see numbers traced).
-_NUMBER_CHECKS = {torch.ops.aten.pow.Tensor_Scalar: _integer_power,
-                  torch.ops.aten.clamp.default: _integer_bounds,
-                  torch.ops.aten.clamp_min.default: _integer_bounds,
-                  torch.ops.aten.clamp_max.default: _integer_bounds}
+_NUMBER_CHECKS = {
+    torch.ops.aten.pow.Tensor_Scalar: _integer_power,
+    torch.ops.aten.clamp.default: _integer_bounds,
+    torch.ops.aten.clamp_min.default: _integer_bounds,
+    torch.ops.aten.clamp_max.default: _integer_bounds,
+    torch.ops.aten.full_like.default:
+        lambda self, value, *, dtype=None, **_: _fill_fits(value, dtype or self.dtype),
+    torch.ops.aten.new_full.default:
+        lambda self, size, value, *, dtype=None, **_: _fill_fits(value, dtype or self.dtype),
+}
 
 NUMBER_OPS = frozenset(_NUMBER_AT) | frozenset(_NUMBER_CHECKS)
 
 
-def check_number_fits(op, args: Sequence) -> None:
+def check_number_fits(op, args: Sequence, kwargs: dict | None = None) -> None:
     """CPU's errors for Python numbers: one its op would convert to the tensor's dtype that
     does not fit (``masked_fill(mask, -1e9)`` on float16, NaN into an integer tensor), and
     the value checks of ``_NUMBER_CHECKS``."""
-    if (check := _NUMBER_CHECKS.get(op)) and (message := check(*args)):
+    if (check := _NUMBER_CHECKS.get(op)) and (message := check(*args, **(kwargs or {}))):
         raise RuntimeError(message)
     at = _NUMBER_AT.get(op)
     if at is None or len(args) <= at or not isinstance(args[at], (int, float)):
@@ -152,10 +167,13 @@ def _fits(value: int | float, dtype: torch.dtype) -> bool:
 
 
 def checking_number(op, compute):
-    """``compute`` (args, kwargs) with ``check_number_fits`` first."""
+    """``compute`` (args, kwargs) with ``check_number_fits`` first, if ``op`` takes such a
+    number."""
+    if op not in NUMBER_OPS:
+        return compute
 
     def checked(args, kwargs):
-        check_number_fits(op, args)
+        check_number_fits(op, args, kwargs)
         return compute(args, kwargs)
 
     return checked

@@ -17,7 +17,7 @@ from ..ops.registry import LOWERINGS, is_functional
 from ..runtime.transfer import to_device
 from ..tensor import TpuTensor, is_dense, read, write
 from . import strict, views
-from .meta_errors import NUMBER_OPS, checking_number, cpp_name
+from .meta_errors import checking_number, cpp_name
 from .values import call_unwrapped, wrap_out
 
 aten = torch.ops.aten
@@ -140,8 +140,7 @@ def derived_handler(func, functional_handler):
         if inner is None:
             return None
         compute = inner
-    if functional in NUMBER_OPS:
-        compute = checking_number(functional, compute)
+    compute = checking_number(functional, compute)
 
     if is_out:
         takes_dtype = any(a.name == "dtype" for a in functional._schema.arguments)
