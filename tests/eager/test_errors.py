@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import assert_same
 
 import torchtpu
@@ -447,3 +450,60 @@ def test_multi_margin_loss_target_out_of_range(target):
     with pytest.raises(RuntimeError, match="^target out of range$"):
         torch.nn.functional.multi_margin_loss(torch.zeros(2, 3, device="tpu"),
                                               torch.tensor(target, device="tpu"))
+
+
+def _t(*shape, dtype=torch.float32, device="cpu"):
+    return torch.linspace(0.5, 2.0, math.prod(shape), dtype=dtype).reshape(shape).to(device)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.nn.BatchNorm1d(3).to(d)(_t(4, 3, dtype=torch.float64, device=d)),
+    lambda d: torch.nn.BatchNorm1d(3).to(d).eval()(_t(4, 3, dtype=torch.float64, device=d)),
+    lambda d: F.layer_norm(_t(4, 3, dtype=torch.float64, device=d), (3,), _t(3, device=d)),
+    lambda d: F.layer_norm(_t(4, 3, device=d), (3,), _t(3, dtype=torch.float64, device=d)),
+    lambda d: F.layer_norm(_t(4, 3, device=d), (3,), _t(3, device=d),
+                           _t(3, dtype=torch.bfloat16, device=d)),
+    lambda d: F.group_norm(_t(2, 4, dtype=torch.float64, device=d), 2, _t(4, device=d)),
+    lambda d: F.batch_norm(_t(4, 3, dtype=torch.float16, device=d), _t(3, device=d),
+                           _t(3, device=d), _t(3, dtype=torch.float16, device=d),
+                           training=True),
+], ids=["batch_norm_double_input", "batch_norm_eval", "layer_norm_double_input",
+        "layer_norm_double_weight", "layer_norm_bias_unlike_weight", "group_norm",
+        "batch_norm_stats_unlike_weight"])
+def test_norms_refuse_mixed_dtypes_as_cpu(bad):
+    # A float64 batch (numpy features) into float32 norms ran in float64 to the next Linear.
+    _raises_as_cpu(bad)
+
+
+def test_norms_take_float32_parameters_for_half_inputs():
+    # AMP's and "BatchNorm kept in float32" recipes: CPU's one mixed case.
+    for dtype in (torch.bfloat16, torch.float16):
+        for norm in (lambda x, d: F.batch_norm(x, _t(3, device=d), _t(3, device=d),
+                                               _t(3, device=d), _t(3, device=d), True),
+                     lambda x, d: F.layer_norm(x, (3,), _t(3, device=d), _t(3, device=d))):
+            x = _t(4, 3, dtype=dtype)
+            assert_same(norm(x.to("tpu"), "tpu"), norm(x, "cpu"))
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.ones(2, 3, device=d).softmax(2),
+    lambda d: F.softmax(torch.ones(2, 3, device=d), dim=-3),
+    lambda d: torch.tensor(1.0, device=d).softmax(1),
+    lambda d: torch.ones(2, 3, device=d).sort(dim=2),
+    lambda d: torch.ones(2, 3, device=d).argsort(dim=-3, stable=True),
+    lambda d: torch.ones(2, 3, device=d).index_select(2, torch.tensor([0], device=d)),
+    lambda d: torch.ones(2, 3, device=d).index_select(0, torch.tensor([[0]], device=d)),
+], ids=["softmax", "softmax_negative", "softmax_0d", "sort", "argsort_stable", "index_select",
+        "index_select_matrix"])
+def test_a_dim_out_of_range_raises_as_cpu(bad):
+    # These took any dim modulo the rank: softmax(dim=2) of a matrix ran over dim 0.
+    with pytest.raises(IndexError) as on_cpu:
+        bad("cpu")
+    with pytest.raises(IndexError) as on_tpu:
+        bad("tpu")
+    assert str(on_tpu.value) == str(on_cpu.value)
+
+
+def test_stack_names_both_sizes():
+    _raises_as_cpu(lambda d: torch.stack([torch.zeros(3, device=d), torch.zeros(3, device=d),
+                                          torch.zeros(5, device=d)]))

@@ -219,7 +219,7 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None) -> 
                 if written is not None:
                     written[node.args[0]] = value
             elif isinstance(t, torch._ops.OpOverload):
-                check_as_cpu(t, args)  # the checks eager runs that meta kernels skip
+                check_as_cpu(t, args, kwargs)  # the checks eager runs that meta kernels skip
                 env[node] = _conform(node, LOWERINGS[t].fn(*args, **kwargs))
             else:  # operator.getitem, operator.mul on sizes, math functions, ...
                 env[node] = t(*args, **kwargs)

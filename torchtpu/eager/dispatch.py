@@ -136,7 +136,7 @@ _CHECKED_BY_META = {aten.reflection_pad1d.default, aten.reflection_pad2d.default
 
 def _checked_by_meta(func, decomp) -> Handler:
     def handler(args, kwargs):
-        meta_errors.check_as_cpu(func, args)
+        meta_errors.check_as_cpu(func, args, kwargs)
         try:
             func(*[views.meta_like(a) for a in args], **kwargs)
         except RuntimeError as e:

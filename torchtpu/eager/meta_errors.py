@@ -13,6 +13,8 @@ import re
 import warnings
 from collections.abc import Sequence
 
+import jax.numpy as jnp
+import numpy as np
 import torch
 
 from ..ops.dtypes import scalar_type_name, to_torch_dtype
@@ -35,11 +37,22 @@ _C_TYPES = {"float32": "float", "float64": "double", "float16": "c10::Half",
             "int64": "int64_t", "uint8": "uint8_t", "bool": "bool"}
 
 
-def check_as_cpu(op, args: Sequence) -> None:
+def check_as_cpu(op, args: Sequence, kwargs: dict | None = None) -> None:
     """CPU's argument checks for an op whose meta kernel checks less, or in another order."""
+    if (at := _DIM_AT.get(op)) is not None:
+        dim = (kwargs or {}).get(at, -1) if isinstance(at, str) else args[at]
+        _check_dim(dim, len(args[0].shape))
     check = _CPU_CHECKS.get(op)
     if check is not None and (error := check(*args)):
         raise error if isinstance(error, Exception) else RuntimeError(error)
+
+
+def _check_dim(dim: int, ndim: int) -> None:
+    """c10's maybe_wrap_dim: a 0-d tensor takes dims -1 and 0."""
+    top = max(ndim, 1)
+    if not -top <= dim < top:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-top}, "
+                         f"{top - 1}], but got {dim})")
 
 
 def as_cpu_accepts(op, meta_args: list) -> list:
@@ -470,7 +483,53 @@ def _nll2d_target_check(self, target, *_):
         "expected scalar type Long but found Byte" if "uint8" in str(target.dtype) else None)
 
 
+def _index_select_check(self, dim, index) -> Exception | None:
+    if index.ndim > 1:
+        return IndexError("index_select(): Index is supposed to be a vector")
+    if str(index.dtype) not in ("int32", "int64"):
+        return RuntimeError("index_select(): Expected dtype int32 or int64 for index")
+    return None
+
+
+def _stack_check(tensors, dim=0) -> str | None:
+    # The reference's message stops after the first shape.
+    for i, t in enumerate(tensors[1:], 1):
+        if tuple(t.shape) != tuple(tensors[0].shape):
+            return (f"stack expects each tensor to be equal size, but got "
+                    f"{list(tensors[0].shape)} at entry 0 and {list(t.shape)} at entry {i}")
+    return None
+
+
+def _norm_dtypes(*at: int):
+    """CPU's norms take float32 parameters for a bfloat16/float16 input (ATen's
+    mixed_dtype.h: "mixed" when the first parameter's dtype is not the input's), else
+    parameters of the input's dtype. ``at``: where the parameters are."""
+
+    def check(x, *args) -> str | None:
+        params = [args[i - 1] for i in at if i - 1 < len(args) and hasattr(args[i - 1], "dtype")]
+        if not params:
+            return None
+        if params[0].dtype != x.dtype:
+            if x.dtype not in (np.float32, jnp.bfloat16, np.float16):
+                return "mixed dtype (CPU): all inputs must share same datatype."
+            if any(p.dtype != np.float32 for p in params):
+                return "mixed dtype (CPU): expect parameter to have scalar type of Float"
+            return None
+        for p in params[1:]:
+            if p.dtype != x.dtype:
+                return (f"expected scalar type {scalar_type_name(x.dtype)} but found "
+                        f"{scalar_type_name(p.dtype)}")
+        return None
+
+    return check
+
+
 _aten = torch.ops.aten
+# Ops whose meta kernels take any `dim` (the rules wrapped it: softmax(dim=2) of a matrix ran
+# on dim 0): where their dim is, a position or a keyword.
+_DIM_AT = {_aten._softmax.default: 1, _aten._log_softmax.default: 1, _aten.sort.default: 1,
+           _aten.sort.stable: "dim", _aten.index_select.default: 1,
+           _aten.index_fill.int_Scalar: 1, _aten.index_fill.int_Tensor: 1}
 _CPU_CHECKS = {
     _aten.nll_loss_forward.default: _nll_target_check,
     _aten.nll_loss2d_forward.default: _nll2d_target_check,
@@ -501,4 +560,14 @@ _CPU_CHECKS = {
     _aten.mv.default: lambda mat, vec: _addmv_dtypes(vec.dtype, mat, vec),  # into vec's dtype
     _aten.addmv.default: lambda self, mat, vec, *_: _addmv_dtypes(self.dtype, mat, vec),
     _aten.bmm.default: _bmm_check,
+    _aten.index_select.default: _index_select_check,
+    _aten.native_layer_norm.default: _norm_dtypes(2, 3),
+    _aten.native_group_norm.default: _norm_dtypes(1, 2),
+    _aten.native_batch_norm.default: _norm_dtypes(1, 2, 3, 4),
+    _aten._native_batch_norm_legit.default: _norm_dtypes(1, 2, 3, 4),
+    _aten._native_batch_norm_legit.no_stats: _norm_dtypes(1, 2),
+    _aten._native_batch_norm_legit_no_training.default: _norm_dtypes(1, 2, 3, 4),
+    _aten._batch_norm_with_update.default: _norm_dtypes(1, 2, 3, 4),
+    _aten._batch_norm_no_update.default: _norm_dtypes(1, 2, 3, 4),
+    _aten.stack.default: _stack_check,
 }

@@ -94,10 +94,10 @@ def traced(rule: Lowering):
             raise
 
     def checked(*args, **kwargs):
+        # PyTorch's checks first: invalid input raises PyTorch's error, not a JAX one.
+        check_as_cpu(rule.op, args, kwargs)
         if rule.skip_meta:
             return rule.fn(*args, **kwargs)
-        # PyTorch's checks first: invalid input raises PyTorch's error, not a JAX one.
-        check_as_cpu(rule.op, args)
         expected = pytorch_outputs(rule.op, args, kwargs)
         try:
             out = rule.fn(*args, **kwargs)
