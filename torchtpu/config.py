@@ -36,8 +36,9 @@ FLAGS: dict[str, Flag] = {
              "0: one program per sync point."),
         Flag("check_indices", True,
              "Strict and debug eager read index tensors (gather, scatter, indexing, "
-             "embedding, nll_loss targets) to raise CPU's error for an out-of-range index; "
-             "each such op waits for its index. Fused eager and torch.compile never check."),
+             "embedding, nll_loss targets) to raise CPU's error for an out-of-range index, "
+             "and binary_cross_entropy's probabilities for one outside [0, 1]; each such op "
+             "waits for those values. Fused eager and torch.compile never check."),
         Flag("cpu_fallback", False, "Run ops that have no lowering on the CPU (counted)."),
         Flag(
             "cpu_async",

@@ -507,3 +507,100 @@ def test_a_dim_out_of_range_raises_as_cpu(bad):
 def test_stack_names_both_sizes():
     _raises_as_cpu(lambda d: torch.stack([torch.zeros(3, device=d), torch.zeros(3, device=d),
                                           torch.zeros(5, device=d)]))
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.nn.ConvTranspose2d(3, 4, 3).to(d)(_t(1, 2, 5, 5, device=d)),
+    lambda d: F.conv_transpose2d(_t(1, 3, 5, 5, device=d), _t(4, 2, 3, 3, device=d), groups=2),
+    lambda d: F.conv2d(_t(1, 3, 5, 5, device=d), _t(4, 3, 3, 3, device=d), _t(3, device=d)),
+    lambda d: F.conv2d(_t(1, 3, 5, 5, device=d), _t(4, 3, 3, 3, device=d), _t(4, 1, device=d)),
+    lambda d: F.conv_transpose2d(_t(1, 4, 5, 5, device=d), _t(4, 2, 3, 3, device=d),
+                                 _t(2, device=d), groups=2),
+    lambda d: F.conv_transpose2d(_t(1, 1, 5, 5, device=d), _t(1, 1, 3, 3, device=d),
+                                 output_padding=1),
+    lambda d: F.conv_transpose1d(_t(1, 1, 5, device=d), _t(1, 1, 3, device=d), stride=2,
+                                 output_padding=2),
+    lambda d: F.conv_transpose3d(_t(1, 1, 4, 4, 4, device=d), _t(1, 1, 3, 3, 3, device=d),
+                                 stride=2, output_padding=(0, 2, 0)),
+], ids=["transposed_channels", "transposed_groups_channels", "bias_size", "bias_2d",
+        "transposed_bias", "output_padding", "output_padding_1d", "output_padding_3d"])
+def test_convolution_checks_as_cpu(bad):
+    # These reached XLA (its own wording) or ran: a bias of shape (4, 1), an output_padding
+    # as large as the stride.
+    _raises_as_cpu(bad)
+
+
+@pytest.mark.parametrize("inputs, targets, which", [
+    ([2.0, -1.0], [1.0, 0.0], "input"), ([float("nan"), 0.5], [1.0, 0.0], "input"),
+    ([0.5, 0.5], [1.5, 0.0], "target")])
+def test_bce_refuses_probabilities_outside_0_1(inputs, targets, which):
+    # Logits into BCELoss gave NaN; CPU raises (cuda asserts).
+    def loss(device):
+        return torch.nn.BCELoss()(torch.tensor(inputs, device=device),
+                                  torch.tensor(targets, device=device))
+
+    for device in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match=f"all elements of {which} should be between 0"):
+            loss(device)
+
+
+def test_variance_without_degrees_of_freedom_warns_as_cpu():
+    # (a shape no other test reduces: the warning comes when the op is first compiled)
+    x = torch.linspace(0, 1, 15).reshape(5, 1, 3)
+    for name, op in (("std", lambda t: t.std(1)), ("var", lambda t: t.var(1, correction=3)),
+                     ("var_mean", lambda t: torch.var_mean(t, (0, 2), correction=15)[0])):
+        for device in ("cpu", "tpu"):
+            with pytest.warns(UserWarning, match=rf"^{name}\(\): degrees of freedom is <= 0"):
+                out = op(x.to(device))
+        assert_same(out, op(x))
+
+
+@pytest.mark.parametrize("case", ["key_padding_mask", "embed_dim"])
+def test_attention_fast_path_checks_as_cpu(case):
+    # In inference the fast path's own checks speak (tpu gave a view's or a matmul's error).
+    def bad(device):
+        torch.manual_seed(0)
+        mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).to(device).eval()
+        x = _t(2, 4, 8 if case == "key_padding_mask" else 6, device=device)
+        mask = torch.zeros(2, 5, dtype=torch.bool, device=device)
+        with torch.no_grad():
+            mha(x, x, x, key_padding_mask=mask if case == "key_padding_mask" else None)
+
+    _raises_as_cpu(bad)
+
+
+_INT = torch.int64
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.ones(3, 4, device=d).masked_select(torch.tensor([True, False], device=d)),
+    lambda d: torch.unique(torch.tensor([1, 2], device=d), dim=1),
+    lambda d: torch.ones(3, device=d).clamp(),
+    lambda d: torch.ones(0, device=d).max(),
+    lambda d: torch.ones(0, 3, device=d).min(0),
+    lambda d: torch.ones(0, 3, device=d).argmax(0),
+    lambda d: torch.ones(3, dtype=torch.bool, device=d).floor(),
+    lambda d: torch.ones(3, dtype=_INT, device=d).round(decimals=1),
+    lambda d: torch.ones(3, dtype=_INT, device=d).lerp(torch.ones(3, dtype=_INT, device=d), 0.5),
+    lambda d: torch.ones(3, dtype=_INT, device=d).histc(),
+    lambda d: torch.randn(3, dtype=_INT, device=d),
+    lambda d: torch.rand_like(torch.ones(3, dtype=_INT, device=d)),
+    lambda d: torch.ones(3, dtype=torch.int32, device=d).exponential_(),
+    lambda d: F.dropout(torch.ones(3, dtype=_INT, device=d), 0.5),
+], ids=["masked_select_shapes", "unique_dim", "clamp_without_bounds", "max_of_nothing",
+        "min_over_empty_dim", "argmax_over_empty_dim", "floor_bool", "round_decimals_int",
+        "lerp_int", "histc_int", "randn_int", "rand_like_int", "exponential_int",
+        "dropout_int"])
+def test_what_cpu_refuses_is_refused_with_its_error(bad):
+    # Each of these computed something (or raised JAX's or numpy's error) on tpu.
+    with pytest.raises(Exception) as on_cpu:
+        bad("cpu")
+    with pytest.raises(Exception) as on_tpu:
+        bad("tpu")
+    assert type(on_tpu.value) is type(on_cpu.value)
+    assert str(on_tpu.value) == str(on_cpu.value)
+
+
+def test_adaptive_pool_to_an_empty_size():
+    x = _t(1, 2, 4, 4)
+    assert_same(F.adaptive_avg_pool2d(x.to("tpu"), (0, 2)), F.adaptive_avg_pool2d(x, (0, 2)))

@@ -4,7 +4,8 @@ XLA clamps out-of-range gather/scatter indices where PyTorch's CPU kernels raise
 needs the index values on the host: strict and debug eager wait for the index (flag
 ``check_indices``); fused eager and torch.compile never do, and there an out-of-range index
 is clamped, as on PyTorch/XLA. Each op raises CPU's exception type and message, and accepts
-CPU's range (some ops take negative indices, some do not).
+CPU's range (some ops take negative indices, some do not). binary_cross_entropy's
+probabilities are checked so too (logits passed to BCELoss gave NaN where CPU raises).
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import jax.numpy as jnp
 import numpy as np
 import torch
 from torch.utils._pytree import tree_map
 
 from .. import config
+from ..runtime.execute import executable
 from ..tensor import TpuTensor, read
 from .views import meta_like
 
@@ -149,8 +152,25 @@ _SPECS.update({op: _GATHER for op in (
     aten.scatter_reduce_.two)})
 
 
+@executable()
+def _outside_unit(x):
+    return jnp.any(~((x >= 0) & (x <= 1)))  # NaN too
+
+
+def _probabilities(args, kwargs) -> None:
+    for name, t in (("input", args[0]), ("target", args[1])):
+        if isinstance(t, TpuTensor) and t.numel() and bool(_outside_unit(read(t))):
+            raise RuntimeError(f"all elements of {name} should be between 0 and 1")
+
+
+# Ops whose values (not indices) CPU checks: (args, kwargs) -> None, or raise.
+_VALUES = {aten.binary_cross_entropy.default: _probabilities}
+
+
 def check(func, args, kwargs) -> None:
     """Raise CPU's error if an index tensor of ``func`` holds an out-of-range value."""
+    if (values := _VALUES.get(func)) is not None:
+        return values(args, kwargs)
     spec = _SPECS.get(func)
     if spec is None:
         return
@@ -169,7 +189,7 @@ def check(func, args, kwargs) -> None:
 
 def checked(func, handler):
     """``handler`` with ``func``'s index bounds checked first, if it has indices to check."""
-    if func not in _SPECS or not config.get("check_indices"):
+    if (func not in _SPECS and func not in _VALUES) or not config.get("check_indices"):
         return handler
 
     def run(args, kwargs):

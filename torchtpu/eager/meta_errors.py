@@ -40,11 +40,16 @@ _C_TYPES = {"float32": "float", "float64": "double", "float16": "c10::Half",
 def check_as_cpu(op, args: Sequence, kwargs: dict | None = None) -> None:
     """CPU's argument checks for an op whose meta kernel checks less, or in another order."""
     if (at := _DIM_AT.get(op)) is not None:
-        dim = (kwargs or {}).get(at, -1) if isinstance(at, str) else args[at]
-        _check_dim(dim, len(args[0].shape))
+        dim = (kwargs or {}).get(at) if isinstance(at, str) else (args[at:] or [None])[0]
+        if dim is not None:
+            _check_dim(dim, len(args[0].shape))
     check = _CPU_CHECKS.get(op)
     if check is not None and (error := check(*args)):
         raise error if isinstance(error, Exception) else RuntimeError(error)
+
+
+def has_cpu_check(op) -> bool:
+    return op in _DIM_AT or op in _CPU_CHECKS
 
 
 def _check_dim(dim: int, ndim: int) -> None:
@@ -289,7 +294,32 @@ def _convolution_check(input, weight, bias=None, stride=(), padding=(),  # noqa:
     if not transposed and x[1] != w[1] * groups:
         return (f"Given groups={groups}, weight of size {w}, expected input{x} to have "
                 f"{w[1] * groups} channels, but got {x[1]} channels instead")
+    if transposed and x[1] != w[0]:
+        return (f"Given transposed=1, weight of size {w}, expected input{x} to have {w[0]} "
+                f"channels, but got {x[1]} channels instead")
+    out_channels = w[1] * groups if transposed else w[0]
+    if bias is not None and list(bias.shape) != [out_channels]:
+        given = "Given transposed=1, weight" if transposed else "Given weight"
+        return (f"{given} of size {w}, expected bias to be 1-dimensional with {out_channels} "
+                f"elements, but got bias of size {list(bias.shape)} instead")
+    if transposed:
+        return _output_padding_check(list(stride), list(output_padding), list(dilation))
     return None
+
+
+def _output_padding_check(stride, output_padding, dilation) -> str | None:
+    """CPU's transposed convolutions: each output padding under its stride or dilation (a
+    1-d one is checked as 2-d, its height 0 of stride 1)."""
+    if all(p < s or p < d for s, p, d in zip(stride, output_padding, dilation, strict=True)):
+        return None
+    if len(stride) == 1:
+        stride, output_padding, dilation = [1, *stride], [0, *output_padding], [1, *dilation]
+    names = ("depth", "height", "width")[-len(stride):]
+    parts = [f"{kind}_{n}: {v}" for kind, values in (("output_padding", output_padding),
+                                                    ("stride", stride), ("dilation", dilation))
+             for n, v in zip(names, values, strict=True)]
+    return ("output padding must be smaller than either stride or dilation, but got "
+            + " ".join(parts))
 
 
 def _not_for_bool(kernel: str, *tensors) -> NotImplementedError | None:
@@ -356,6 +386,9 @@ def _arg_reduction_check(name: str):
         if dim is None and self.size == 0:
             return IndexError(f"{name}(): Expected reduction dim to be specified for "
                               "input.numel() == 0.")
+        if dim is not None and self.ndim and self.shape[dim] == 0:
+            return IndexError(f"{name}(): Expected reduction dim {dim % self.ndim} to have "
+                              "non-zero size.")
         return None
 
     return check
@@ -524,12 +557,48 @@ def _norm_dtypes(*at: int):
     return check
 
 
+def _kernel_refuses(kernel: str, kinds: str):
+    """CPU's kernel is not built for these dtype kinds (numpy's: b bool, i/u integers)."""
+
+    def check(self, *_) -> NotImplementedError | None:
+        if np.dtype(self.dtype).kind in kinds:
+            return NotImplementedError(
+                f'"{kernel}" not implemented for \'{scalar_type_name(self.dtype)}\'')
+        return None
+
+    return check
+
+
+def _nonempty_check(name: str):
+    """max()/min() of nothing, or over an empty dim: CPU's messages (a JAX one otherwise)."""
+
+    def check(self, dim=None, *_) -> Exception | None:
+        if dim is None and self.size == 0:
+            return RuntimeError(f"{name}(): Expected reduction dim to be specified for "
+                                "input.numel() == 0. Specify the reduction dim with the 'dim' "
+                                "argument.")
+        if dim is not None and self.ndim and self.shape[dim] == 0:
+            return IndexError(f"{name}(): Expected reduction dim {dim % self.ndim} to have "
+                              "non-zero size.")
+        return None
+
+    return check
+
+
+def _clamp_bounds(self, min=None, max=None) -> str | None:  # noqa: A002
+    if min is None and max is None:
+        return "torch.clamp: At least one of 'min' or 'max' must not be None"
+    return None
+
+
 _aten = torch.ops.aten
 # Ops whose meta kernels take any `dim` (the rules wrapped it: softmax(dim=2) of a matrix ran
 # on dim 0): where their dim is, a position or a keyword.
 _DIM_AT = {_aten._softmax.default: 1, _aten._log_softmax.default: 1, _aten.sort.default: 1,
            _aten.sort.stable: "dim", _aten.index_select.default: 1,
-           _aten.index_fill.int_Scalar: 1, _aten.index_fill.int_Tensor: 1}
+           _aten.index_fill.int_Scalar: 1, _aten.index_fill.int_Tensor: 1,
+           _aten.unique_dim.default: 1, _aten.max.dim: 1, _aten.min.dim: 1,
+           _aten.argmax.default: 1, _aten.argmin.default: 1}
 _CPU_CHECKS = {
     _aten.nll_loss_forward.default: _nll_target_check,
     _aten.nll_loss2d_forward.default: _nll2d_target_check,
@@ -570,4 +639,19 @@ _CPU_CHECKS = {
     _aten._batch_norm_with_update.default: _norm_dtypes(1, 2, 3, 4),
     _aten._batch_norm_no_update.default: _norm_dtypes(1, 2, 3, 4),
     _aten.stack.default: _stack_check,
+    _aten.masked_select.default: lambda self, mask: _broadcast_message([mask.shape, self.shape]),
+    _aten.clamp.default: _clamp_bounds,
+    _aten.clamp.Tensor: _clamp_bounds,
+    _aten.max.default: _nonempty_check("max"),
+    _aten.min.default: _nonempty_check("min"),
+    _aten.max.dim: _nonempty_check("max"),
+    _aten.min.dim: _nonempty_check("min"),
+    _aten.floor.default: _kernel_refuses("floor_vml_cpu", "b"),
+    _aten.ceil.default: _kernel_refuses("ceil_vml_cpu", "b"),
+    _aten.trunc.default: _kernel_refuses("trunc_vml_cpu", "b"),
+    _aten.round.default: _kernel_refuses("round_vml_cpu", "b"),
+    _aten.round.decimals: _kernel_refuses("round_cpu", "biu"),
+    _aten.lerp.Scalar: _kernel_refuses("lerp_kernel_scalar", "biu"),
+    _aten.lerp.Tensor: _kernel_refuses("lerp_kernel_tensor", "biu"),
+    _aten.histc.default: _kernel_refuses("histogram_cpu", "iu"),
 }

@@ -6,6 +6,8 @@ static arguments, so the Python side of a cache hit is an argument walk and one 
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import torch
 
@@ -13,7 +15,7 @@ from ..debug import counters as metrics
 from ..ops.dtypes import as_meta, to_jax_dtype
 from ..ops.registry import Lowering
 from ..runtime.execute import Executable
-from .meta_errors import as_cpu_accepts, check_as_cpu, cpu_wording
+from .meta_errors import as_cpu_accepts, check_as_cpu, cpu_wording, has_cpu_check
 
 _TENSORISH = ("Tensor", "Scalar", "number")
 
@@ -113,6 +115,19 @@ def traced(rule: Lowering):
 _COMPILED: dict = {}
 
 
+def _eager_checked(rule: Lowering):
+    """An eager rule (it runs each call, in Python) with CPU's argument checks first."""
+    if not has_cpu_check(rule.op):
+        return rule.fn
+
+    def checked(*args, **kwargs):
+        check_as_cpu(rule.op, args, kwargs)
+        return rule.fn(*args, **kwargs)
+
+    functools.update_wrapper(checked, rule.fn)
+    return checked
+
+
 def compile_rule(rule: Lowering) -> Executable:
     """The rule as an executable, with the schema's non-tensor arguments static (cached)."""
     exe = _COMPILED.get(rule.op)
@@ -126,7 +141,7 @@ def compile_rule(rule: Lowering) -> Executable:
     key = f"rule:{rule.op}"  # fused eager's program store names it so
     is_view = getattr(rule.op, "is_view", False)
     if rule.eager:
-        exe = Executable(rule.fn, nums, names, jit=False, key=key, is_view=is_view)
+        exe = Executable(_eager_checked(rule), nums, names, jit=False, key=key, is_view=is_view)
     else:
         exe = Executable(traced(rule), nums, names, key=key, is_view=is_view)
     _COMPILED[rule.op] = exe

@@ -231,6 +231,8 @@ def _avg_pool_backward(grad_output, self, kernel_size, stride, padding, ceil_mod
 
 def _adaptive_avg(x, output_size):
     nd = len(output_size)
+    if 0 in output_size:  # CPU's empty result
+        return jnp.zeros(x.shape[:x.ndim - nd] + tuple(output_size), x.dtype)
     out = x
     for i, o in enumerate(output_size):
         axis = x.ndim - nd + i

@@ -104,7 +104,13 @@ DECOMPOSITIONS.update(_custom_op_bodies())
 def _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias,
                                  proj_weight, proj_bias, mask=None, need_weights=True,
                                  average_attn_weights=True, mask_type=None):
+    if query.dim() == 3 and query.shape[2] != embed_dim:  # ATen's checks
+        raise RuntimeError(f"passed-in embed_dim {embed_dim} didn't match last dim of query "
+                           f"{query.shape[2]}")
     batch, length, source = query.shape[0], query.shape[1], key.shape[1]
+    if (mask is not None and mask_type == 1 and mask.dim() == 2
+            and tuple(mask.shape) != (batch, source)):
+        raise RuntimeError("For mask_type == 1 mask shape should be (B, L)")
     head = embed_dim // num_head
 
     def heads(x, weight, bias, n):

@@ -240,8 +240,16 @@ def _number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
+def _floating(self, kernel: str) -> None:
+    """A continuous distribution's draws into integers: CPU's kernels refuse them."""
+    if not jnp.issubdtype(self.dtype, jnp.inexact):
+        raise NotImplementedError(
+            f'"{kernel}" not implemented for \'{scalar_type_name(self.dtype)}\'')
+
+
 @lowering(aten.uniform, eager=True, records=True)
 def _uniform(self, from_=0.0, to=1.0, *, generator=None):
+    _floating(self, "check_uniform_bounds")
     if _number(from_) and _number(to):
         _check(from_ <= to, "uniform_ expects to return a [from, to) range, but found "
                f"from={_fmt(from_)} > to={_fmt(to)}")
@@ -255,6 +263,7 @@ def _fmt(x) -> str:
 
 @lowering(aten.normal_functional, eager=True, records=True)
 def _normal(self, mean=0.0, std=1.0, *, generator=None):
+    _floating(self, "normal_kernel_cpu")
     if _number(std):
         _check(std >= 0.0, f"normal expects std >= 0.0, but found std {_fmt(std)}")
     return _normal_jit(*_next(generator), self.shape, self.dtype, mean, std)
@@ -306,6 +315,10 @@ def _bernoulli_p(self, p=0.5, *, generator=None):
 def _native_dropout(input, p, train):  # noqa: A002
     if train is False or p == 0:
         return _identity_keep(input)
+    # CPU scales by a float: no integer result holds it
+    _check(bool(jnp.issubdtype(input.dtype, jnp.inexact)),
+           f"result type Float can't be cast to the desired output type "
+           f"{scalar_type_name(input.dtype)}")
     return _dropout_jit(*_next(), input, p)
 
 
@@ -351,6 +364,9 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
 
 @lowering(aten.exponential, eager=True, records=True)
 def _exponential(self, lambd=1.0, *, generator=None):
+    _check(bool(jnp.issubdtype(self.dtype, jnp.inexact)),
+           "Exponential distribution is a continuous probability distribution. dtype must be a "
+           f"floating point but you specified {scalar_type_name(self.dtype)}")
     if _number(lambd):
         _check(lambd > 0.0, f"exponential_ expects lambda > 0.0, but found lambda={_fmt(lambd)}")
     return _exponential_jit(*_next(generator), self.dtype, self, lambd)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import warnings
+
 import jax
 import jax.numpy as jnp
 import torch
@@ -148,26 +151,39 @@ def _all(self, dim=None, keepdim=False):
     return jnp.all(self.astype(bool), axis=_axes(dim, self.ndim), keepdims=keepdim)
 
 
-@lowering(aten.var.correction, aten.var.dim, aten.var.default)
+# correction static: CPU warns of a correction that leaves no degrees of freedom.
+@lowering(aten.var.correction, aten.var.dim, aten.var.default, static=("correction",))
 @opmath
 def _var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    ddof = _ddof(unbiased, correction)
-    return jnp.var(float_of(self), axis=_axes(dim, self.ndim), ddof=ddof, keepdims=keepdim)
+    return _variance("var", self, dim, _ddof(unbiased, correction), keepdim)
 
 
-@lowering(aten.std.correction, aten.std.dim, aten.std.default)
+@lowering(aten.std.correction, aten.std.dim, aten.std.default, static=("correction",))
 @opmath
 def _std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return jnp.sqrt(_var.__wrapped__(self, dim, unbiased, keepdim, correction=correction))
+    return jnp.sqrt(_variance("std", self, dim, _ddof(unbiased, correction), keepdim))
 
 
-@lowering(aten.var_mean.correction)
+@lowering(aten.var_mean.correction, static=("correction",))
 @opmath
 def _var_mean(self, dim=None, *, correction=None, keepdim=False):
-    x = float_of(self)
+    return (_variance("var_mean", self, dim, _ddof(None, correction), keepdim),
+            jnp.mean(float_of(self), axis=_axes(dim, self.ndim), keepdims=keepdim))
+
+
+def _variance(name, self, dim, ddof, keepdim):
     axes = _axes(dim, self.ndim)
-    return (jnp.var(x, axis=axes, ddof=_ddof(None, correction), keepdims=keepdim),
-            jnp.mean(x, axis=axes, keepdims=keepdim))
+    count = math.prod(self.shape[a] for a in axes) if axes is not None else self.size
+    x = float_of(self)
+    if count - ddof > 0:
+        return jnp.var(x, axis=axes, ddof=ddof, keepdims=keepdim)
+    warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly "
+                  "less than the reduction factor (input numel divided by output numel).",
+                  UserWarning, stacklevel=2)
+    # CPU divides by max(0, N - correction): inf, or NaN where every value is the mean
+    # (jnp.var gives NaN).
+    centered = jnp.abs(x - jnp.mean(x, axis=axes, keepdims=True)) ** 2
+    return jnp.sum(centered, axis=axes, keepdims=keepdim) / jnp.zeros((), centered.dtype)
 
 
 def _ddof(unbiased, correction):
