@@ -85,6 +85,10 @@ def test_same_exception_as_cpu(bad, exc, eager_mode):
 def test_mixing_devices_is_an_error():
     with pytest.raises(RuntimeError, match="same device"):
         torch.ones(3, device="tpu") + torch.ones(3)
+    # Which argument of which op, as cuda's message says.
+    with pytest.raises(RuntimeError, match=r"tpu:0 and cpu! \(when checking argument for "
+                                           r"argument mat1 in method aten.addmm.default\)$"):
+        torch.nn.Linear(3, 4).to("tpu")(torch.ones(2, 3))
     # A CPU scalar tensor may mix, as with cuda.
     assert (torch.ones(3, device="tpu") * torch.tensor(2.0)).device.type == "tpu"
 

@@ -21,7 +21,7 @@ from ..runtime.execute import Pending
 from ..tensor import DEVICE, TpuTensor, is_dense, read, set_executor, with_layout
 from ..tensor import wrap as wrap_tensor
 from . import bounds, fallback, meta_errors, mutation, special, strict, views
-from .values import unwrap, wrap_out
+from .values import MIXED_DEVICES, unwrap, wrap_out
 
 Handler = Callable[[tuple, dict], object]
 
@@ -40,6 +40,22 @@ def dispatch(func, args, kwargs):
         return handler(args, kwargs or {})
     except jax.errors.JaxRuntimeError as e:
         memory.raise_as_torch(e)
+    except RuntimeError as e:
+        if str(e).startswith(MIXED_DEVICES) and str(e).endswith("!"):
+            raise RuntimeError(f"{e} {_checking(func, args, kwargs)}") from None
+        raise
+
+
+def _checking(func, args, kwargs) -> str:
+    """What cuda's device check adds: the argument and the op (its kernel, there)."""
+    arguments = [(a.name, kwargs.get(a.name) if a.kwarg_only else args[i])
+                 for i, a in enumerate(func._schema.arguments) if a.kwarg_only or i < len(args)]
+    for name, value in arguments:
+        tensors = value if isinstance(value, (list, tuple)) else [value]
+        if any(isinstance(t, torch.Tensor) and not isinstance(t, TpuTensor) and t.dim()
+               for t in tensors):
+            return f"(when checking argument for argument {name} in method {func})"
+    return f"(when checking argument in method {func})"
 
 
 set_executor(dispatch)

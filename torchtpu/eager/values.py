@@ -36,10 +36,10 @@ def _foreign(x: torch.Tensor):
     if x.device.type == "cpu" and x.dim() == 0:
         # PyTorch lets CPU scalars (0-d tensors) mix with accelerator tensors.
         return to_device(x)
-    raise RuntimeError(
-        "Expected all tensors to be on the same device, but found at least two devices, "
-        f"tpu:0 and {x.device}!"
-    )
+    raise RuntimeError(f"{MIXED_DEVICES}, tpu:0 and {x.device}!")
+
+
+MIXED_DEVICES = "Expected all tensors to be on the same device, but found at least two devices"
 
 
 def wrap_out(out):
