@@ -508,6 +508,22 @@ def test_a_dim_out_of_range_raises_as_cpu(bad):
     assert str(on_tpu.value) == str(on_cpu.value)
 
 
+def test_dims_left_to_their_defaults_or_given_by_keyword():
+    # The dim check read a dim the call had left out (sort's: an IndexError).
+    x = torch.tensor([[3, 1, 2], [0, 5, 4]])
+    for op in (torch.sort, torch.argsort, lambda t: torch.sort(t, dim=0),
+               lambda t: torch.sort(t, stable=True), lambda t: t.argmax(), lambda t: t.max(),
+               lambda t: torch.unique(t), lambda t: t.float().softmax(-1)):
+        assert_same(op(x.to("tpu")), op(x))
+
+
+def test_histc_of_integers_as_on_cuda():
+    # CPU refuses them; transformers' MoE layers count experts so on any other device.
+    experts = torch.tensor([0, 2, 2, 1, 3, 0], dtype=torch.int32)
+    assert_same(torch.histc(experts.to("tpu"), bins=4, min=0, max=3),
+                torch.histc(experts.float(), bins=4, min=0, max=3).int())
+
+
 def test_stack_names_both_sizes():
     _raises_as_cpu(lambda d: torch.stack([torch.zeros(3, device=d), torch.zeros(3, device=d),
                                           torch.zeros(5, device=d)]))
@@ -586,14 +602,13 @@ _INT = torch.int64
     lambda d: torch.ones(3, dtype=torch.bool, device=d).floor(),
     lambda d: torch.ones(3, dtype=_INT, device=d).round(decimals=1),
     lambda d: torch.ones(3, dtype=_INT, device=d).lerp(torch.ones(3, dtype=_INT, device=d), 0.5),
-    lambda d: torch.ones(3, dtype=_INT, device=d).histc(),
     lambda d: torch.randn(3, dtype=_INT, device=d),
     lambda d: torch.rand_like(torch.ones(3, dtype=_INT, device=d)),
     lambda d: torch.ones(3, dtype=torch.int32, device=d).exponential_(),
     lambda d: F.dropout(torch.ones(3, dtype=_INT, device=d), 0.5),
 ], ids=["masked_select_shapes", "unique_dim", "clamp_without_bounds", "max_of_nothing",
         "min_over_empty_dim", "argmax_over_empty_dim", "floor_bool", "round_decimals_int",
-        "lerp_int", "histc_int", "randn_int", "rand_like_int", "exponential_int",
+        "lerp_int", "randn_int", "rand_like_int", "exponential_int",
         "dropout_int"])
 def test_what_cpu_refuses_is_refused_with_its_error(bad):
     # Each of these computed something (or raised JAX's or numpy's error) on tpu.

@@ -653,5 +653,4 @@ _CPU_CHECKS = {
     _aten.round.decimals: _kernel_refuses("round_cpu", "biu"),
     _aten.lerp.Scalar: _kernel_refuses("lerp_kernel_scalar", "biu"),
     _aten.lerp.Tensor: _kernel_refuses("lerp_kernel_tensor", "biu"),
-    _aten.histc.default: _kernel_refuses("histogram_cpu", "iu"),
 }
