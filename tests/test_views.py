@@ -281,12 +281,27 @@ def test_deepcopy_of_views_copies_their_values():
     assert_same(base, torch.arange(6.0))
     view.add_(10)
     assert_same(x, torch.arange(6.0))  # the copy is its own
-    w = torch.nn.Parameter(torch.ones(2, device=TPU))
-    w.grad = torch.full((2,), 3.0, device=TPU)
-    w.note = "kept"
-    w2 = copy.deepcopy(w)
-    assert isinstance(w2, torch.nn.Parameter) and w2.requires_grad and w2.note == "kept"
-    assert_same(w2.grad, torch.full((2,), 3.0))
+    t = torch.ones(2, device=TPU, requires_grad=True)
+    t.grad = torch.full((2,), 3.0, device=TPU)
+    t.note = "kept"
+    t2 = copy.deepcopy(t)
+    assert t2.requires_grad and t2.note == "kept"
+    assert_same(t2.grad, torch.full((2,), 3.0))
+
+
+@pytest.mark.parametrize("device", ["cpu", TPU])
+def test_deepcopy_of_a_parameter_leaves_its_grad_behind(device):
+    # As Parameter.__deepcopy__ does: a copied model (an EMA's, a snapshot) has no grads, and
+    # an optimizer over it does not step with the original's.
+    import copy
+
+    w = torch.nn.Parameter(torch.ones(2, device=device))
+    w.grad = torch.full((2,), 3.0, device=device)
+    w.note = "dropped"
+    w2, w3 = copy.deepcopy([w, w])
+    assert isinstance(w2, torch.nn.Parameter) and w2.requires_grad and w2 is w3
+    assert w2.grad is None and not hasattr(w2, "note") and w2.device == w.device
+    assert_same(w2, torch.ones(2))
 
 
 @pytest.mark.parametrize("op", ["pow_", "floor_divide_", "float_power_"])

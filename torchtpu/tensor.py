@@ -146,10 +146,14 @@ class TpuTensor(torch.Tensor):
         with torch.no_grad():
             new = self.clone()
         new.requires_grad_(self.requires_grad)
-        if self.grad is not None:
-            new.grad = copy.deepcopy(self.grad, memo)
-        state = {k: v for k, v in self.__dict__.items() if k not in _PAYLOAD}
-        new.__dict__.update(copy.deepcopy(state, memo))
+        if getattr(self, "_is_param", False):
+            # Parameter.__deepcopy__: a new Parameter of the values, without grad or attributes
+            new = torch.nn.Parameter(new, self.requires_grad)
+        else:
+            if self.grad is not None:
+                new.grad = copy.deepcopy(self.grad, memo)
+            state = {k: v for k, v in self.__dict__.items() if k not in _PAYLOAD}
+            new.__dict__.update(copy.deepcopy(state, memo))
         memo[id(self)] = new
         return new
 
