@@ -14,6 +14,7 @@ from . import accelerator, autocast, autograd_formulas, backward_errors, seriali
 from .backward_errors import take_pending_exception
 from .eager import modes
 from .eager.dispatch import dispatch
+from .ops import random
 from .runtime.transfer import to_device
 from .tensor import TpuTensor, read, with_layout, wrap
 
@@ -214,13 +215,27 @@ def _apply_initialized(self, fn, recurse):
 
 def _register_control_flow() -> None:
     """``torch.cond`` of tpu tensors runs the branch its predicate picks, as on cpu and cuda
-    (their dense kernel): a higher-order op asks a tensor subclass for a rule of its own."""
+    (their dense kernel), and a checkpointed region's random ops save and replay the stream:
+    a higher-order op asks a tensor subclass for a rule of its own."""
     try:
         from torch._higher_order_ops.cond import cond_op, cond_op_dense
     except ImportError:  # a PyTorch that names them otherwise: torch.cond stays refused
         return
     if TpuTensor not in cond_op.python_key_table:
         cond_op.py_impl(TpuTensor)(cond_op_dense)
+    # A checkpointed region's random ops, when AOTAutograd's graph runs op by op.
+    save, replay = (torch.ops.higher_order.run_and_save_rng_state,
+                    torch.ops.higher_order.run_with_rng_state)
+    if TpuTensor not in save.python_key_table:
+        save.py_impl(TpuTensor)(lambda op, *args, **kwargs: (random.saved_state(),
+                                                             op(*args, **kwargs)))
+    if TpuTensor not in replay.python_key_table:
+        replay.py_impl(TpuTensor)(_replayed)
+
+
+def _replayed(state, op, *args, **kwargs):
+    with random.replaying(state):
+        return op(*args, **kwargs)
 
 
 def _enable_multi_tensor_paths() -> None:

@@ -74,3 +74,45 @@ def test_optimizer_with_step_counters_on_the_host():
     assert state["step"].device.type == "cpu" and state["step"].item() == 3
     for a, b in zip(tpu_model.parameters(), cpu_model.parameters(), strict=True):
         torch.testing.assert_close(a.detach().cpu(), b.detach(), rtol=1e-4, atol=2e-4)
+
+
+def _checkpointed_dropout_steps(compiled: bool):
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(4, 4)
+    torch.manual_seed(1)
+    layer.to(TPU)
+
+    def block(x):
+        return torch.nn.functional.dropout(torch.relu(layer(x)), 0.5, training=True) * 2
+
+    def step(x):
+        return checkpoint(block, x, use_reentrant=False).sum()
+
+    run = torch.compile(step, backend="tpu") if compiled else step
+    x = torch.linspace(-1, 1, 8).reshape(2, 4).to(TPU).requires_grad_()
+    out = []
+    for _ in range(2):
+        loss = run(x)
+        loss.backward()
+        out += [loss.detach().cpu(), x.grad.cpu(), layer.weight.grad.cpu()]
+        x.grad = layer.weight.grad = None
+    return out, torch.tpu.get_rng_state()
+
+
+def test_activation_checkpointing_around_dropout_compiles_and_replays_the_mask():
+    # AOTAutograd saves the random stream's state for the recomputation
+    # (run_and_save_rng_state / run_with_rng_state): it had no rule on tpu.
+    compiled, eager = _checkpointed_dropout_steps(True), _checkpointed_dropout_steps(False)
+    for a, b in zip(compiled[0], eager[0], strict=True):
+        assert torch.equal(a, b)
+    assert torch.equal(compiled[1], eager[1])  # the stream moved as eagerly
+
+
+def test_rng_replay_runs_op_by_op_too():
+    x = torch.linspace(-1, 1, 6, device=TPU)
+    dropout = torch.ops.aten.native_dropout.default
+    state, (out, _) = torch.ops.higher_order.run_and_save_rng_state(dropout, x, 0.5, True)
+    again, _ = torch.ops.higher_order.run_with_rng_state(state, dropout, x, 0.5, True)
+    assert torch.equal(out.cpu(), again.cpu())

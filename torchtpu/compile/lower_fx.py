@@ -65,10 +65,20 @@ _SYM_QUERIES = {
 }
 
 _RANDOM_MODULE = rng.__name__
+# A checkpointed region's random ops under AOTAutograd: the forward saves the stream's state
+# with each, the backward's recomputation replays from it.
+_SAVE_RNG = torch.ops.higher_order.run_and_save_rng_state
+_REPLAY_RNG = torch.ops.higher_order.run_with_rng_state
 
 
 def is_random(rule) -> bool:
     return rule.fn.__module__ == _RANDOM_MODULE
+
+
+def _rng_op(node: fx.Node):
+    """The op a run_and_save_rng_state/run_with_rng_state node runs, if it has a rule."""
+    op = node.args[0] if node.target is _SAVE_RNG else node.args[1]
+    return op if op in LOWERINGS else None
 
 
 def check(gm: fx.GraphModule) -> None:
@@ -78,6 +88,10 @@ def check(gm: fx.GraphModule) -> None:
             continue
         t = node.target
         if t in _NO_OPS or t is operator.getitem:
+            continue
+        if t is _SAVE_RNG or t is _REPLAY_RNG:
+            if _rng_op(node) is None:
+                raise Unlowerable(f"{t} of {node.args[:2]} (no lowering rule)")
             continue
         if t in _SYM_QUERIES:
             if _SYM_QUERIES[t] is None:
@@ -145,7 +159,8 @@ def _integer_indexing(node: fx.Node) -> bool:
 
 def has_random(gm: fx.GraphModule) -> bool:
     return any(
-        n.op == "call_function" and n.target in LOWERINGS and is_random(LOWERINGS[n.target])
+        n.op == "call_function" and (n.target is _SAVE_RNG or n.target in LOWERINGS
+                                     and is_random(LOWERINGS[n.target]))
         for n in gm.graph.nodes
     )
 
@@ -221,6 +236,12 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None) -> 
             elif isinstance(t, torch._ops.OpOverload):
                 check_as_cpu(t, args, kwargs)  # the checks eager runs that meta kernels skip
                 env[node] = _conform(node, LOWERINGS[t].fn(*args, **kwargs))
+            elif t is _SAVE_RNG:
+                state = rng.saved_state()
+                env[node] = (state, LOWERINGS[args[0]].fn(*args[1:], **kwargs))
+            elif t is _REPLAY_RNG:
+                with rng.replaying(args[0]):
+                    env[node] = LOWERINGS[args[1]].fn(*args[2:], **kwargs)
             else:  # operator.getitem, operator.mul on sizes, math functions, ...
                 env[node] = t(*args, **kwargs)
         elif node.op == "output":

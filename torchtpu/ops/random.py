@@ -91,6 +91,34 @@ def traced_stream(seed, counter):
         _Stream.traced = previous
 
 
+def saved_state():
+    """Where the stream is, as run_and_save_rng_state hands it on (a checkpointed region's
+    random ops saved for their recomputation): [seed, counter] as int64 bytes."""
+    t = _Stream.traced
+    if t is None:
+        return get_state().view(torch.uint8)
+    pair = jnp.stack([jnp.asarray(t[0]).astype(jnp.uint64),
+                      (t[1] + jnp.uint32(t[2])).astype(jnp.uint64)])
+    return jax.lax.bitcast_convert_type(pair, jnp.uint8).reshape(16)
+
+
+@contextlib.contextmanager
+def replaying(state):
+    """Draws inside this block repeat those made after ``saved_state`` gave ``state``; the
+    stream itself does not move (as torch.utils.checkpoint's recomputation)."""
+    if isinstance(state, torch.Tensor):
+        before = get_state()
+        set_state(state.cpu().view(torch.int64))
+        try:
+            yield
+        finally:
+            set_state(before)
+        return
+    pair = jax.lax.bitcast_convert_type(state.reshape(2, 8), jnp.uint64)
+    with traced_stream(pair[0], pair[1].astype(jnp.uint32)):
+        yield
+
+
 def advance(n: int) -> None:
     """Account for ``n`` draws a compiled graph made."""
     _Stream.counter += n
