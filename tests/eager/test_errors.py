@@ -623,3 +623,16 @@ def test_what_cpu_refuses_is_refused_with_its_error(bad):
 def test_adaptive_pool_to_an_empty_size():
     x = _t(1, 2, 4, 4)
     assert_same(F.adaptive_avg_pool2d(x.to("tpu"), (0, 2)), F.adaptive_avg_pool2d(x, (0, 2)))
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_masked_scatter_needs_a_source_element_for_each_selected_one(in_place):
+    # (tpu repeated the last source value; transformers' image-token merges use it)
+    def scatter(device, n):
+        x = torch.zeros(2, 3, device=device)
+        mask = torch.tensor([True, False, True], device=device)
+        source = torch.arange(float(n), device=device)
+        return x.masked_scatter_(mask, source) if in_place else x.masked_scatter(mask, source)
+
+    _raises_as_cpu(lambda d: scatter(d, 3))
+    assert_same(scatter("tpu", 4), scatter("cpu", 4))

@@ -5,7 +5,8 @@ needs the index values on the host: strict and debug eager wait for the index (f
 ``check_indices``); fused eager and torch.compile never do, and there an out-of-range index
 is clamped, as on PyTorch/XLA. Each op raises CPU's exception type and message, and accepts
 CPU's range (some ops take negative indices, some do not). binary_cross_entropy's
-probabilities are checked so too (logits passed to BCELoss gave NaN where CPU raises).
+probabilities are checked so too (logits passed to BCELoss gave NaN where CPU raises), and
+masked_scatter's count of source elements.
 """
 
 from __future__ import annotations
@@ -163,8 +164,23 @@ def _probabilities(args, kwargs) -> None:
             raise RuntimeError(f"all elements of {name} should be between 0 and 1")
 
 
+@executable(static_argnums=(1,))
+def _ones(mask, shape):
+    return jnp.sum(jnp.broadcast_to(mask, shape), dtype=jnp.int64)
+
+
+def _enough_source(args, kwargs) -> None:
+    self, mask, source = args[0], args[1], args[2]
+    if isinstance(mask, TpuTensor) and mask.dtype == torch.bool:
+        shape = torch.broadcast_shapes(self.shape, mask.shape)
+        if int(_ones(read(mask), tuple(shape))) > source.numel():
+            raise RuntimeError("Number of elements of source < number of ones in mask")
+
+
 # Ops whose values (not indices) CPU checks: (args, kwargs) -> None, or raise.
-_VALUES = {aten.binary_cross_entropy.default: _probabilities}
+_VALUES = {aten.binary_cross_entropy.default: _probabilities,
+           aten.masked_scatter.default: _enough_source,
+           aten.masked_scatter_.default: _enough_source}
 
 
 def check(func, args, kwargs) -> None:
