@@ -118,12 +118,11 @@ def _integer_power(self, exponent) -> str | None:
                     or self.dtype == torch.bool)
     if integral and type(exponent) is int and exponent < 0:
         return "Integers to negative integer powers are not allowed."
-    if integral and type(exponent) is int and not _fits(exponent, self.dtype):
-        return str(_overflow(str(self.dtype).removeprefix("torch.")))
-    return None
+    return _fill_fits(exponent, self.dtype) if integral and type(exponent) is int else None
 
 
 def _fill_fits(value, dtype: torch.dtype) -> str | None:
+    """CPU's overflow error if the Python number ``value`` does not convert into ``dtype``."""
     if (isinstance(value, bool) or not isinstance(value, (int, float)) or dtype == torch.bool
             or dtype.is_complex or _fits(value, dtype)):
         return None
@@ -133,14 +132,10 @@ def _fill_fits(value, dtype: torch.dtype) -> str | None:
 def _integer_bounds(self, *bounds) -> str | None:
     """clamp of an integer tensor by integers converts them to its dtype, checked (a float
     bound makes the result float instead)."""
-    dtype = self.dtype
     numbers = [b for b in bounds if b is not None]
-    if (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool
-            or not all(type(b) is int for b in numbers)):
+    if self.dtype.is_floating_point or not all(type(b) is int for b in numbers):
         return None
-    if all(_fits(b, dtype) for b in numbers):
-        return None
-    return str(_overflow(str(dtype).removeprefix("torch.")))
+    return next(filter(None, (_fill_fits(b, self.dtype) for b in numbers)), None)
 
 
 # Ops whose Python-number arguments CPU checks by value (rules see numbers traced).
@@ -165,13 +160,8 @@ def check_number_fits(op, args: Sequence, kwargs: dict | None = None) -> None:
     if (check := _NUMBER_CHECKS.get(op)) and (message := check(*args, **(kwargs or {}))):
         raise RuntimeError(message)
     at = _NUMBER_AT.get(op)
-    if at is None or len(args) <= at or not isinstance(args[at], (int, float)):
-        return
-    value, dtype = args[at], args[0].dtype
-    if isinstance(value, bool) or dtype == torch.bool or dtype.is_complex:
-        return
-    if not _fits(value, dtype):
-        raise _overflow(str(dtype).removeprefix("torch."))
+    if at is not None and len(args) > at and (message := _fill_fits(args[at], args[0].dtype)):
+        raise RuntimeError(message)
 
 
 def _fits(value: int | float, dtype: torch.dtype) -> bool:
