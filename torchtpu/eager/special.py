@@ -196,7 +196,19 @@ def _pack_padded_sequence_backward(args, kwargs):
     return steps.transpose(0, 1) if batch_first else steps
 
 
+def _assert_tensor_metadata(args, kwargs):
+    """torch.export's checks after a conversion: PyTorch's own, on a meta tensor of the same
+    geometry (the device is compared here: meta is not tpu)."""
+    a, *rest = args
+    device = kwargs.get("device")
+    if device is not None and torch.device(device) != a.device:
+        raise RuntimeError(f"Tensor device mismatch! Expected: {device}, Got: {a.device}")
+    aten._assert_tensor_metadata(views.meta_like(a), *rest,
+                                 **{k: v for k, v in kwargs.items() if k != "device"})
+
+
 HANDLERS = {
+    aten._assert_tensor_metadata.default: _assert_tensor_metadata,
     aten._pack_padded_sequence.default: _pack_padded_sequence,
     aten._pack_padded_sequence_backward.default: _pack_padded_sequence_backward,
     aten._fused_sdp_choice.default: _sdp_choice,
