@@ -214,15 +214,20 @@ def _apply_initialized(self, fn, recurse):
 
 
 def _register_control_flow() -> None:
-    """``torch.cond`` of tpu tensors runs the branch its predicate picks, as on cpu and cuda
-    (their dense kernel), and a checkpointed region's random ops save and replay the stream:
-    a higher-order op asks a tensor subclass for a rule of its own."""
+    """``torch.cond``, ``while_loop``, ``scan`` and ``map`` of tpu tensors run as on cpu and
+    cuda (their dense kernels: Python loops of tpu ops), and a checkpointed region's random
+    ops save and replay the stream: a higher-order op asks a tensor subclass for a rule."""
     try:
         from torch._higher_order_ops.cond import cond_op, cond_op_dense
-    except ImportError:  # a PyTorch that names them otherwise: torch.cond stays refused
+        from torch._higher_order_ops.map import map_dense, map_impl
+        from torch._higher_order_ops.scan import scan_op, scan_op_dense
+        from torch._higher_order_ops.while_loop import while_loop_dense, while_loop_op
+    except ImportError:  # a PyTorch that names them otherwise: they stay refused
         return
-    if TpuTensor not in cond_op.python_key_table:
-        cond_op.py_impl(TpuTensor)(cond_op_dense)
+    for op, dense in ((cond_op, cond_op_dense), (while_loop_op, while_loop_dense),
+                      (scan_op, scan_op_dense), (map_impl, map_dense)):
+        if TpuTensor not in op.python_key_table:
+            op.py_impl(TpuTensor)(dense)
     # A checkpointed region's random ops, when AOTAutograd's graph runs op by op.
     save, replay = (torch.ops.higher_order.run_and_save_rng_state,
                     torch.ops.higher_order.run_with_rng_state)

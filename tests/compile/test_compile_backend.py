@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from compile_testlib import fresh_dynamo  # noqa: F401  (autouse fixture)
 from conftest import TPU, assert_same
@@ -420,6 +421,55 @@ def test_torch_cond_eager_compiled_and_differentiated():
         assert_same(out, expected)
         assert_same(on_tpu.grad, cpu.grad)
         assert_same(torch.compile(f, backend="tpu")(x.to(TPU)), expected)
+
+
+def _while(x):
+    from torch._higher_order_ops.while_loop import while_loop
+
+    step = torch.zeros((), dtype=torch.long, device=x.device)
+    return while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * 2), (step, x))[1]
+
+
+def _scan(x):
+    from torch._higher_order_ops.scan import scan
+
+    return scan(lambda c, r: (c + r, c * r), torch.zeros(4, device=x.device), x)[1]
+
+
+def _map(x):
+    from torch._higher_order_ops.map import map as map_rows
+
+    return map_rows(lambda r, y: r.sin() + y, x, torch.ones(4, device=x.device))
+
+
+@pytest.mark.parametrize("fn", [_while, _scan, _map], ids=["while_loop", "scan", "map"])
+def test_loop_higher_order_ops_eager_and_compiled(fn):
+    # They asked TpuTensor for a rule and found none (only torch.cond had one).
+    x = torch.linspace(-1, 1, 24).reshape(6, 4)
+    assert_same(fn(x.to(TPU)), fn(x))
+    assert_same(torch.compile(fn, backend="tpu")(x.to(TPU)), fn(x))
+
+
+def test_scan_differentiated():
+    # Its backward takes views' _copy forms (select_copy) PyTorch has no decomposition for.
+    x = torch.linspace(-1, 1, 24).reshape(6, 4)
+    on_tpu, cpu = x.to(TPU).requires_grad_(), x.clone().requires_grad_()
+    _scan(on_tpu).sum().backward()
+    _scan(cpu).sum().backward()
+    assert_same(on_tpu.grad, cpu.grad)
+
+
+def test_an_exported_program_with_a_dtype_conversion_runs():
+    # torch.export checks each conversion's result with _assert_tensor_metadata.
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return x.float() * 2 + x.to(torch.float64).sum()
+
+    x = torch.linspace(-1, 1, 12).reshape(3, 4)
+    program = torch.export.export(Model(), (x.to(TPU),))
+    assert_same(program.module()(x.to(TPU)), Model()(x))
+    with pytest.raises(RuntimeError, match="Tensor dtype mismatch! Expected: Double, Got: "):
+        torch.ops.aten._assert_tensor_metadata(x.to(TPU), dtype=torch.float64)
 
 
 def test_integer_indexing_in_a_graph_compiled_under_fused_eager():

@@ -232,3 +232,28 @@ def _new_zeros_with_same_feature_meta(self, other, self_num_batch_dims=0):
 
 DECOMPOSITIONS[aten._new_zeros_with_same_feature_meta.default] = \
     _new_zeros_with_same_feature_meta
+
+
+# The `_copy` forms of views (functionalization's, AOTAutograd's backward of scan) that
+# PyTorch's tables leave out: the view, copied out.
+def _copy_of(view):
+    def copied(*args, **kwargs):
+        out = view(*args, **kwargs)
+        if isinstance(out, (list, tuple)):
+            return [t.clone(memory_format=torch.contiguous_format) for t in out]
+        return out.clone(memory_format=torch.contiguous_format)
+
+    return copied
+
+
+for _copy, _view in ((aten._reshape_alias_copy.default, aten._reshape_alias.default),
+                     (aten._reshape_copy.default, aten.reshape.default),
+                     (aten.select_copy.int, aten.select.int),
+                     (aten.detach_copy.default, aten.detach.default),
+                     (aten.slice_copy.Tensor, aten.slice.Tensor),
+                     (aten.split_copy.Tensor, aten.split.Tensor),
+                     (aten.view_as_real_copy.default, aten.view_as_real.default),
+                     (aten.view_as_complex_copy.default, aten.view_as_complex.default),
+                     (aten._neg_view_copy.default, aten._neg_view.default),
+                     (aten._conj_copy.default, aten._conj.default)):
+    DECOMPOSITIONS.setdefault(_copy, _copy_of(_view))
