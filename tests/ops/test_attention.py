@@ -155,3 +155,20 @@ def test_vmap_runs_the_composite():
     q = _inputs()[0]
     attend = torch.func.vmap(lambda x: F.scaled_dot_product_attention(x, x, x, is_causal=True))
     torch.testing.assert_close(attend(q.to(TPU)).cpu(), attend(q), **TOL[torch.float32])
+
+
+def test_the_output_is_laid_out_as_the_query_as_cpus_flash_kernel():
+    # A query transposed from (B, L, H, E) gives a (B, L, H, E) buffer: code that views the
+    # transposed output without .contiguous() works on CPU (tpu's was contiguous: an error).
+    x = torch.linspace(-1, 1, 2 * 6 * 16).reshape(2, 6, 16)
+
+    def attend(t):
+        q = t.view(2, 6, 2, 8).transpose(1, 2)
+        y = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        return y, y.transpose(1, 2).view(2, 6, 16)
+
+    (y_tpu, out_tpu), (y_cpu, out_cpu) = attend(x.to(TPU)), attend(x)
+    assert y_tpu.stride() == y_cpu.stride()
+    torch.testing.assert_close(out_tpu.cpu(), out_cpu, rtol=1e-5, atol=1e-6)
+    compiled = torch.compile(lambda t: attend(t)[1], backend="tpu")(x.to(TPU))
+    torch.testing.assert_close(compiled.cpu(), out_cpu, rtol=1e-5, atol=1e-6)

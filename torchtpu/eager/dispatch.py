@@ -247,13 +247,14 @@ def _channels_last(x) -> bool:
 
 def _following_memory_format(func, inner: Handler) -> Handler:
     """A rule's results laid out as PyTorch lays them out when an input is channels_last
-    (elementwise, convolution, normalisation and pooling kernels keep it): PyTorch's meta
-    kernel on inputs of the same strides says how. Other inputs take the plain path: their
+    (elementwise, convolution, normalisation and pooling kernels keep it), or attention's
+    query is permuted: PyTorch's meta kernel on inputs of the same strides says how. Other inputs take the plain path: their
     results are contiguous (a transposed input's elementwise result is too; see README)."""
 
     def handler(args, kwargs):
         out = inner(args, kwargs)
-        if not any(_channels_last(x) for x in args):
+        if not (any(_channels_last(x) for x in args)
+                or func in _QUERY_LAYOUT and not args[0].is_contiguous()):
             return out
         try:
             meta = func(*tree_map(views.meta_like, args), **tree_map(views.meta_like, kwargs))
@@ -270,6 +271,8 @@ def _following_memory_format(func, inner: Handler) -> Handler:
 
 
 _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
+# Its output is laid out as its query (its fake kernel says how; ops/attention.py).
+_QUERY_LAYOUT = {torch.ops.torchtpu.attention.default}
 
 
 def _laid_out_as(out, meta):

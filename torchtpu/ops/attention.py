@@ -32,9 +32,18 @@ torch.library.define(
 )
 
 
+def memory_order(query: torch.Tensor) -> tuple[int, ...]:
+    """The output's dims from outermost to innermost in memory: the query's, as CPU's flash
+    kernel lays its output out (a (B, L, H, E) buffer for a query transposed from one, so
+    ``out.transpose(1, 2).view(B, L, H * E)`` works)."""
+    stride = query.stride()
+    return tuple(sorted(range(query.dim()), key=lambda d: (-stride[d], d)))
+
+
 @torch.library.register_fake("torchtpu::attention")
 def _attention_meta(query, key, value, attn_mask, is_causal, scale):
-    out = query.new_empty((*query.shape[:-1], value.shape[-1]))
+    out = torch.empty_permuted((*query.shape[:-1], value.shape[-1]), memory_order(query),
+                               dtype=query.dtype, device=query.device)
     lse_dtype = torch.float64 if query.dtype == torch.float64 else torch.float32
     return out, query.new_empty(query.shape[:-1], dtype=lse_dtype)
 
