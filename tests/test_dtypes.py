@@ -129,6 +129,29 @@ def test_complex_linspace_and_logspace_as_cpu(make):
     assert_same(make("tpu"), make("cpu"), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
+def test_linspace_is_cpus_bit_for_bit(dtype):
+    # float32 stepped in float64 (a third of the values 1 ulp off CPU's, which steps in
+    # float32 and rounds start + step * i once).
+    for start, end in ((-1, 1), (0.1, 7.3), (5, -5)):
+        for steps in (2, 7, 28, 1000):
+            expected = torch.linspace(start, end, steps, dtype=dtype)
+            assert torch.equal(torch.linspace(start, end, steps, dtype=dtype, device="tpu").cpu(),
+                               expected)
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_affine_grid_of_the_identity_is_cpus_bit_for_bit(align_corners):
+    # Its points fall on pixel centres, where grid_sample's gradient jumps: a grid 1 ulp off
+    # (PyTorch's decomposition scales linspace's endpoints) changed the gradient (the spatial
+    # transformer tutorial trained otherwise).
+    theta = torch.tensor([[[1.0, 0, 0], [0, 1, 0]]])
+    for size in ((1, 1, 28, 28), (1, 3, 5, 7)):
+        expected = torch.nn.functional.affine_grid(theta, size, align_corners=align_corners)
+        got = torch.nn.functional.affine_grid(theta.to("tpu"), size, align_corners=align_corners)
+        assert torch.equal(got.cpu(), expected)
+
+
 def test_log_softmax_of_an_empty_low_precision_tensor():
     x = torch.empty(0, 3, dtype=torch.bfloat16)
     assert_same(torch.log_softmax(x.to("tpu"), -1), torch.log_softmax(x, -1))

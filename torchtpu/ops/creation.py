@@ -143,14 +143,17 @@ def _linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_me
         return jnp.zeros((0,), dt)
     if steps == 1:
         return jnp.full((1,), start, dt)
-    # CPU's kernel: the endpoints in the output dtype; integers (and float32) step in
-    # float64, bfloat16/float16 in their own dtype, rounding each operation.
+    # CPU's kernel: the endpoints in the output dtype; integers step in float64, floats in
+    # their own dtype. bfloat16/float16 round each operation; float32's vectorised
+    # start + step * i rounds once (a fused multiply-add), which float64 computes exactly.
     ct = range_step_type(dt)
-    s, e = (scalar_to(x, dt).astype(ct) for x in (start, end))
-    i = jnp.arange(steps).astype(ct)
+    s, e = (scalar_to(x, dt) for x in (start, end))
     # XLA:CPU turns a division by a constant into a multiplication by its reciprocal (49 / 49
     # gives 0.9999...); a divisor that depends on the data keeps the division exact, as CPU's.
-    step = (e - s) / (e * 0 + (steps - 1))
+    step = ((e - s) / (e * 0 + (steps - 1)) if dt in (jnp.float32, ct)
+            else (e.astype(ct) - s.astype(ct)) / (e.astype(ct) * 0 + (steps - 1)))
+    s, e, step = s.astype(ct), e.astype(ct), step.astype(ct)
+    i = jnp.arange(steps).astype(ct)
     # PyTorch fills the second half backwards from `end` for symmetric rounding.
     out = jnp.where(i < steps // 2, s + step * i, e - step * (jnp.asarray(steps - 1, ct) - i))
     return out.astype(dt)

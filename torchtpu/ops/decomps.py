@@ -257,3 +257,32 @@ for _copy, _view in ((aten._reshape_alias_copy.default, aten._reshape_alias.defa
                      (aten._neg_view_copy.default, aten._neg_view.default),
                      (aten._conj_copy.default, aten._conj.default)):
     DECOMPOSITIONS.setdefault(_copy, _copy_of(_view))
+
+
+# affine_grid's base grid as CPU's kernel builds it (AffineGridGenerator.cpp): linspace(-1, 1)
+# scaled by (n - 1) / n, then one batched matmul with theta. PyTorch's decomposition takes a
+# linspace of the scaled endpoints, 1 ulp away: on an identity theta the grid lands a ulp off
+# pixel centres, where grid_sample's gradient jumps (the spatial transformer tutorial).
+def _linspace_from_neg_one(theta, steps: int, align_corners: bool):
+    if steps <= 1:
+        return torch.zeros((), dtype=theta.dtype, device=theta.device)
+    ramp = torch.linspace(-1, 1, steps, dtype=theta.dtype, device=theta.device)
+    # XLA turns x / broadcast(n) into x * broadcast(1 / n), a rounding CPU does not make: the
+    # divisor is made an array of the ramp's shape (ramp * 0 is 0: the ramp is finite).
+    return ramp if align_corners else ramp * (steps - 1) / (ramp * 0 + steps)
+
+
+def _affine_grid_generator(theta, size, align_corners):
+    torch._check(len(size) in (4, 5), lambda: "affine_grid_generator needs 4d (spatial) or "
+                                             "5d (volumetric) inputs.")
+    n, spatial = size[0], list(size[2:])
+    # x along the last dim, then y, then z; then a column of ones
+    ramps = [_linspace_from_neg_one(theta, steps, align_corners).reshape(-1, *([1] * k))
+             for k, steps in enumerate(reversed(spatial))]
+    ramps.append(theta.new_ones(()))
+    base = torch.stack([r.expand(spatial) for r in ramps], -1).expand(n, *spatial, -1)
+    grid = base.reshape(n, -1, len(spatial) + 1).bmm(theta.transpose(1, 2))
+    return grid.view(n, *spatial, len(spatial))
+
+
+DECOMPOSITIONS[aten.affine_grid_generator.default] = _affine_grid_generator
