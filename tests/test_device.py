@@ -509,3 +509,21 @@ def test_torch_accelerator_functions_answer_for_tpu():
     torch.accelerator.empty_cache()
     assert isinstance(torch.accelerator.memory_stats(), dict)
     assert x.sum().item() == 2000
+
+
+def test_torchscript_save_and_load_with_tpu(tmp_path):
+    # A loaded script module's .to('tpu') asserted "param must be a Parameter"; loading with
+    # map_location='tpu' gave tensors without values; saving a tpu module recursed forever.
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3)).eval()
+    x = torch.randn(5, 4)
+    expected = net(x)
+    path = tmp_path / "net.pt"
+    torch.jit.save(torch.jit.script(net), path)
+    for module in (torch.jit.load(path).to("tpu"), torch.jit.load(path, map_location="tpu")):
+        assert all(t.device.type == "tpu" for t in module.state_dict().values())
+        assert_same(module(x.to("tpu")), expected)
+    on_tpu = torch.jit.trace(net.to("tpu"), x.to("tpu"))
+    torch.jit.save(on_tpu, path)  # written from a CPU copy: the module stays on tpu
+    assert next(on_tpu.parameters()).device.type == "tpu"
+    assert_same(torch.jit.load(path)(x), expected)

@@ -192,7 +192,23 @@ def _converting(swap: bool):
         torch.__future__.set_swap_module_params_on_conversion(previous)
 
 
+def _apply_to_script_module(self, fn):
+    """A TorchScript module's tensors live in C++ attributes that neither swap nor take
+    ``.data`` of another tensor type (cuda's shallow copy): each is replaced, as a Parameter
+    where it was one (a loaded module hands out plain tensors)."""
+    for module in self.modules():
+        for name, p in list(module._parameters.items()):
+            if p is not None:
+                module._parameters[name] = torch.nn.Parameter(fn(p.detach()), p.requires_grad)
+        for name, b in list(module._buffers.items()):
+            if b is not None:
+                module._buffers[name] = fn(b)
+    return self
+
+
 def _apply_initialized(self, fn, recurse):
+    if isinstance(self, torch.jit.ScriptModule):
+        return _apply_to_script_module(self, fn)
     owners: dict[int, list] = {}
     for module in self.modules():
         for name, p in module._parameters.items():

@@ -7,11 +7,12 @@ A tpu tensor has no storage PyTorch can write: it pickles as its CPU copy plus i
 ``map_location='tpu'`` asks PyTorch to build storages on the device, which a storage-less
 backend cannot do (PyTorch's default would allocate one and crash). Storages stay on the
 CPU instead: tensors saved from tpu still come back on tpu, tensors saved from the CPU come
-back on the CPU, with a warning that says so.
+back on the CPU, with a warning that says so. TorchScript's save and load go through the CPU.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import warnings
 
@@ -85,11 +86,45 @@ def _load_file_onto_tpu(load_file):
     return load
 
 
+def _jit_load_onto_tpu(jit_load):
+    """``torch.jit.load(f, map_location='tpu')``: TorchScript's C++ loader would build
+    storages on the device, which a storage-less backend cannot hold (the tensors came back
+    empty). It loads on the CPU and the module moves, as ``torch.load`` does."""
+
+    @functools.wraps(jit_load)
+    def load(f, map_location=None, *args, **kwargs):
+        if _names_tpu(map_location):
+            return jit_load(f, "cpu", *args, **kwargs).to(map_location)
+        return jit_load(f, map_location, *args, **kwargs)
+
+    load._torchtpu = True
+    return load
+
+
+def _jit_save_from_tpu(jit_save):
+    """``torch.jit.save`` of a module holding tpu tensors: TorchScript's writer reads each
+    storage's bytes, which a tpu tensor keeps on the device. A copy moved to the CPU is
+    written; it loads on the CPU (``map_location='tpu'`` brings it back)."""
+
+    @functools.wraps(jit_save)
+    def save(m, f, *args, **kwargs):
+        tensors = [*m.parameters(), *m.buffers()] if hasattr(m, "parameters") else []
+        if any(t.device.type == "tpu" for t in tensors):
+            m = copy.deepcopy(m).to("cpu")
+        return jit_save(m, f, *args, **kwargs)
+
+    save._torchtpu = True
+    return save
+
+
 def install() -> None:
     # Ahead of PyTorch's own privateuse1 restore (priority 20).
     torch.serialization.register_package(15, _tag, _restore)
     torch._utils._get_restore_location = _restore_location
     torch.UntypedStorage.data_ptr = _data_ptr
+    if not getattr(torch.jit.load, "_torchtpu", False):
+        torch.jit.load = _jit_load_onto_tpu(torch.jit.load)
+        torch.jit.save = _jit_save_from_tpu(torch.jit.save)
     try:
         import safetensors.torch
     except ImportError:

@@ -21,6 +21,8 @@ def describe(args, kwargs) -> str:
             return f"{str(x.dtype).removeprefix('torch.')}{list(x.shape)}@{x.device}"
         if isinstance(x, (list, tuple)):
             return "[" + ", ".join(one(v) for v in x) + "]"
+        if isinstance(x, (torch.UntypedStorage, torch.TypedStorage)):
+            return type(x).__name__  # its repr reads its values: this op again
         return repr(x)
 
     parts = [one(a) for a in args] + [f"{k}={one(v)}" for k, v in kwargs.items()]
