@@ -179,3 +179,23 @@ def test_make_fx_traces_ops_on_tpu_constants():
     graph = make_fx(lambda t: t.sin() * scale)(torch.ones(4, device=TPU))
     expected = torch.full((4,), 2.0).sin() * torch.arange(4.0)
     assert_same(graph(torch.full((4,), 2.0, device=TPU)), expected)
+
+
+@pytest.mark.parametrize("fn", [torch.nn.functional.silu, torch.nn.functional.mish,
+                                lambda q: torch.nn.functional.scaled_dot_product_attention(
+                                    q, q.flip(-1), q * 2, is_causal=True)],
+                         ids=["silu", "mish", "attention"])
+def test_forward_mode_ad_through_ops_with_their_own_autograd(fn):
+    # silu/mish's Function had no jvp (NotImplementedError); attention's tangent was None.
+    import torch.autograd.forward_ad as fwAD
+
+    g = torch.Generator().manual_seed(0)
+    x, t = torch.randn(1, 2, 4, 8, generator=g), torch.randn(1, 2, 4, 8, generator=g)
+
+    def tangent(device):
+        with fwAD.dual_level():
+            return fwAD.unpack_dual(fn(fwAD.make_dual(x.to(device), t.to(device)))).tangent
+
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        expected = tangent("cpu")  # (CPU's flash kernel has no forward formula)
+    assert_same(tangent("tpu"), expected, rtol=1e-5, atol=1e-6)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.autograd.forward_ad as fwAD
 from torch.utils._python_dispatch import _disable_current_modes
 
 from . import config
@@ -71,6 +72,11 @@ def _function(name: str, forward_op, backward_op, composite):
 
     def setup_context(ctx, inputs, output):
         ctx.save_for_backward(inputs[0])
+        ctx.save_for_forward(inputs[0])
+
+    def jvp(ctx, tangent):  # forward-mode AD: the tangent times the derivative
+        (x,) = ctx.saved_tensors
+        return composite(tangent, x)
 
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
@@ -81,7 +87,7 @@ def _function(name: str, forward_op, backward_op, composite):
     # The class's name names its autograd node (SiluBackward), as grad_fn shows it.
     fn = type(name, (torch.autograd.Function,), {
         "forward": staticmethod(forward), "setup_context": staticmethod(setup_context),
-        "backward": staticmethod(backward)})
+        "backward": staticmethod(backward), "jvp": staticmethod(jvp)})
     return fn.apply
 
 
@@ -112,10 +118,19 @@ def _cpu_runs_flash(query, key, value, attn_mask, dropout_p, is_causal, scale, e
     return choice == _FLASH
 
 
+def _has_tangent(*tensors) -> bool:
+    """Whether forward-mode AD carries a tangent on any of these (torchtpu::attention has no
+    forward formula; CPU's flash kernel raises, the composite computes one)."""
+    return fwAD._current_level >= 0 and any(
+        t is not None and fwAD.unpack_dual(t).tangent is not None for t in tensors)
+
+
 def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
           enable_gqa=False):
-    if torch._C._functorch.maybe_current_level() is not None or not _cpu_runs_flash(
-            query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+    if (torch._C._functorch.maybe_current_level() is not None
+            or _has_tangent(query, key, value, attn_mask)
+            or not _cpu_runs_flash(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                                   enable_gqa)):
         return _SDPA.decompose(query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
                                enable_gqa=enable_gqa)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
