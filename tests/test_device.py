@@ -527,3 +527,29 @@ def test_torchscript_save_and_load_with_tpu(tmp_path):
     torch.jit.save(on_tpu, path)  # written from a CPU copy: the module stays on tpu
     assert next(on_tpu.parameters()).device.type == "tpu"
     assert_same(torch.jit.load(path)(x), expected)
+
+
+class _Rows(torch.utils.data.Dataset):
+    def __init__(self, device):
+        self.device = device
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return torch.full((3,), float(i), device=self.device)
+
+
+def test_dataloader_workers_fork_and_a_worker_refuses_tpu():
+    # A worker is a forked child: XLA's runtime does not survive the fork. Using tpu there
+    # raises (as cuda does) instead of hanging, so JAX's warning at each fork is not shown.
+    torch.ones(1, device="tpu").add(1).cpu()  # the runtime is up before the workers fork
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        batches = [b.to("tpu") for b in torch.utils.data.DataLoader(
+            _Rows("cpu"), batch_size=4, num_workers=2)]
+    assert_same(torch.cat(batches), torch.arange(8.0).repeat_interleave(3).view(8, 3))
+    with pytest.raises(RuntimeError, match="cannot be used in a forked subprocess"):
+        list(torch.utils.data.DataLoader(_Rows("tpu"), batch_size=4, num_workers=1))

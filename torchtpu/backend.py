@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import warnings
 
 import torch
@@ -13,10 +14,10 @@ from torch.utils.backend_registration import _setup_privateuseone_for_python_bac
 from . import accelerator, autocast, autograd_formulas, backward_errors, serialization
 from .backward_errors import take_pending_exception
 from .eager import modes
-from .eager.dispatch import dispatch
+from .eager.dispatch import dispatch, refuse_in_forked_child
 from .ops import random
 from .runtime.transfer import to_device
-from .tensor import TpuTensor, read, with_layout, wrap
+from .tensor import TpuTensor, read, set_executor, with_layout, wrap
 
 aten = torch.ops.aten
 _lib: torch.library.Library | None = None
@@ -285,6 +286,33 @@ class _TracedAsPlain(tuple):
         return tuple.__contains__(self, t)
 
 
+_FORKED = ("torchtpu: the 'tpu' device cannot be used in a forked subprocess (a DataLoader "
+           "worker, multiprocessing's default start method): XLA's runtime does not survive "
+           "os.fork(). Make tpu tensors in the main process (move each batch there), or use "
+           "the 'spawn' start method.")
+
+
+def _refuse_in_child(*_args, **_kwargs):
+    raise RuntimeError(_FORKED)
+
+
+def _guard_forks() -> None:
+    """As cuda refuses a forked subprocess ("Cannot re-initialize CUDA in forked
+    subprocess"): a child that touches tpu raises instead of hanging in XLA's runtime. That
+    makes JAX's warning at every fork (DataLoader(num_workers=...) forks each epoch) moot."""
+    from .runtime import transfer
+
+    def in_child():
+        set_executor(_refuse_in_child)
+        refuse_in_forked_child(_refuse_in_child)
+        transfer.device_put = _refuse_in_child
+
+    os.register_at_fork(after_in_child=in_child)
+    warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called\. os\.fork\(\) is "
+                            r"incompatible with multithreaded code, and JAX",
+                            category=RuntimeWarning)
+
+
 def register() -> None:
     """Rename PrivateUse1 to 'tpu' and install torch.tpu; idempotent."""
     global _lib, _autocast_lib
@@ -330,6 +358,7 @@ def register() -> None:
     autograd_formulas.register(_lib)
     _register_control_flow()
     _enable_multi_tensor_paths()
+    _guard_forks()
     serialization.install()
     proxy_tensor.HANDLED_TYPES = _TracedAsPlain(proxy_tensor.HANDLED_TYPES)
     backward_errors.install()

@@ -61,6 +61,23 @@ def _checking(func, args, kwargs) -> str:
 set_executor(dispatch)
 
 
+class _Refusing(dict):
+    def __init__(self, handler):
+        super().__init__()
+        self.handler = handler
+
+    def get(self, func, default=None):
+        return lambda args, kwargs: self.handler()
+
+
+def refuse_in_forked_child(raise_error) -> None:
+    """After os.fork(), in the child: every op calls ``raise_error`` (XLA's runtime and its
+    threads stay behind in the parent)."""
+    global _table
+    _table = _Refusing(raise_error)
+    _TABLES.update(strict=_table, debug=_table, fused=_table)
+
+
 def use_table(mode: str) -> None:
     global _table
     _table = _TABLES[mode]
