@@ -265,8 +265,9 @@ def _channels_last(x) -> bool:
 def _following_memory_format(func, inner: Handler) -> Handler:
     """A rule's results laid out as PyTorch lays them out when an input is channels_last
     (elementwise, convolution, normalisation and pooling kernels keep it), or attention's
-    query is permuted: PyTorch's meta kernel on inputs of the same strides says how. Other inputs take the plain path: their
-    results are contiguous (a transposed input's elementwise result is too; see README)."""
+    query is permuted: PyTorch's meta kernel on inputs of the same strides says how. Other
+    inputs take the plain path: their results are contiguous (a transposed input's
+    elementwise result is too; see README)."""
 
     def handler(args, kwargs):
         out = inner(args, kwargs)
