@@ -636,3 +636,11 @@ def test_masked_scatter_needs_a_source_element_for_each_selected_one(in_place):
 
     _raises_as_cpu(lambda d: scatter(d, 3))
     assert_same(scatter("tpu", 4), scatter("cpu", 4))
+
+
+def test_a_meta_kernels_message_in_parts_reads_as_one():
+    # addcdiv's meta kernel gives its message as a tuple of strings: it printed as a tuple.
+    ints = torch.ones(3, dtype=torch.int64, device="tpu")
+    with pytest.raises(RuntimeError) as info:
+        torch.addcdiv(ints, ints, ints)
+    assert str(info.value).startswith("Integer division with addcdiv is no longer supported")

@@ -8,6 +8,7 @@ and their tests know CPU's, so those few are reworded here.
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 import warnings
@@ -199,6 +200,8 @@ def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
     tensors = [x for a in args for x in (a if isinstance(a, (list, tuple)) else (a,))
                if hasattr(x, "shape") and hasattr(x, "dtype")]
     shapes = [tuple(x.shape) for x in tensors]
+    if text.startswith("('") and (parts := _message_parts(text)):
+        return RuntimeError("".join(parts))
     if "without overflow" in text and text.startswith("could not convert") and tensors:
         return _overflow(str(tensors[0].dtype))
     if text.startswith("Mask must be bool or uint8") and len(tensors) > 1:
@@ -228,6 +231,15 @@ def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
     if "could not infer output dtype" in text and "Got: torch." in text:
         return RuntimeError(_DTYPE.sub(lambda m: _c10_name(m.group(1)), text))
     return None
+
+
+def _message_parts(text: str) -> tuple | None:
+    """A meta kernel's message given as a tuple of strings (addcdiv's), printed as one."""
+    try:
+        parts = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return None
+    return parts if isinstance(parts, tuple) and all(isinstance(p, str) for p in parts) else None
 
 
 def _broadcast_message(shapes: Sequence[tuple]) -> str | None:
