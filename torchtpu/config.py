@@ -37,8 +37,9 @@ FLAGS: dict[str, Flag] = {
         Flag("check_indices", True,
              "Strict and debug eager read index tensors (gather, scatter, indexing, "
              "embedding, nll_loss targets) to raise CPU's error for an out-of-range index, "
-             "and binary_cross_entropy's probabilities for one outside [0, 1]; each such op "
-             "waits for those values. Fused eager and torch.compile never check."),
+             "binary_cross_entropy's probabilities outside [0, 1], masked_scatter's source "
+             "count and integer division by zero; each such op waits for those values. "
+             "Fused eager and torch.compile never check."),
         Flag("cpu_fallback", False, "Run ops that have no lowering on the CPU (counted)."),
         Flag(
             "cpu_async",

@@ -644,3 +644,25 @@ def test_a_meta_kernels_message_in_parts_reads_as_one():
     with pytest.raises(RuntimeError) as info:
         torch.addcdiv(ints, ints, ints)
     assert str(info.value).startswith("Integer division with addcdiv is no longer supported")
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.tensor([5, 7], device=d) // 0,
+    lambda d: torch.tensor([5, 7], device=d) % torch.tensor([2, 0], device=d),
+    lambda d: torch.fmod(torch.tensor([5, 7], device=d), 0),
+    lambda d: torch.div(torch.tensor([5, 7], device=d), torch.tensor(0, device=d),
+                        rounding_mode="trunc"),
+    lambda d: torch.tensor([5, 7], device=d).floor_divide_(torch.tensor([0, 1], device=d)),
+    lambda d: 5 // torch.tensor([0], device=d),
+], ids=["floordiv_number", "remainder_tensor", "fmod", "div_trunc", "in_place", "reflected"])
+def test_integer_division_by_zero_raises_as_cpu(bad):
+    # XLA gives a value (-1, the dividend, 0); CPU raises. Strict and debug eager wait for
+    # a tensor divisor's values, as they do for indices.
+    _raises_as_cpu(bad)
+
+
+def test_division_by_zero_that_cpu_allows():
+    x = torch.tensor([5.0, -7.0])
+    for op in (lambda t: t // 0, lambda t: t % 0.0, lambda t: torch.div(t.long(), 0),
+               lambda t: t.long() // 2):
+        assert_same(op(x.to("tpu")), op(x))

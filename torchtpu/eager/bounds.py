@@ -5,8 +5,8 @@ needs the index values on the host: strict and debug eager wait for the index (f
 ``check_indices``); fused eager and torch.compile never do, and there an out-of-range index
 is clamped, as on PyTorch/XLA. Each op raises CPU's exception type and message, and accepts
 CPU's range (some ops take negative indices, some do not). binary_cross_entropy's
-probabilities are checked so too (logits passed to BCELoss gave NaN where CPU raises), and
-masked_scatter's count of source elements.
+probabilities are checked so too (logits passed to BCELoss gave NaN where CPU raises),
+masked_scatter's count of source elements, and integer divisors (by zero).
 """
 
 from __future__ import annotations
@@ -177,10 +177,41 @@ def _enough_source(args, kwargs) -> None:
             raise RuntimeError("Number of elements of source < number of ones in mask")
 
 
+@executable()
+def _any_zero(x):
+    return jnp.any(x == 0)
+
+
+def _integer_divisor(args, kwargs) -> None:
+    """Integer //, %, fmod and div(rounding_mode=...) by zero: CPU's error (XLA gives a
+    value)."""
+    self, other = args[0], args[1]
+    if "rounding_mode" in kwargs and kwargs["rounding_mode"] is None:
+        return  # true division: a float result
+    if torch.result_type(self, other).is_floating_point or torch.result_type(
+            self, other).is_complex:
+        return
+    if isinstance(other, TpuTensor):
+        zero = other.numel() and bool(_any_zero(read(other)))
+    elif isinstance(other, torch.Tensor):
+        zero = bool((other == 0).any())
+    else:
+        zero = other == 0
+    if zero:
+        raise RuntimeError("ZeroDivisionError")
+
+
 # Ops whose values (not indices) CPU checks: (args, kwargs) -> None, or raise.
 _VALUES = {aten.binary_cross_entropy.default: _probabilities,
            aten.masked_scatter.default: _enough_source,
-           aten.masked_scatter_.default: _enough_source}
+           aten.masked_scatter_.default: _enough_source,
+           **{op: _integer_divisor for op in (
+               aten.floor_divide.default, aten.floor_divide.Scalar, aten.floor_divide_.Tensor,
+               aten.floor_divide_.Scalar, aten.remainder.Tensor, aten.remainder.Scalar,
+               aten.remainder_.Tensor, aten.remainder_.Scalar, aten.remainder.Scalar_Tensor,
+               aten.fmod.Tensor, aten.fmod.Scalar, aten.fmod_.Tensor, aten.fmod_.Scalar,
+               aten.div.Tensor_mode, aten.div.Scalar_mode, aten.div_.Tensor_mode,
+               aten.div_.Scalar_mode)}}
 
 
 def check(func, args, kwargs) -> None:
