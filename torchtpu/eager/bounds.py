@@ -188,8 +188,8 @@ def _integer_divisor(args, kwargs) -> None:
     self, other = args[0], args[1]
     if "rounding_mode" in kwargs and kwargs["rounding_mode"] is None:
         return  # true division: a float result
-    if torch.result_type(self, other).is_floating_point or torch.result_type(
-            self, other).is_complex:
+    result = torch.result_type(self, other)
+    if result.is_floating_point or result.is_complex:
         return
     if isinstance(other, TpuTensor):
         zero = other.numel() and bool(_any_zero(read(other)))
