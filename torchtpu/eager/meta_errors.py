@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from ..ops.dtypes import scalar_type_name, to_torch_dtype
+from ..ops.reduction import check_nonempty
 
 _MATMUL = re.compile(r"a and b must have same reduction dim, but got \[(.*)\] X \[(.*)\]")
 _CAT = re.compile(r"Sizes of tensors must match except in dimension (\d+)\. "
@@ -388,9 +389,8 @@ def _arg_reduction_check(name: str):
         if dim is None and self.size == 0:
             return IndexError(f"{name}(): Expected reduction dim to be specified for "
                               "input.numel() == 0.")
-        if dim is not None and self.ndim and self.shape[dim] == 0:
-            return IndexError(f"{name}(): Expected reduction dim {dim % self.ndim} to have "
-                              "non-zero size.")
+        if dim is not None:
+            check_nonempty(name, self, dim)
         return None
 
     return check
@@ -572,19 +572,9 @@ def _kernel_refuses(kernel: str, kinds: str):
 
 
 def _nonempty_check(name: str):
-    """max()/min() of nothing, or over an empty dim: CPU's messages (a JAX one otherwise)."""
-
-    def check(self, dim=None, *_) -> Exception | None:
-        if dim is None and self.size == 0:
-            return RuntimeError(f"{name}(): Expected reduction dim to be specified for "
-                                "input.numel() == 0. Specify the reduction dim with the 'dim' "
-                                "argument.")
-        if dim is not None and self.ndim and self.shape[dim] == 0:
-            return IndexError(f"{name}(): Expected reduction dim {dim % self.ndim} to have "
-                              "non-zero size.")
-        return None
-
-    return check
+    """max()/min() of nothing, or over an empty dim: CPU's messages (a JAX one otherwise),
+    as amax/amin's rules raise them."""
+    return lambda self, dim=None, *_: check_nonempty(name, self, dim)
 
 
 def _clamp_bounds(self, min=None, max=None) -> str | None:  # noqa: A002

@@ -39,26 +39,31 @@ def _unscale(grad, grad_scale, dt):
     return g if grad_scale is None else g / grad_scale.reshape(()).astype(dt)
 
 
+def _gradient(p, g, grad_scale, maximize, weight_decay):
+    """What every fused step does first: the compute type, the parameter in it, the unscaled
+    gradient (handed back to the caller's grads) and the gradient the update follows."""
+    dt = _opmath(p.dtype)
+    unscaled = _unscale(g, grad_scale, dt)
+    x = p.astype(dt)
+    g = -unscaled if maximize else unscaled
+    if weight_decay != 0:
+        g = g + x * jnp.asarray(weight_decay, dt)
+    return dt, x, unscaled, g
+
+
 def _adam(adamw, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr,
           beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale=None, found_inf=None):
     outs = ([], [], [], [], [])
     for i, (p, g, m, v, step) in enumerate(
             zip(params, grads, exp_avgs, exp_avg_sqs, state_steps, strict=True)):
-        dt = _opmath(p.dtype)
+        dt, x, unscaled, g = _gradient(p, g, grad_scale, maximize,
+                                       0 if adamw else weight_decay)
         step = step.reshape(()).astype(jnp.float64)
         lr64 = jnp.asarray(lr, jnp.float64).reshape(())
         step_size = (lr64 / (1 - jnp.power(jnp.float64(beta1), step))).astype(dt)
         bc2_sqrt = jnp.sqrt(1 - jnp.power(jnp.asarray(beta2, jnp.float64), step)).astype(dt)
-        g = _unscale(g, grad_scale, dt)
-        unscaled = g
-        x = p.astype(dt)
-        if maximize:
-            g = -g
-        if weight_decay != 0:
-            if adamw:
-                x = x * (1 - lr64 * weight_decay).astype(dt)
-            else:
-                g = g + x * jnp.asarray(weight_decay, dt)
+        if adamw and weight_decay != 0:  # decoupled: the parameter decays, not the gradient
+            x = x * (1 - lr64 * weight_decay).astype(dt)
         m = _lerp(m.astype(dt), g, 1 - beta1)
         v = v.astype(dt) * jnp.asarray(beta2, dt) + jnp.asarray(1 - beta2, dt) * g * g
         if amsgrad:
@@ -95,14 +100,8 @@ def _fused_sgd(params, grads, momentum_buffer_list, *, weight_decay, momentum, l
                nesterov, maximize, is_first_step, grad_scale=None, found_inf=None):
     outs = ([], [], [])
     for i, (p, g) in enumerate(zip(params, grads, strict=True)):
-        dt = _opmath(p.dtype)
-        g = _unscale(g, grad_scale, dt)
-        outs[1].append(g.astype(p.dtype))
-        x = p.astype(dt)
-        if maximize:
-            g = -g
-        if weight_decay != 0:
-            g = g + x * jnp.asarray(weight_decay, dt)
+        dt, x, unscaled, g = _gradient(p, g, grad_scale, maximize, weight_decay)
+        outs[1].append(unscaled.astype(p.dtype))
         if momentum != 0:
             if is_first_step:
                 buf = g
@@ -122,16 +121,10 @@ def _fused_adagrad(params, grads, state_sums, state_steps, *, lr, lr_decay, weig
                    maximize, grad_scale=None, found_inf=None):
     outs = ([], [], [])
     for p, g, s, step in zip(params, grads, state_sums, state_steps, strict=True):
-        dt = _opmath(p.dtype)
+        dt, x, unscaled, g = _gradient(p, g, grad_scale, maximize, weight_decay)
+        outs[1].append(unscaled.astype(p.dtype))
         step = step.reshape(()).astype(jnp.float64)
         clr = (jnp.asarray(lr, jnp.float64) / (1 + (step - 1) * lr_decay)).astype(dt)
-        g = _unscale(g, grad_scale, dt)
-        outs[1].append(g.astype(p.dtype))
-        x = p.astype(dt)
-        if maximize:
-            g = -g
-        if weight_decay != 0:
-            g = g + x * jnp.asarray(weight_decay, dt)
         s = s.astype(dt) + g * g
         x = x - clr * g / (jnp.sqrt(s) + jnp.asarray(eps, dt))
         outs[0].append(x.astype(p.dtype))

@@ -54,7 +54,7 @@ def _prod(self, dim=None, keepdim=False, *, dtype=None):
                     dtype=_acc_dtype(self, dtype))
 
 
-def _check_nonempty(name, self, dim):
+def check_nonempty(name, self, dim):
     """CPU's checks for reductions without an identity: the meta kernel raises RuntimeError
     where CPU raises IndexError, so these rules skip it and run it after their own checks."""
     axes = _axes(dim, self.ndim)
@@ -71,14 +71,14 @@ def _check_nonempty(name, self, dim):
 
 @lowering(aten.amax, skip_meta=True)
 def _amax(self, dim=(), keepdim=False):
-    _check_nonempty("amax", self, dim)
+    check_nonempty("amax", self, dim)
     check_with_meta(aten.amax.default, self, dim, keepdim)
     return jnp.max(self, axis=_axes(dim, self.ndim), keepdims=keepdim)
 
 
 @lowering(aten.amin, skip_meta=True)
 def _amin(self, dim=(), keepdim=False):
-    _check_nonempty("amin", self, dim)
+    check_nonempty("amin", self, dim)
     check_with_meta(aten.amin.default, self, dim, keepdim)
     return jnp.min(self, axis=_axes(dim, self.ndim), keepdims=keepdim)
 
