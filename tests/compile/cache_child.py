@@ -1,8 +1,8 @@
 """Run by test_compile_cache.py in fresh processes: compile a small model, print metrics.
 
-``python cache_child.py`` runs it under torch.compile; ``python cache_child.py fused [batch]``
-trains it two steps in fused eager (each step one program; a warm process loads them from
-disk).
+``python cache_child.py`` runs it under torch.compile; ``python cache_child.py fused [batch]
+[inverse]`` trains it two steps in fused eager (each step one program; a warm process loads
+them from disk), with ``inverse`` through a matrix inverse (a LAPACK call on the CPU).
 """
 
 import json
@@ -26,6 +26,8 @@ if sys.argv[1:2] == ["fused"]:
     opt = torch.optim.AdamW(model.parameters(), lr=0.1)
     for _ in range(2):
         out = model(torch.ones(batch, 8).to("tpu:0"))
+        if "inverse" in sys.argv:
+            out = torch.linalg.inv(out.T @ out + torch.eye(4, device="tpu:0"))
         out.sum().backward()
         opt.step()
         opt.zero_grad()
@@ -36,4 +38,5 @@ else:
     out.sum().backward()
 m = torchtpu.metrics()
 print(json.dumps({"cache": m["cache"], "graph": m["graph"], "compile": m["compile"],
-                  "out": out.detach().cpu().tolist(), "dir": str(compile_cache.active_dir())}))
+                  "out": out.detach().cpu().tolist(), "dir": str(compile_cache.active_dir()),
+                  "scipy_linalg": "scipy.linalg" in sys.modules}))

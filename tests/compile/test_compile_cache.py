@@ -81,11 +81,22 @@ def test_fused_eager_starts_warm_in_a_second_process(tmp_path):
     assert warm["cache"].get("fused_store_miss", 0) == 0
     assert warm["cache"]["fused_store_hit"] == cold["cache"]["fused_store_write"]
     assert warm["out"] == cold["out"]
+    # Loading a program without LAPACK calls skips jax's LAPACK set-up (it imports scipy).
+    assert not warm["scipy_linalg"]
     # Another batch size is another trace: traced, compiled and stored, not mistaken for
     # the first one.
     other = _run(tmp_path, "fused", "3")
     assert other["compile"]["fused_program"] == cold["compile"]["fused_program"]
     assert len(other["out"]) == 3
+
+
+def test_fused_program_with_lapack_calls_loads_in_a_second_process(tmp_path):
+    # A program with a LAPACK call needs jax's LAPACK set-up before it runs: loaded without
+    # it, the process crashes.
+    cold = _run(tmp_path, "fused", "2", "inverse")
+    warm = _run(tmp_path, "fused", "2", "inverse")
+    assert "fused_program" not in warm["compile"]
+    assert warm["out"] == cold["out"]
 
 
 def test_damaged_fused_store_entries_are_rebuilt(tmp_path):

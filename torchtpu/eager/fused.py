@@ -412,7 +412,7 @@ def _loaded_or_traced(t: _Trace, needed: tuple, donated: tuple):
         except Exception:  # an entry this jax cannot read back: trace it again
             exported = None
         if exported is not None:
-            return jax.jit(exported.call, donate_argnums=donated)
+            return program_store.jitted(exported, donated)
     counters.count("compile", "fused_program")
     prog = _program(t.nodes, needed, donated)
     if key is None:
@@ -426,7 +426,7 @@ def _loaded_or_traced(t: _Trace, needed: tuple, donated: tuple):
     program_store.save_program(key, blob)
     # This process compiles the program a later one will load, so that one finds this
     # one's executable in the compile cache.
-    return jax.jit(jax.export.deserialize(blob).call, donate_argnums=donated)
+    return program_store.jitted(jax.export.deserialize(blob), donated)
 
 
 def _program_key(t: _Trace, needed: tuple, donated: tuple) -> str | None:

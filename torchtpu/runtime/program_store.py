@@ -19,9 +19,11 @@ and rebuilt. The store lives beside the compile cache and is off when it is.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import hashlib
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -108,6 +110,50 @@ def load_program(k: str) -> jax.export.Exported | None:
     if blob is None:
         return None
     return jax.export.deserialize(bytearray(blob))
+
+
+def jitted(exported: jax.export.Exported, donate_argnums: tuple) -> Callable:
+    """A loaded program as a jitted function.
+
+    JAX's lowering of an exported call initialises LAPACK for any CPU module, which imports
+    scipy.linalg: 0.2-0.4 s, a third of a warm process's first step. Only a module with a
+    LAPACK custom call needs it (without it, that module crashes the process), so a module
+    without one is lowered past it."""
+    fn = jax.jit(exported.call, donate_argnums=donate_argnums)
+    if not _LAPACK_INIT_SKIPPABLE or b"lapack" in exported.mlir_module_serialized:
+        return fn
+
+    def call(*args):
+        token = _lapack_unneeded.set(True)
+        try:
+            return fn(*args)
+        finally:
+            _lapack_unneeded.reset(token)
+
+    return call
+
+
+_lapack_unneeded = contextvars.ContextVar("lapack_unneeded", default=False)
+
+
+def _initialise_backends_when_needed() -> bool:
+    """Wrap jax's exported-call backend initialisation so ``jitted`` can skip it; False
+    where this jax has no such step (then every module initialises as jax does)."""
+    from jax._src.export import _export
+
+    ensure = getattr(_export, "_ensure_backends_initialized", None)
+    if ensure is None:
+        return False
+
+    def ensure_when_needed(platforms):
+        if not _lapack_unneeded.get():
+            ensure(platforms)
+
+    _export._ensure_backends_initialized = ensure_when_needed
+    return True
+
+
+_LAPACK_INIT_SKIPPABLE = _initialise_backends_when_needed()
 
 
 def save_program(k: str, serialized: bytearray) -> None:
