@@ -217,3 +217,88 @@ def test_out_of_range_floats_wrap_into_integers_as_cpu(source, target):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert_same(x.to("tpu").to(target), expected)
+
+
+def _bits_equal(cpu: torch.Tensor, tpu: torch.Tensor) -> None:
+    """The same values bit for bit (NaNs where CPU has them, signed zeros)."""
+    got = tpu.cpu()
+    assert got.dtype == cpu.dtype and got.shape == cpu.shape
+    same = (got == cpu) & (torch.signbit(got) == torch.signbit(cpu)) | got.isnan() & cpu.isnan()
+    assert bool(same.all()), (cpu[~same][:5], got[~same][:5])
+
+
+_X = torch.randn(4096, generator=torch.Generator().manual_seed(0)) * 30
+_SPECIALS = torch.tensor([0.0, -0.0, 1.0, -1.0, float("inf"), -float("inf"), float("nan"), 1e-30])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("exponent", [0, 1, 2, 3, -1, -2, 0.5, -0.5, 2.5])
+def test_power_by_a_number_is_cpus_bit_for_bit(exponent, dtype):
+    # CPU computes x ** 2 as x * x, x ** 0.5 as sqrt(x) (sqrt(-inf) is NaN, pow's is inf),
+    # x ** -1 as 1 / x: XLA's pow is a few ulps from those.
+    x = torch.cat([_X, _SPECIALS]).to(dtype)
+    if exponent == 2.5 or exponent == 0.5 and dtype == torch.float32:
+        # pow on both (sqrt is MKL's on CPU): only the special values are exact everywhere
+        x = _SPECIALS.to(dtype)
+    _bits_equal(x ** exponent, x.to("tpu") ** exponent)
+
+
+def test_power_by_a_number_under_compile_is_cpus():
+    f = torch.compile(lambda x: (x ** 2, x ** -0.5, x ** 3), backend="tpu")
+    x = torch.cat([_X, _SPECIALS])
+    for cpu, tpu in zip((x ** 2, x ** -0.5, x ** 3), f(x.to("tpu")), strict=True):
+        _bits_equal(cpu, tpu)
+
+
+def test_rsqrt_and_the_norms_reciprocal_square_root_are_cpus():
+    x = _X.abs().reshape(64, 64)
+    _bits_equal(x.rsqrt(), x.to("tpu").rsqrt())
+    # Llama's RMSNorm, written out: its rsqrt of each row's mean square
+    v = x.pow(2).mean(-1, keepdim=True)
+    _bits_equal(x * torch.rsqrt(v + 1e-6), x.to("tpu") * torch.rsqrt(v.to("tpu") + 1e-6))
+
+
+@pytest.mark.parametrize("weight", [0.25, 0.5, 0.9, 1.0, "tensor"])
+def test_lerp_is_cpus_bit_for_bit(weight):
+    # CPU interpolates from the nearer end: at weight 1 the result is exactly the end.
+    start, end = _X, _X * 0.37 + 5
+    if weight == "tensor":
+        weight = torch.rand(_X.shape, generator=torch.Generator().manual_seed(1)) * 1.2 - 0.1
+    w = weight.to("tpu") if isinstance(weight, torch.Tensor) else weight
+    _bits_equal(torch.lerp(start, end, weight), torch.lerp(start.to("tpu"), end.to("tpu"), w))
+    _bits_equal(torch._foreach_lerp([start], [end], weight)[0] if not isinstance(
+        weight, torch.Tensor) else torch.lerp(start, end, weight),
+        torch._foreach_lerp([start.to("tpu")], [end.to("tpu")], w)[0] if not isinstance(
+            w, torch.Tensor) else torch.lerp(start.to("tpu"), end.to("tpu"), w))
+    big = torch.tensor([1e8, 3.0]), torch.tensor([1.0, 0.1])
+    _bits_equal(torch.lerp(*big, 1.0), torch.lerp(*(t.to("tpu") for t in big), 1.0))
+
+
+@pytest.mark.parametrize("decimals", [-2, -1, 0, 1, 3, 4])
+def test_round_to_decimals_is_cpus_bit_for_bit(decimals):
+    x = torch.cat([_X / 7, torch.tensor([15.0, 2.675, 1e30, -0.0, float("inf")])])
+    _bits_equal(x.round(decimals=decimals), x.to("tpu").round(decimals=decimals))
+
+
+def test_topk_with_nans_xla_made_as_cpu():
+    # XLA's NaNs (sqrt(-1), 0/0) carry the sign bit; PyTorch orders every NaN as the largest.
+    x = torch.tensor([1.0, -1.0, 3.0, 0.0, 2.0])
+    for largest in (True, False):
+        cpu = torch.where(x < 0, x.sqrt(), x).topk(2, largest=largest)
+        t = x.to("tpu")
+        tpu = torch.where(t < 0, t.sqrt(), t).topk(2, largest=largest)
+        _bits_equal(cpu.values, tpu.values)
+        assert tpu.indices.tolist() == cpu.indices.tolist()
+    half = torch.tensor([1.0, float("nan"), 3.0]).bfloat16()  # CPU's bfloat16 NaN has the sign
+    assert half.to("tpu").topk(1).indices.tolist() == half.topk(1).indices.tolist() == [1]
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int64])
+def test_smallest_integers_by_topk(dtype):
+    info = torch.iinfo(dtype)
+    x = torch.tensor([info.max, 0, info.min, 1, info.min + 1], dtype=dtype)
+    for largest in (True, False):
+        cpu = x.topk(3, largest=largest)
+        tpu = x.to("tpu").topk(3, largest=largest)
+        assert tpu.values.tolist() == cpu.values.tolist()
+        assert tpu.indices.tolist() == cpu.indices.tolist()

@@ -604,10 +604,28 @@ _INT = torch.int64
     lambda d: torch.rand_like(torch.ones(3, dtype=_INT, device=d)),
     lambda d: torch.ones(3, dtype=torch.int32, device=d).exponential_(),
     lambda d: F.dropout(torch.ones(3, dtype=_INT, device=d), 0.5),
+    lambda d: torch.median(torch.zeros(3, 0, device=d), -1),
+    lambda d: torch.nanmedian(torch.zeros(3, 0, dtype=torch.bool, device=d), 1),
+    lambda d: torch.median(torch.tensor([True, False], device=d)),
+    lambda d: torch.nanmedian(torch.tensor([True, False], device=d), 0),
+    lambda d: torch.tensor([True, False], device=d).kthvalue(1),
+    lambda d: torch.tensor([True, False], device=d).topk(1),
+    lambda d: torch.ones(2, device=d) << 1,
+    lambda d: torch.ones(2, dtype=_INT, device=d) >> torch.ones(2, device=d),
+    lambda d: torch.bitwise_left_shift(torch.ones(2, dtype=torch.bool, device=d), True),
+    lambda d: torch.ones(2, dtype=torch.bool, device=d) // torch.ones(2, dtype=torch.bool,
+                                                                       device=d),
+    lambda d: torch.div(torch.ones(2, dtype=torch.bool, device=d), True, rounding_mode="trunc"),
+    lambda d: torch.zeros(2, dtype=torch.bool, device=d) % torch.zeros(2, dtype=torch.bool,
+                                                                       device=d),
+    lambda d: torch.fmod(torch.zeros(2, dtype=torch.bool, device=d), False),
 ], ids=["masked_select_shapes", "unique_dim", "clamp_without_bounds", "max_of_nothing",
         "min_over_empty_dim", "argmax_over_empty_dim", "floor_bool", "round_decimals_int",
         "lerp_int", "randn_int", "rand_like_int", "exponential_int",
-        "dropout_int"])
+        "dropout_int", "median_over_empty_dim", "nanmedian_empty_before_bool", "median_bool",
+        "nanmedian_dim_bool", "kthvalue_bool", "topk_bool", "shift_float", "shift_by_float",
+        "shift_bool", "floor_divide_bool", "trunc_divide_bool", "remainder_bool_by_zero",
+        "fmod_bool_by_zero"])
 def test_what_cpu_refuses_is_refused_with_its_error(bad):
     # Each of these computed something (or raised JAX's or numpy's error) on tpu.
     _raises_as_cpu(bad, Exception)

@@ -189,8 +189,8 @@ def _integer_divisor(args, kwargs) -> None:
     if "rounding_mode" in kwargs and kwargs["rounding_mode"] is None:
         return  # true division: a float result
     result = torch.result_type(self, other)
-    if result.is_floating_point or result.is_complex:
-        return
+    if result.is_floating_point or result.is_complex or result == torch.bool:
+        return  # no integer division (bool: CPU's kernels refuse it, before any value)
     if isinstance(other, TpuTensor):
         zero = other.numel() and bool(_any_zero(read(other)))
     elif isinstance(other, torch.Tensor):

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from ..ops.dtypes import scalar_type_name, to_torch_dtype
+from ..ops.dtypes import result_type, scalar_type_name, to_jax_dtype, to_torch_dtype
 from ..ops.reduction import check_nonempty
 
 _MATMUL = re.compile(r"a and b must have same reduction dim, but got \[(.*)\] X \[(.*)\]")
@@ -46,7 +46,7 @@ def check_as_cpu(op, args: Sequence, kwargs: dict | None = None) -> None:
         if dim is not None:
             _check_dim(dim, len(args[0].shape))
     check = _CPU_CHECKS.get(op)
-    if check is not None and (error := check(*args)):
+    if check is not None and (error := check(*args, **(kwargs or {}) if op in _DIVISIONS else {})):
         raise error if isinstance(error, Exception) else RuntimeError(error)
 
 
@@ -571,6 +571,44 @@ def _kernel_refuses(kernel: str, kinds: str):
     return check
 
 
+def _result_refuses(kernel: str, kinds: str):
+    """As ``_kernel_refuses``, for a binary op's result type (``1 << x`` of a float x)."""
+
+    def check(self, other, *_, **__) -> NotImplementedError | None:
+        if isinstance(self, torch.Tensor) or isinstance(other, torch.Tensor):  # decomposed ops'
+            dtype = np.dtype(to_jax_dtype(torch.result_type(self, other)))
+        else:
+            dtype = result_type(self, other)
+        if dtype.kind in kinds:
+            return NotImplementedError(
+                f'"{kernel}" not implemented for \'{scalar_type_name(dtype)}\'')
+        return None
+
+    return check
+
+
+def _division_refuses(self, other, rounding_mode=None) -> NotImplementedError | None:
+    if rounding_mode is None:
+        return None
+    return _result_refuses(f"div_{rounding_mode}_cpu", "b")(self, other)
+
+
+def _order_statistic_check(name: str, kernel: str, dim_kernel: str):
+    """median/nanmedian/kthvalue: an empty reduced dim, then bool (CPU's order)."""
+
+    def check(self, *args) -> Exception | None:
+        dim = (args[1] if len(args) > 1 else -1) if name == "kthvalue" else (args or [None])[0]
+        if dim is not None and self.ndim:
+            check_nonempty(name, self, dim)
+        return _kernel_refuses(kernel if dim is None else dim_kernel, "b")(self)
+
+    return check
+
+
+def _topk_check(self, *_) -> str | None:
+    return "topk does not support bool dtypes on CPU" if self.dtype == bool else None
+
+
 def _nonempty_check(name: str):
     """max()/min() of nothing, or over an empty dim: CPU's messages (a JAX one otherwise),
     as amax/amin's rules raise them."""
@@ -584,6 +622,7 @@ def _clamp_bounds(self, min=None, max=None) -> str | None:  # noqa: A002
 
 
 _aten = torch.ops.aten
+_DIVISIONS = (_aten.div.Tensor_mode, _aten.div.Scalar_mode)  # checked with their kwargs
 # Ops whose meta kernels take any `dim` (the rules wrapped it: softmax(dim=2) of a matrix ran
 # on dim 0): where their dim is, a position or a keyword.
 _DIM_AT = {_aten._softmax.default: 1, _aten._log_softmax.default: 1, _aten.sort.default: 1,
@@ -645,4 +684,21 @@ _CPU_CHECKS = {
     _aten.round.decimals: _kernel_refuses("round_cpu", "biu"),
     _aten.lerp.Scalar: _kernel_refuses("lerp_kernel_scalar", "biu"),
     _aten.lerp.Tensor: _kernel_refuses("lerp_kernel_tensor", "biu"),
+    _aten.median.default: _order_statistic_check("median", "median_cpu", None),
+    _aten.nanmedian.default: _order_statistic_check("median", "median_cpu", None),
+    _aten.median.dim: _order_statistic_check("median", None, "median_out"),
+    _aten.nanmedian.dim: _order_statistic_check("median", None, "median_out"),
+    _aten.kthvalue.default: _order_statistic_check("kthvalue", None, "kthvalue_cpu"),
+    _aten.topk.default: _topk_check,
+    _aten.floor_divide.default: _result_refuses("div_floor_cpu", "b"),
+    _aten.floor_divide.Scalar: _result_refuses("div_floor_cpu", "b"),
+    **{op: _division_refuses for op in _DIVISIONS},
+    **{op: _result_refuses("remainder_cpu", "b") for op in (
+        _aten.remainder.Tensor, _aten.remainder.Scalar, _aten.remainder.Scalar_Tensor)},
+    **{op: _result_refuses("fmod_cpu", "b") for op in (_aten.fmod.Tensor, _aten.fmod.Scalar)},
+    **{getattr(getattr(_aten, name), overload): _result_refuses(f"{kind}_cpu", "bfc")
+       for kind, names in (("lshift", ("bitwise_left_shift", "__lshift__")),
+                           ("rshift", ("bitwise_right_shift", "__rshift__")))
+       for name in names for overload in getattr(_aten, name).overloads()
+       if not overload.endswith("out")},
 }

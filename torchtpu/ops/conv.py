@@ -14,6 +14,7 @@ import torch
 from jax import lax
 
 from .dtypes import LOW_PRECISION, check_with_meta, lowest, upcast
+from .elementwise import exact_rsqrt
 from .linalg import _PRECISION
 from .registry import lowering
 
@@ -303,7 +304,7 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
     stats = _bn_stats_dtype(input, weight, bias, running_mean, running_var)
     xf = upcast(input)
     if not training:
-        invstd = lax.rsqrt(upcast(running_var) + eps)
+        invstd = exact_rsqrt(upcast(running_var) + eps)
         out = _bn_apply(input, xf, upcast(running_mean), invstd, weight, bias)
         empty = jnp.zeros((0,), stats)
         return out, empty, empty, running_mean, running_var
@@ -312,7 +313,7 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
     mean = jnp.mean(xf, axis=axes, keepdims=True)
     var_sum = jnp.sum(jnp.square(xf - mean), axis=axes).astype(stats)
     mean = mean.reshape(-1).astype(stats)
-    invstd = lax.rsqrt(upcast(var_sum) / n + eps).astype(stats)
+    invstd = exact_rsqrt(upcast(var_sum) / n + eps).astype(stats)
     out = _bn_apply(input, xf, upcast(mean), upcast(invstd), weight, bias)
     new_rm = new_rv = None
     if running_mean is not None:
@@ -392,10 +393,10 @@ def _native_batch_norm_backward(grad_out, input, weight, running_mean, running_v
     if train:
         def f(x, w):
             _, xf, mean, var = _bn_stats(x)
-            return _bn_apply(x, xf, mean, lax.rsqrt(var + eps), w, None)
+            return _bn_apply(x, xf, mean, exact_rsqrt(var + eps), w, None)
     else:
         def f(x, w):
-            return _bn_apply(x, x, running_mean, lax.rsqrt(running_var + eps), w, None)
+            return _bn_apply(x, x, running_mean, exact_rsqrt(running_var + eps), w, None)
     w = weight if weight is not None else jnp.ones((input.shape[1],), input.dtype)
     _, vjp = jax.vjp(f, input, w)
     gx, gw = vjp(grad_out)
@@ -408,7 +409,7 @@ def _group_norm(x, weight, bias, N, C, HxW, group, eps):
     xf = x.astype(jnp.float32) if x.dtype in (jnp.bfloat16, jnp.float16) else x
     g = xf.reshape(N, group, C // group * HxW)  # -1 cannot be inferred for empty inputs
     mean = jnp.mean(g, axis=-1)
-    rstd = lax.rsqrt(jnp.var(g, axis=-1) + eps)
+    rstd = exact_rsqrt(jnp.var(g, axis=-1) + eps)
     out = ((g - mean[..., None]) * rstd[..., None]).reshape(x.shape)
     shape = (1, C) + (1,) * (x.ndim - 2)
     if weight is not None:

@@ -109,7 +109,7 @@ for _op, _fn in [
     (aten.tan, jnp.tan), (aten.tanh, jnp.tanh), (aten.exp, jnp.exp), (aten.exp2, jnp.exp2),
     (aten.expm1, jnp.expm1), (aten.log, jnp.log), (aten.log2, jnp.log2),
     (aten.log10, jnp.log10), (aten.log1p, jnp.log1p), (aten.sqrt, jnp.sqrt),
-    (aten.rsqrt, lax.rsqrt), (aten.reciprocal, lambda x: 1 / x),
+    (aten.rsqrt, lambda x: exact_rsqrt(x)), (aten.reciprocal, lambda x: 1 / x),
     (aten.sigmoid, jax.nn.sigmoid), (aten.erf, jax.scipy.special.erf),
     (aten.erfc, jax.scipy.special.erfc), (aten.erfinv, jax.scipy.special.erfinv),
     (aten.lgamma, jax.scipy.special.gammaln),
@@ -250,7 +250,13 @@ def _floor_divide(self, other):
     return jnp.floor_divide(a, b)
 
 
-@lowering(aten.pow)
+def exact_rsqrt(x):
+    """``1 / sqrt(x)`` as CPU computes it, two correctly rounded steps. XLA rewrites it
+    into its own rsqrt, which differs in the last bit for about a third of the values."""
+    return 1 / lax.optimization_barrier(jnp.sqrt(x))
+
+
+@lowering(aten.pow.Tensor_Tensor, aten.pow.Scalar)
 @opmath
 def _pow(self, exponent):
     a, b = promote(self, exponent)
@@ -265,6 +271,36 @@ def _pow(self, exponent):
     return jnp.where(neg, small, out)
 
 
+@lowering(aten.pow.Tensor_Scalar)
+def _pow_scalar(self, exponent):
+    """CPU's kernel for a number exponent: 0 and 1 exact; 2, 3 and -2 as products, -1 as a
+    reciprocal, 0.5 and -0.5 as roots (x ** 2 is x * x there; XLA's pow is a few ulps off,
+    and sqrt's -0 and -inf differ from pow's). bfloat16 rounds after each step and takes
+    the exponent in bfloat16; float16 is pow throughout, the exponent in float16."""
+    dtype = result_type(self, exponent)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        return _pow(self, exponent)
+    low = dtype in LOW_PRECISION
+    x = self.astype(jnp.float32 if low else dtype)
+    e = jnp.asarray(exponent, dtype).astype(x.dtype)
+
+    def rounded(v):  # a bfloat16 vector op's result
+        return v.astype(dtype).astype(x.dtype) if low else v
+
+    forms = {0: lambda: jnp.ones_like(x), 1: lambda: x}
+    if dtype != jnp.float16:
+        forms |= {2: lambda: x * x, 3: lambda: rounded(rounded(x * x) * x),
+                  -2: lambda: 1 / rounded(x * x), -1: lambda: 1 / x,
+                  0.5: lambda: jnp.sqrt(x), -0.5: lambda: exact_rsqrt(x)}
+    if isinstance(exponent, (int, float)):  # a constant here (torch.compile)
+        out = forms.get(exponent, lambda: jnp.power(x, e))()
+    else:
+        out = jnp.power(x, e)
+        for value, form in forms.items():
+            out = jnp.where(e == value, form(), out)
+    return out.astype(dtype)
+
+
 @lowering(aten.round.default)
 def _round(self):
     return jnp.round(self) if jnp.issubdtype(self.dtype, jnp.inexact) else self
@@ -273,7 +309,19 @@ def _round(self):
 @lowering(aten.round.decimals)
 @opmath
 def _round_decimals(self, *, decimals=0):
-    return jnp.round(self, decimals)
+    # CPU's kernel: scale by a power of ten, round half to even, undo the scaling with the
+    # inverse operation (jnp.round multiplies by a rounded 10**-decimals instead).
+    scale = 10.0 ** abs(decimals)
+    if decimals < 0:
+        return jnp.round(exact_division(self, scale)) * jnp.asarray(scale, self.dtype)
+    return exact_division(jnp.round(self * jnp.asarray(scale, self.dtype)), scale)
+
+
+def exact_division(x, divisor: float):
+    """``x / divisor`` rounded once per element: XLA turns a division by a broadcast scalar
+    into a multiplication by its reciprocal (1 ulp off in places) unless the divisor is a
+    whole array it cannot see through."""
+    return x / lax.optimization_barrier(jnp.full(x.shape, divisor, x.dtype))
 
 
 @lowering(aten.clamp, aten.clip)
@@ -312,7 +360,16 @@ def _masked_fill(self, mask, value):
 @opmath
 def _lerp(self, end, weight):
     a, b, w = promote(self, end, weight)
-    return a + w * (b - a)
+    return lerp_from_nearer_end(a, b, w)
+
+
+def lerp_from_nearer_end(a, b, w):
+    """CPU's lerp: from ``a`` for ``|w| < 0.5``, else back from ``b`` (so ``w = 1`` gives
+    ``b`` exactly, and each half loses no precision to the other end's magnitude)."""
+    if isinstance(w, (int, float)):
+        near_a, w = abs(w) < 0.5, jnp.asarray(w, a.dtype)  # 1 - w in a's type, as CPU
+        return a + w * (b - a) if near_a else b - (b - a) * (1 - w)
+    return jnp.where(jnp.abs(w) < 0.5, a + w * (b - a), b - (b - a) * (1 - w))
 
 
 @lowering(aten.addcmul)

@@ -10,6 +10,7 @@ import torch
 
 from .conv import _scatter_at_indices
 from .dtypes import check_with_meta, opmath, upcast
+from .elementwise import exact_rsqrt
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -49,7 +50,7 @@ def _layer_norm(x, weight, bias, axes, eps):
     xf = upcast(x)
     mean = jnp.mean(xf, axis=axes, keepdims=True)
     var = jnp.mean(jnp.square(xf - mean), axis=axes, keepdims=True)
-    rstd = jax.lax.rsqrt(var + eps)
+    rstd = exact_rsqrt(var + eps)
     out = (xf - mean) * rstd
     if weight is not None:
         out = out * weight
@@ -112,7 +113,7 @@ def _fused_rms_norm(input, normalized_shape, weight, eps):  # noqa: A002
     xf = input.astype(jnp.float32) if input.dtype in (jnp.bfloat16, jnp.float16) else input
     if eps is None:
         eps = jnp.finfo(xf.dtype).eps
-    rstd = jax.lax.rsqrt(jnp.mean(jnp.square(xf), axis=axes, keepdims=True) + eps)
+    rstd = exact_rsqrt(jnp.mean(jnp.square(xf), axis=axes, keepdims=True) + eps)
     out = xf * rstd
     if weight is not None:
         out = out * weight

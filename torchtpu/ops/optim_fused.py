@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import torch
 
 from .dtypes import LOW_PRECISION
+from .elementwise import lerp_from_nearer_end
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -26,12 +27,6 @@ def _unless_inf(found_inf, new, old):
     return [jnp.where(skip, o, n) for n, o in zip(new, old, strict=True)]
 
 
-def _lerp(start, end, weight: float):
-    """exp_avg.lerp_(grad, weight) as PyTorch computes it: from the nearer end."""
-    w = jnp.asarray(weight, start.dtype)
-    if abs(weight) < 0.5:
-        return start + w * (end - start)
-    return end - (end - start) * (1 - w)
 
 
 def _unscale(grad, grad_scale, dt):
@@ -64,7 +59,7 @@ def _adam(adamw, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_st
         bc2_sqrt = jnp.sqrt(1 - jnp.power(jnp.asarray(beta2, jnp.float64), step)).astype(dt)
         if adamw and weight_decay != 0:  # decoupled: the parameter decays, not the gradient
             x = x * (1 - lr64 * weight_decay).astype(dt)
-        m = _lerp(m.astype(dt), g, 1 - beta1)
+        m = lerp_from_nearer_end(m.astype(dt), g, 1 - beta1)
         v = v.astype(dt) * jnp.asarray(beta2, dt) + jnp.asarray(1 - beta2, dt) * g * g
         if amsgrad:
             vmax = jnp.maximum(max_exp_avg_sqs[i].astype(dt), v)

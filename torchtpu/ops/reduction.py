@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 import warnings
 
 import jax
@@ -272,8 +273,15 @@ def _topk(self, k, dim=-1, largest=True, sorted=True):  # noqa: A002
         return self, jnp.zeros((), jnp.int64)
     axis = dim % self.ndim
     x = jnp.moveaxis(self, axis, -1)
-    vals, idx = lax.top_k(x if largest else -x, k)
-    vals = vals if largest else -vals
+    if jnp.issubdtype(x.dtype, jnp.inexact):
+        # lax.top_k orders NaNs by their sign bit, and XLA's own NaNs (0/0, sqrt(-1)) carry
+        # it: one NaN, the largest value as PyTorch orders them.
+        x = jnp.where(jnp.isnan(x), jnp.nan, x)
+        flip = operator.neg
+    else:
+        flip = operator.invert  # reverses integer order without -x's overflow at the minimum
+    vals, idx = lax.top_k(x if largest else flip(x), k)
+    vals = vals if largest else flip(vals)
     return jnp.moveaxis(vals, -1, axis), jnp.moveaxis(idx.astype(jnp.int64), -1, axis)
 
 
