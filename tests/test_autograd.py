@@ -199,3 +199,17 @@ def test_forward_mode_ad_through_ops_with_their_own_autograd(fn):
     with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
         expected = tangent("cpu")  # (CPU's flash kernel has no forward formula)
     assert_same(tangent("tpu"), expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("p", [0, 0.5, 1, 1.5, 2, 3, float("inf")])
+def test_cdist_gradient_where_points_coincide_is_cpus(p):
+    # cdist(x, x) has zero distances on its diagonal (and, here, a coordinate difference of
+    # 0 in one pair): CPU's kernel gives those pairs no gradient, and sign(0) = 0.
+    x = torch.tensor([[0.0, 0.0], [1.0, 1.0], [1.0, 0.0]])
+    grads = []
+    for device in ("cpu", TPU):
+        a = x.detach().to(device).requires_grad_()
+        d = torch.cdist(a, a, p=p)
+        (d * torch.arange(9.0, device=device).reshape(3, 3)).sum().backward()
+        grads.append(a.grad)
+    assert_same(grads[1], grads[0])

@@ -113,3 +113,16 @@ def test_rounding_division_is_cpus_bit_for_bit(dtype, mode):
     out = torch.div(a.to("tpu"), b.to("tpu"), rounding_mode=mode).cpu()
     torch.testing.assert_close(out, expected, rtol=0, atol=0, equal_nan=True)
     assert torch.equal(torch.signbit(out), torch.signbit(expected))
+
+
+def test_float16_batch_norm_training_is_cpus():
+    # CPU's float16 kernel keeps float32 statistics until invstd (bfloat16's stores them
+    # rounded), and updates the running statistics from them.
+    torch.manual_seed(0)
+    m = torch.nn.BatchNorm1d(64).half()
+    x = (torch.randn(32, 64) * 3 + 1).half()
+    t = torch.nn.BatchNorm1d(64).half().to("tpu")
+    out = t(x.to("tpu"))
+    assert torch.equal(out.cpu(), m(x))
+    assert torch.equal(t.running_mean.cpu(), m.running_mean)
+    assert torch.equal(t.running_var.cpu(), m.running_var)

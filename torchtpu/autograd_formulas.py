@@ -107,8 +107,8 @@ def _cpu_runs_flash(query, key, value, attn_mask, dropout_p, is_causal, scale, e
     tensors = [query, key, value] + ([] if attn_mask is None else [attn_mask])
     if any(t.device != query.device or not all(type(n) is int for n in t.shape) for t in tensors):
         return False  # the composite's device error; symbolic shapes stay unspecialised
-    if query.shape[-1] == 0:
-        return False
+    if query.shape[-1] == 0 or query.shape[-2] == 0 or key.shape[-2] == 0:
+        return False  # CPU returns before choosing a kernel (the chooser refuses these)
     if any(t.dim() and t.shape[-1] > 1 and t.stride(-1) != 1 for t in (query, key, value)):
         return False
     with _disable_current_modes():  # torch.compile's fake and tracing modes

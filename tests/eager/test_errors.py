@@ -619,13 +619,27 @@ _INT = torch.int64
     lambda d: torch.zeros(2, dtype=torch.bool, device=d) % torch.zeros(2, dtype=torch.bool,
                                                                        device=d),
     lambda d: torch.fmod(torch.zeros(2, dtype=torch.bool, device=d), False),
+    lambda d: torch.tensor([1 + 2j, 3 - 1j], device=d).clamp(-1, 1),
+    lambda d: torch.tensor([1 + 2j], device=d).clamp_min(0),
+    lambda d: torch.maximum(torch.tensor([1j], device=d), torch.tensor([1j], device=d)),
+    lambda d: torch.tensor([1j, 2], device=d).max(),
+    lambda d: torch.tensor([1j, 2], device=d).amax(),
+    lambda d: torch.tensor([1j, 2], device=d).max(0),
+    lambda d: torch.tensor([1j, 2], device=d).argmax(),
+    lambda d: torch.tensor([1j, 2], device=d).sort(),
+    lambda d: torch.tensor([1j, 2], device=d).topk(1),
+    lambda d: torch.tensor([1j, 2], device=d).cummax(0),
+    lambda d: torch.tensor([1j, 2], device=d) > 1,
+    lambda d: torch.tensor([1j, 2], device=d).median(),
 ], ids=["masked_select_shapes", "unique_dim", "clamp_without_bounds", "max_of_nothing",
         "min_over_empty_dim", "argmax_over_empty_dim", "floor_bool", "round_decimals_int",
         "lerp_int", "randn_int", "rand_like_int", "exponential_int",
         "dropout_int", "median_over_empty_dim", "nanmedian_empty_before_bool", "median_bool",
         "nanmedian_dim_bool", "kthvalue_bool", "topk_bool", "shift_float", "shift_by_float",
         "shift_bool", "floor_divide_bool", "trunc_divide_bool", "remainder_bool_by_zero",
-        "fmod_bool_by_zero"])
+        "fmod_bool_by_zero", "clamp_complex", "clamp_min_complex", "maximum_complex",
+        "max_complex", "amax_complex", "max_dim_complex", "argmax_complex", "sort_complex",
+        "topk_complex", "cummax_complex", "gt_complex", "median_complex"])
 def test_what_cpu_refuses_is_refused_with_its_error(bad):
     # Each of these computed something (or raised JAX's or numpy's error) on tpu.
     _raises_as_cpu(bad, Exception)

@@ -172,3 +172,17 @@ def test_the_output_is_laid_out_as_the_query_as_cpus_flash_kernel():
     torch.testing.assert_close(out_tpu.cpu(), out_cpu, rtol=1e-5, atol=1e-6)
     compiled = torch.compile(lambda t: attend(t)[1], backend="tpu")(x.to(TPU))
     torch.testing.assert_close(compiled.cpu(), out_cpu, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("empty", ["query", "key"])
+def test_an_empty_sequence_under_the_flash_backend_as_cpu(empty):
+    # CPU returns before choosing a kernel: an empty output, or zeros for no keys.
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q = torch.randn(1, 2, 0 if empty == "query" else 5, 8)
+    kv = torch.randn(1, 2, 0 if empty == "key" else 6, 8)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        expected = F.scaled_dot_product_attention(q, kv, kv)
+        actual = F.scaled_dot_product_attention(q.to("tpu"), kv.to("tpu"), kv.to("tpu"))
+    assert actual.shape == expected.shape
+    assert torch.equal(actual.cpu(), expected)

@@ -594,19 +594,45 @@ def _division_refuses(self, other, rounding_mode=None) -> NotImplementedError | 
 
 
 def _order_statistic_check(name: str, kernel: str, dim_kernel: str):
-    """median/nanmedian/kthvalue: an empty reduced dim, then bool (CPU's order)."""
+    """median/nanmedian/kthvalue: an empty reduced dim, then bool or complex (CPU's order)."""
 
     def check(self, *args) -> Exception | None:
         dim = (args[1] if len(args) > 1 else -1) if name == "kthvalue" else (args or [None])[0]
         if dim is not None and self.ndim:
             check_nonempty(name, self, dim)
-        return _kernel_refuses(kernel if dim is None else dim_kernel, "b")(self)
+        return _kernel_refuses(kernel if dim is None else dim_kernel, "bc")(self)
 
     return check
 
 
 def _topk_check(self, *_) -> str | None:
-    return "topk does not support bool dtypes on CPU" if self.dtype == bool else None
+    if self.dtype == bool:
+        return "topk does not support bool dtypes on CPU"
+    return " topk does not support complex dtypes on CPU" if self.dtype.kind == "c" else None
+
+
+def _unordered_complex(message: str):
+    """An op that orders values: CPU refuses complex ones with this message."""
+    return lambda self, *_: message if self.dtype.kind == "c" else None
+
+
+def _unordered_complex_pair(name: str):
+    def check(self, other, *_) -> str | None:
+        if any(getattr(x, "dtype", None) is not None and x.dtype.kind == "c"
+               for x in (self, other)):
+            return f"{name} not implemented for complex tensors."
+        return None
+
+    return check
+
+
+def _first(*checks):
+    """The first error of these checks, in CPU's order."""
+
+    def check(*args):
+        return next((e for c in checks if (e := c(*args))), None)
+
+    return check
 
 
 def _nonempty_check(name: str):
@@ -615,9 +641,15 @@ def _nonempty_check(name: str):
     return lambda self, dim=None, *_: check_nonempty(name, self, dim)
 
 
-def _clamp_bounds(self, min=None, max=None) -> str | None:  # noqa: A002
+def _clamp_bounds(self, min=None, max=None) -> Exception | str | None:  # noqa: A002
     if min is None and max is None:
         return "torch.clamp: At least one of 'min' or 'max' must not be None"
+    return _no_complex_clamp(self)
+
+
+def _no_complex_clamp(self, *_) -> NotImplementedError | None:
+    if self.dtype.kind == "c":
+        return NotImplementedError("clamp is not supported for complex types")
     return None
 
 
@@ -649,8 +681,10 @@ _CPU_CHECKS = {
     _aten.sub.Scalar: _BOOL_SUBTRACTION,
     _aten.rsub.Tensor: _BOOL_SUBTRACTION,
     _aten.rsub.Scalar: _BOOL_SUBTRACTION,
-    _aten.argmax.default: _arg_reduction_check("argmax"),
-    _aten.argmin.default: _arg_reduction_check("argmin"),
+    _aten.argmax.default: _first(_unordered_complex("argmax(): does not support complex input"),
+                                 _arg_reduction_check("argmax")),
+    _aten.argmin.default: _first(_unordered_complex("argmin(): does not support complex input"),
+                                 _arg_reduction_check("argmin")),
     _aten._softmax.default: _softmax_check("softmax"),
     _aten._log_softmax.default: _softmax_check("log_softmax"),
     _aten.abs.default: lambda self: _not_for_bool("abs_cpu", self),
@@ -673,10 +707,26 @@ _CPU_CHECKS = {
     _aten.masked_select.default: lambda self, mask: _broadcast_message([mask.shape, self.shape]),
     _aten.clamp.default: _clamp_bounds,
     _aten.clamp.Tensor: _clamp_bounds,
-    _aten.max.default: _nonempty_check("max"),
-    _aten.min.default: _nonempty_check("min"),
-    _aten.max.dim: _nonempty_check("max"),
-    _aten.min.dim: _nonempty_check("min"),
+    _aten.clamp_min.default: _no_complex_clamp,
+    _aten.clamp_max.default: _no_complex_clamp,
+    _aten.clamp_min.Tensor: _kernel_refuses("maximum_cpu", "c"),
+    _aten.clamp_max.Tensor: _kernel_refuses("minimum_cpu", "c"),
+    _aten.max.default: _first(_nonempty_check("max"), _kernel_refuses("max_all", "c")),
+    _aten.min.default: _first(_nonempty_check("min"), _kernel_refuses("min_all", "c")),
+    _aten.max.dim: _first(_nonempty_check("max"),
+                          _unordered_complex("max(): does not support complex input")),
+    _aten.min.dim: _first(_nonempty_check("min"),
+                          _unordered_complex("min(): does not support complex input")),
+    _aten.amax.default: _kernel_refuses("max_values_cpu", "c"),
+    _aten.amin.default: _kernel_refuses("min_values_cpu", "c"),
+    _aten.sort.default: _unordered_complex(" Sort does not support complex dtypes on CPU"),
+    _aten.sort.stable: _unordered_complex(" Sort does not support complex dtypes on CPU"),
+    _aten.cummax.default: _kernel_refuses("cummax_cpu", "c"),
+    _aten.cummin.default: _kernel_refuses("cummin_cpu", "c"),
+    **{getattr(_aten, name).default: _unordered_complex_pair(name)
+       for name in ("maximum", "minimum", "fmax", "fmin")},
+    **{getattr(getattr(_aten, name), overload): _result_refuses(f"{name}_cpu", "c")
+       for name in ("lt", "le", "gt", "ge") for overload in ("Tensor", "Scalar")},
     _aten.floor.default: _kernel_refuses("floor_vml_cpu", "b"),
     _aten.ceil.default: _kernel_refuses("ceil_vml_cpu", "b"),
     _aten.trunc.default: _kernel_refuses("trunc_vml_cpu", "b"),

@@ -311,19 +311,21 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
     axes = (0,) + tuple(range(2, input.ndim))
     n = xf.size // xf.shape[1]
     mean = jnp.mean(xf, axis=axes, keepdims=True)
-    var_sum = jnp.sum(jnp.square(xf - mean), axis=axes).astype(stats)
-    mean = mean.reshape(-1).astype(stats)
+    var_sum = jnp.sum(jnp.square(xf - mean), axis=axes)
+    mean = mean.reshape(-1)
+    if stats != jnp.float16:  # CPU's float16 kernel keeps float32 statistics until invstd
+        mean, var_sum = mean.astype(stats), var_sum.astype(stats)
     invstd = exact_rsqrt(upcast(var_sum) / n + eps).astype(stats)
-    out = _bn_apply(input, xf, upcast(mean), upcast(invstd), weight, bias)
+    out = _bn_apply(input, xf, upcast(mean.astype(stats)), upcast(invstd), weight, bias)
     new_rm = new_rv = None
     if running_mean is not None:
-        new_rm = ((1 - momentum) * upcast(running_mean) + momentum * upcast(mean)).astype(
+        new_rm = (momentum * upcast(mean) + (1 - momentum) * upcast(running_mean)).astype(
             running_mean.dtype)
     if running_var is not None:
         unbiased = upcast(var_sum) / (n - 1) if n > 1 else jnp.full(var_sum.shape, jnp.nan)
-        new_rv = ((1 - momentum) * upcast(running_var) + momentum * unbiased).astype(
+        new_rv = (momentum * unbiased + (1 - momentum) * upcast(running_var)).astype(
             running_var.dtype)
-    return out, mean, invstd, new_rm, new_rv
+    return out, mean.astype(stats), invstd, new_rm, new_rv
 
 
 # The batch norm rules skip the meta kernel's outputs (its saved statistics are float32 and

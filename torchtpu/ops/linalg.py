@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import torch
 from jax import lax
@@ -204,8 +203,28 @@ def _cdist_backward(grad, x1, x2, p, cdist):
     batch = jnp.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
     x1 = jnp.broadcast_to(x1, batch + x1.shape[-2:])
     x2 = jnp.broadcast_to(x2, batch + x2.shape[-2:])
-    _, vjp = jax.vjp(lambda a: _cdist(a, x2, p), x1)
-    return vjp(grad)[0]
+    diff = x1[..., :, None, :] - x2[..., None, :, :]
+    return jnp.sum(_cdist_pair_gradient(diff, grad[..., None], cdist[..., None], p), axis=-2)
+
+
+def _cdist_pair_gradient(diff, grad, dist, p):
+    """CPU's kernel's gradient of each pair's distance: 0 where the distance is 0 (and, for
+    p < 1, where a coordinate's difference is), sign(0) = 0 for p = 1 and infinity."""
+    if p == 0:
+        return jnp.zeros_like(diff)
+    sign = jnp.sign(diff)
+    if p == 1:
+        return grad * sign
+    if p == float("inf"):
+        return grad * sign * (1 - jnp.minimum(1, jnp.ceil(jnp.abs(jnp.abs(diff) - dist))))
+    if p < 2:
+        out = sign * jnp.abs(diff) ** (p - 1) * grad / dist ** (p - 1)
+        out = jnp.where((diff == 0) & (p < 1), 0, out)
+    elif p == 2:
+        out = grad * diff / dist
+    else:
+        out = diff * jnp.abs(diff) ** (p - 2) * grad / dist ** (p - 1)
+    return jnp.where(dist == 0, 0, out)
 
 
 @lowering(aten.addr)
