@@ -232,8 +232,9 @@ def _apply_initialized(self, fn, recurse):
 
 def _register_control_flow() -> None:
     """``torch.cond``, ``while_loop``, ``scan`` and ``map`` of tpu tensors run as on cpu and
-    cuda (their dense kernels: Python loops of tpu ops), and a checkpointed region's random
-    ops save and replay the stream: a higher-order op asks a tensor subclass for a rule."""
+    cuda (their dense kernels: Python loops of tpu ops), a checkpointed region's random
+    ops save and replay the stream, and ops with effects run: a higher-order op asks a
+    tensor subclass for a rule."""
     try:
         from torch._higher_order_ops.cond import cond_op, cond_op_dense
         from torch._higher_order_ops.map import map_dense, map_impl
@@ -253,6 +254,14 @@ def _register_control_flow() -> None:
                                                              op(*args, **kwargs)))
     if TpuTensor not in replay.python_key_table:
         replay.py_impl(TpuTensor)(_replayed)
+    # An op with a side effect in a graph run op by op (linalg's error checks, under
+    # torch.compile: their graph cannot be one program).
+    try:
+        from torch._higher_order_ops.effects import with_effects, with_effects_dense
+    except ImportError:
+        return
+    if TpuTensor not in with_effects.python_key_table:
+        with_effects.py_impl(TpuTensor)(with_effects_dense)
 
 
 def _replayed(state, op, *args, **kwargs):

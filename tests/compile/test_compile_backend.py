@@ -513,3 +513,24 @@ def test_compiled_matmul_refuses_mixed_dtypes_as_eager_does():
     f = torch.compile(lambda a, b: a @ b, backend="tpu")
     with pytest.raises(RuntimeError, match="expected m1 and m2 to have the same dtype"):
         f(torch.randn(4, 6).to(TPU), torch.randn(6, 2, dtype=torch.float64).to(TPU))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a: torch.linalg.inv(a).sum(),
+    lambda a: torch.linalg.cholesky(a @ a.T).diagonal().sum(),
+    lambda a: torch.linalg.solve(a, a[:, :2]).sum(),
+], ids=["inv", "cholesky", "solve"])
+def test_linalg_with_error_checks_compiles(fn):
+    # Their graphs hold the error check as an op with an effect (with_effects), run op by op.
+    a = torch.randn(4, 4, generator=torch.Generator().manual_seed(0)) + 4 * torch.eye(4)
+    on_tpu, cpu = a.to(TPU).requires_grad_(), a.clone().requires_grad_()
+    out = torch.compile(fn, backend="tpu")(on_tpu)
+    out.backward()
+    fn(cpu).backward()
+    torch.testing.assert_close(out.cpu(), fn(a), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(on_tpu.grad.cpu(), cpu.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_linalg_error_of_a_compiled_graph_is_cpus():
+    with pytest.raises(torch.linalg.LinAlgError, match="diagonal element 1 is zero"):
+        torch.compile(torch.linalg.inv, backend="tpu")(torch.zeros(3, 3, device=TPU))
