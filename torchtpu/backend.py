@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import warnings
 
@@ -262,6 +263,32 @@ def _register_control_flow() -> None:
         return
     if TpuTensor not in with_effects.python_key_table:
         with_effects.py_impl(TpuTensor)(with_effects_dense)
+    _allow_flex_attention()
+
+
+def _allow_flex_attention() -> None:
+    """``flex_attention`` of tpu tensors runs PyTorch's dense implementation (scores
+    materialised, as CPU's eager path), forward and backward; PyTorch refuses any device
+    not on its list before the higher-order op would ask the subclass."""
+    try:  # (the package's name flex_attention is the op; the module holds its kernels)
+        hops = importlib.import_module("torch._higher_order_ops.flex_attention")
+        api = importlib.import_module("torch.nn.attention.flex_attention")
+    except ImportError:
+        return
+    for op, dense in ((hops.flex_attention, hops.sdpa_dense),
+                      (hops.flex_attention_backward, hops.sdpa_dense_backward)):
+        if TpuTensor not in op.python_key_table:
+            op.py_impl(TpuTensor)(dense)
+    validate = getattr(api, "_validate_device", None)
+    if validate is None or getattr(validate, "allows_tpu", False):
+        return
+
+    def validate_device(query, key, value):
+        if query.device.type != "tpu":
+            validate(query, key, value)
+
+    validate_device.allows_tpu = True
+    api._validate_device = validate_device
 
 
 def _replayed(state, op, *args, **kwargs):

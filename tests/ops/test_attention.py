@@ -186,3 +186,42 @@ def test_an_empty_sequence_under_the_flash_backend_as_cpu(empty):
         actual = F.scaled_dot_product_attention(q.to("tpu"), kv.to("tpu"), kv.to("tpu"))
     assert actual.shape == expected.shape
     assert torch.equal(actual.cpu(), expected)
+
+
+def _flex_case():
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    q, k, v = (torch.randn(1, 2, 128, 16, generator=torch.Generator().manual_seed(i))
+               for i in range(3))
+    mask = create_block_mask(lambda b, h, i, j: i >= j, None, None, 128, 128, device="cpu")
+    return q, k, v, mask, lambda s, b, h, i, j: s + (i - j) * 0.01
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+def test_flex_attention_matches_cpu_and_its_dense_gradient():
+    from torch.nn.attention.flex_attention import flex_attention
+
+    q, k, v, mask, bias = _flex_case()
+    expected = flex_attention(q, k, v, score_mod=bias, block_mask=mask)
+    on_tpu = q.to("tpu").requires_grad_()
+    actual = flex_attention(on_tpu, k.to("tpu"), v.to("tpu"), score_mod=bias,
+                            block_mask=mask.to("tpu"))
+    torch.testing.assert_close(actual.cpu(), expected, rtol=1e-5, atol=1e-5)
+    # CPU's flex attention has no backward: compare with the same attention written out.
+    actual.sum().backward()
+    cpu = q.clone().requires_grad_()
+    pos = torch.arange(128)
+    scores = cpu @ k.transpose(-1, -2) / 4 + (pos[:, None] - pos[None]) * 0.01
+    scores = scores.masked_fill(pos[:, None] < pos[None], float("-inf"))
+    (scores.softmax(-1) @ v).sum().backward()
+    torch.testing.assert_close(on_tpu.grad.cpu(), cpu.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_flex_attention_compiles():
+    from torch.nn.attention.flex_attention import flex_attention
+
+    q, k, v, mask, bias = _flex_case()
+    expected = flex_attention(q, k, v, score_mod=bias, block_mask=mask)
+    actual = torch.compile(flex_attention, backend="tpu")(
+        q.to("tpu"), k.to("tpu"), v.to("tpu"), score_mod=bias, block_mask=mask.to("tpu"))
+    torch.testing.assert_close(actual.cpu(), expected, rtol=1e-5, atol=1e-5)
