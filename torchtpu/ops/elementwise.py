@@ -290,14 +290,18 @@ def _pow_scalar(self, exponent):
     forms = {0: lambda: jnp.ones_like(x), 1: lambda: x}
     if dtype != jnp.float16:
         forms |= {2: lambda: x * x, 3: lambda: rounded(rounded(x * x) * x),
-                  -2: lambda: 1 / rounded(x * x), -1: lambda: 1 / x,
-                  0.5: lambda: jnp.sqrt(x), -0.5: lambda: exact_rsqrt(x)}
+                  -2: lambda: 1 / rounded(x * x), -1: lambda: 1 / x, 0.5: lambda: jnp.sqrt(x)}
     if isinstance(exponent, (int, float)):  # a constant here (torch.compile)
-        out = forms.get(exponent, lambda: jnp.power(x, e))()
-    else:
-        out = jnp.power(x, e)
-        for value, form in forms.items():
-            out = jnp.where(e == value, form(), out)
+        if exponent == -0.5 and dtype != jnp.float16:
+            return exact_rsqrt(x).astype(dtype)
+        return forms.get(exponent, lambda: jnp.power(x, e))().astype(dtype)
+    # A number passed at run time (eager): every form, selected. (-0.5 is XLA's rsqrt here,
+    # 1 ulp off CPU's in places: exact_rsqrt's barrier would split the fused loop.)
+    out = jnp.power(x, e)
+    for value, form in forms.items():
+        out = jnp.where(e == value, form(), out)
+    if dtype != jnp.float16:
+        out = jnp.where(e == -0.5, 1 / jnp.sqrt(x), out)
     return out.astype(dtype)
 
 
