@@ -566,7 +566,8 @@ def test_variance_without_degrees_of_freedom_warns_as_cpu():
     # (a shape no other test reduces: the warning comes when the op is first compiled)
     x = torch.linspace(0, 1, 15).reshape(5, 1, 3)
     for name, op in (("std", lambda t: t.std(1)), ("var", lambda t: t.var(1, correction=3)),
-                     ("var_mean", lambda t: torch.var_mean(t, (0, 2), correction=15)[0])):
+                     ("var_mean", lambda t: torch.var_mean(t, (0, 2), correction=15)[0]),
+                     ("std_mean", lambda t: torch.std_mean(t, 1, correction=2)[0])):
         for device in ("cpu", "tpu"):
             with pytest.warns(UserWarning, match=rf"^{name}\(\): degrees of freedom is <= 0"):
                 out = op(x.to(device))
@@ -631,6 +632,7 @@ _INT = torch.int64
     lambda d: torch.tensor([1j, 2], device=d).cummax(0),
     lambda d: torch.tensor([1j, 2], device=d) > 1,
     lambda d: torch.tensor([1j, 2], device=d).median(),
+    lambda d: torch.std_mean(torch.ones(3, dtype=_INT, device=d)),
 ], ids=["masked_select_shapes", "unique_dim", "clamp_without_bounds", "max_of_nothing",
         "min_over_empty_dim", "argmax_over_empty_dim", "floor_bool", "round_decimals_int",
         "lerp_int", "randn_int", "rand_like_int", "exponential_int",
@@ -639,7 +641,7 @@ _INT = torch.int64
         "shift_bool", "floor_divide_bool", "trunc_divide_bool", "remainder_bool_by_zero",
         "fmod_bool_by_zero", "clamp_complex", "clamp_min_complex", "maximum_complex",
         "max_complex", "amax_complex", "max_dim_complex", "argmax_complex", "sort_complex",
-        "topk_complex", "cummax_complex", "gt_complex", "median_complex"])
+        "topk_complex", "cummax_complex", "gt_complex", "median_complex", "std_mean_int"])
 def test_what_cpu_refuses_is_refused_with_its_error(bad):
     # Each of these computed something (or raised JAX's or numpy's error) on tpu.
     _raises_as_cpu(bad, Exception)

@@ -667,8 +667,10 @@ _CPU_CHECKS = {
     _aten.nll_loss2d_forward.default: _nll2d_target_check,
     _aten.var.correction: _VAR, _aten.var.dim: _VAR, _aten.var.default: _VAR,
     _aten.std.correction: _VAR, _aten.std.dim: _VAR, _aten.std.default: _VAR,
-    _aten.var_mean.correction: _floating_only(  # (std_mean too: it decomposes to var_mean)
+    _aten.var_mean.correction: _floating_only(
         "var_mean only support floating point and complex dtypes"),
+    _aten.std_mean.correction: _floating_only(
+        "std_mean only support floating point and complex dtypes"),
     _aten.binary_cross_entropy.default: _bce_check,
     _aten.binary_cross_entropy_with_logits.default: _bce_with_logits_check,
     _aten.grid_sampler_2d.default: _grid_sampler_check,

@@ -167,9 +167,16 @@ def _std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 @lowering(aten.var_mean.correction, static=("correction",))
 @opmath
-def _var_mean(self, dim=None, *, correction=None, keepdim=False):
-    return (_variance("var_mean", self, dim, _ddof(None, correction), keepdim),
+def _var_mean(self, dim=None, *, correction=None, keepdim=False, name="var_mean"):
+    return (_variance(name, self, dim, _ddof(None, correction), keepdim),
             jnp.mean(float_of(self), axis=_axes(dim, self.ndim), keepdims=keepdim))
+
+
+@lowering(aten.std_mean.correction, static=("correction",))
+@opmath
+def _std_mean(self, dim=None, *, correction=None, keepdim=False):
+    var, mean = _var_mean(self, dim, correction=correction, keepdim=keepdim, name="std_mean")
+    return jnp.sqrt(var), mean
 
 
 def _variance(name, self, dim, ddof, keepdim):
