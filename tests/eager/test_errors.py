@@ -227,6 +227,19 @@ def test_integer_ops_refuse_floats_as_cpu(op, dtype):
     assert str(on_tpu.value) == str(on_cpu.value).replace("_cpu", "_tpu")
 
 
+@pytest.mark.parametrize("shift", [
+    lambda d: torch.ones(2, device=d) << 1,
+    lambda d: torch.ones(2, dtype=torch.int64, device=d) >> torch.ones(2, device=d),
+    lambda d: torch.bitwise_left_shift(torch.ones(2, dtype=torch.bool, device=d), True),
+], ids=["float", "by_float", "bool"])
+def test_shifts_refuse_what_cpu_refuses(shift):
+    with pytest.raises(NotImplementedError) as on_cpu:
+        shift("cpu")
+    with pytest.raises(NotImplementedError) as on_tpu:
+        shift("tpu")
+    assert str(on_tpu.value) == str(on_cpu.value).replace("_cpu", "_tpu")
+
+
 def _cat_into_own_input(d):
     x, y = torch.ones(4, 6, device=d), torch.ones(4, 6, device=d)
     torch.cat([x, y], out=y[:2])
@@ -611,9 +624,6 @@ _INT = torch.int64
     lambda d: torch.nanmedian(torch.tensor([True, False], device=d), 0),
     lambda d: torch.tensor([True, False], device=d).kthvalue(1),
     lambda d: torch.tensor([True, False], device=d).topk(1),
-    lambda d: torch.ones(2, device=d) << 1,
-    lambda d: torch.ones(2, dtype=_INT, device=d) >> torch.ones(2, device=d),
-    lambda d: torch.bitwise_left_shift(torch.ones(2, dtype=torch.bool, device=d), True),
     lambda d: torch.ones(2, dtype=torch.bool, device=d) // torch.ones(2, dtype=torch.bool,
                                                                        device=d),
     lambda d: torch.div(torch.ones(2, dtype=torch.bool, device=d), True, rounding_mode="trunc"),
@@ -637,9 +647,9 @@ _INT = torch.int64
         "min_over_empty_dim", "argmax_over_empty_dim", "floor_bool", "round_decimals_int",
         "lerp_int", "randn_int", "rand_like_int", "exponential_int",
         "dropout_int", "median_over_empty_dim", "nanmedian_empty_before_bool", "median_bool",
-        "nanmedian_dim_bool", "kthvalue_bool", "topk_bool", "shift_float", "shift_by_float",
-        "shift_bool", "floor_divide_bool", "trunc_divide_bool", "remainder_bool_by_zero",
-        "fmod_bool_by_zero", "clamp_complex", "clamp_min_complex", "maximum_complex",
+        "nanmedian_dim_bool", "kthvalue_bool", "topk_bool", "floor_divide_bool",
+        "trunc_divide_bool", "remainder_bool_by_zero", "fmod_bool_by_zero", "clamp_complex",
+        "clamp_min_complex", "maximum_complex",
         "max_complex", "amax_complex", "max_dim_complex", "argmax_complex", "sort_complex",
         "topk_complex", "cummax_complex", "gt_complex", "median_complex", "std_mean_int"])
 def test_what_cpu_refuses_is_refused_with_its_error(bad):

@@ -748,7 +748,8 @@ _CPU_CHECKS = {
     **{op: _result_refuses("remainder_cpu", "b") for op in (
         _aten.remainder.Tensor, _aten.remainder.Scalar, _aten.remainder.Scalar_Tensor)},
     **{op: _result_refuses("fmod_cpu", "b") for op in (_aten.fmod.Tensor, _aten.fmod.Scalar)},
-    **{getattr(getattr(_aten, name), overload): _result_refuses(f"{kind}_cpu", "bfc")
+    # (named as the integer ops' own rules name their kernels: bitwise_and_tpu, gcd_tpu)
+    **{getattr(getattr(_aten, name), overload): _result_refuses(f"{kind}_tpu", "bfc")
        for kind, names in (("lshift", ("bitwise_left_shift", "__lshift__")),
                            ("rshift", ("bitwise_right_shift", "__rshift__")))
        for name in names for overload in getattr(_aten, name).overloads()
