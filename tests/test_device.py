@@ -553,3 +553,26 @@ def test_dataloader_workers_fork_and_a_worker_refuses_tpu():
     assert_same(torch.cat(batches), torch.arange(8.0).repeat_interleave(3).view(8, 3))
     with pytest.raises(RuntimeError, match="cannot be used in a forked subprocess"):
         list(torch.utils.data.DataLoader(_Rows("tpu"), batch_size=4, num_workers=1))
+
+
+def test_ops_defined_with_torch_library_run_their_python_body():
+    # As on cuda: a custom op without device-specific kernels (CompositeExplicitAutograd)
+    # runs its body, whose ops run on tpu; with its autograd formula, and under compile.
+    @torch.library.custom_op("torchtpu_test::scaled_sin", mutates_args=())
+    def scaled_sin(x: torch.Tensor, k: float) -> torch.Tensor:
+        return x.sin() * k
+
+    scaled_sin.register_fake(lambda x, k: torch.empty_like(x))
+    scaled_sin.register_autograd(
+        lambda ctx, g: (g * ctx.k * ctx.saved_tensors[0].cos(), None),
+        setup_context=lambda ctx, inputs, output: (ctx.save_for_backward(inputs[0]),
+                                                   setattr(ctx, "k", inputs[1])))
+    x = torch.linspace(-1, 1, 5)
+    t = x.to("tpu").requires_grad_()
+    out = scaled_sin(t, 3.0)
+    assert out.device.type == "tpu"
+    assert_same(out, x.sin() * 3)
+    out.sum().backward()
+    assert_same(t.grad, x.cos() * 3)
+    compiled = torch.compile(lambda v: scaled_sin(v, 2.0) + 1, backend="tpu")
+    assert_same(compiled(x.to("tpu")), x.sin() * 2 + 1)

@@ -534,3 +534,17 @@ def test_linalg_with_error_checks_compiles(fn):
 def test_linalg_error_of_a_compiled_graph_is_cpus():
     with pytest.raises(torch.linalg.LinAlgError, match="diagonal element 1 is zero"):
         torch.compile(torch.linalg.inv, backend="tpu")(torch.zeros(3, 3, device=TPU))
+
+
+def test_a_cpu_input_moved_onto_the_device_comes_back_there():
+    # Inside a program the move is a no-op: the output is the input, but on tpu.
+    x = torch.arange(3.0)
+    assert torch.compile(lambda t: t.to(TPU), backend="tpu")(x).device.type == "tpu"
+
+    def step(t):
+        t = t.to(TPU)
+        y = t * 2
+        torch._dynamo.graph_break()
+        return y + t
+
+    assert_same(torch.compile(step, backend="tpu")(x), x * 3)

@@ -369,7 +369,8 @@ class Program:
             outs = outs[:len(outs) - len(targets)]
         it = iter(outs)
         results = [(to_host(next(it)) if host else _as_tensor(next(it), stride))
-                   if slot is None else inputs[slot[1]] if slot[0] == "input" else slot[1]
+                   if slot is None else _returned_input(inputs[slot[1]], stride, host)
+                   if slot[0] == "input" else slot[1]
                    for slot, stride, host in zip(self._layout[statics], self._strides,
                                                  self._on_host, strict=True)]
         for i, view in self._views:
@@ -378,6 +379,14 @@ class Program:
             if type(results[i]) is TpuTensor and _is_wrapped(results[view[0]]):
                 results[i] = make_view(results[view[0]]._storage, read(results[i]), *view[1])
         return results
+
+
+def _returned_input(t: torch.Tensor, layout: tuple | None, host: bool) -> torch.Tensor:
+    """An output that is an input, unchanged: that tensor, unless the graph moved it onto
+    the device (``x.to("tpu")`` of a CPU input, a no-op inside the program)."""
+    if host or isinstance(t, TpuTensor):
+        return t
+    return _as_tensor(_to_array(t), layout)
 
 
 def _dense_layout(node) -> tuple | None:

@@ -150,7 +150,14 @@ def _build_here(func, fused: bool) -> Handler:
         return lambda args, kwargs: decomp(*args, **kwargs)
     if composite:
         return lambda args, kwargs: func.decompose(*args, **kwargs)
+    if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeExplicitAutograd"):
+        # A device-generic kernel (a torch.library op's Python body, as cuda runs it): its
+        # ops come back here.
+        return lambda args, kwargs: func.redispatch(_EXPLICIT, *args, **kwargs)
     return fallback.handler(func)
+
+
+_EXPLICIT = torch._C.DispatchKeySet(torch._C.DispatchKey.CompositeExplicitAutograd)
 
 
 aten = torch.ops.aten
