@@ -303,3 +303,22 @@ def test_smallest_integers_by_topk(dtype):
         tpu = x.to("tpu").topk(3, largest=largest)
         assert tpu.values.tolist() == cpu.values.tolist()
         assert tpu.indices.tolist() == cpu.indices.tolist()
+
+
+def test_float8_beside_another_dtype_is_refused_as_cpu():
+    def mix(d):
+        f8 = torch.tensor([1.5, 300.0]).to(torch.float8_e4m3fn).to(d)
+        return f8 + torch.ones(2, device=d)
+
+    with pytest.raises(RuntimeError) as on_cpu:
+        mix("cpu")
+    with pytest.raises(RuntimeError) as on_tpu:
+        mix("tpu")
+    assert str(on_tpu.value) == str(on_cpu.value)
+
+
+def test_float8_e5m2_into_e4m3fn_saturates_as_cpu():
+    every = torch.arange(256, dtype=torch.uint8).view(torch.float8_e5m2)
+    expected = every.to(torch.float8_e4m3fn).float()
+    actual = every.to("tpu").to(torch.float8_e4m3fn).float().cpu()
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True)

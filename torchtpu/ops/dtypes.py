@@ -106,8 +106,17 @@ def check_with_meta(op, *args, **kwargs) -> None:
 def result_type(*operands) -> np.dtype:
     """PyTorch's result dtype for these arrays and scalars (tensors > 0-d > scalars)."""
     metas = [as_meta(x) for x in operands if x is not None]
+    _refuse_float8_promotion(metas)
     _, dtype = elementwise_dtypes(*metas, type_promotion_kind=_KIND.NO_OPMATH)
     return to_jax_dtype(dtype)
+
+
+def _refuse_float8_promotion(metas: list) -> None:
+    """CPU's error for a float8 tensor beside a tensor of another dtype (elementwise_dtypes
+    would promote them)."""
+    dtypes = list(dict.fromkeys(m.dtype for m in metas if isinstance(m, torch.Tensor) and m.dim()))
+    if len(dtypes) > 1 and any(d.itemsize == 1 and d.is_floating_point for d in dtypes):
+        functools.reduce(torch.promote_types, dtypes)  # raises CPU's RuntimeError
 
 
 def promote(*operands):
@@ -149,7 +158,8 @@ def astype(x, dtype):
         # PyTorch's CPU casts floats (bfloat16, float8 and a complex's real part too) into
         # other integers through int64: they wrap (-1.0 is 255 as uint8, 2**64 - 1 as uint64).
         return jnp.real(x).astype(jnp.int64).astype(dtype)
-    if dtype == np.dtype(jnp.float8_e4m3fn) and x.dtype.itemsize > 1:
+    if dtype == np.dtype(jnp.float8_e4m3fn) and x.dtype != dtype and jnp.issubdtype(
+            x.dtype, jnp.inexact):
         # float8_e4m3fn has no inf: CPU saturates past its range (infinities too) to +-448
         # where XLA gives NaN.
         top = float(jnp.finfo(jnp.float8_e4m3fn).max)
