@@ -548,3 +548,26 @@ def test_a_cpu_input_moved_onto_the_device_comes_back_there():
         return y + t
 
     assert_same(torch.compile(step, backend="tpu")(x), x * 3)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x - (-1),
+    lambda x: x.to(torch.int8) + 300,
+    lambda x: x.clamp_min(-1),
+    lambda x: torch.full((2,), -1, dtype=torch.uint8, device=x.device) + x[:2],
+], ids=["uint8_minus_negative", "int8_plus_300", "clamp_min_negative", "full_wraps"])
+def test_integer_numbers_out_of_the_dtypes_range_wrap_as_cpu(fn):
+    x = torch.arange(10, dtype=torch.uint8)
+    assert_same(torch.compile(fn, backend="tpu")(x.to(TPU)), fn(x))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.to(torch.int8).clamp(-300, 300),
+    lambda x: torch.where(x > 3, x.to(torch.int8), 200),
+], ids=["clamp", "where"])
+def test_integer_numbers_cpu_refuses_are_refused_under_compile(fn):
+    x = torch.arange(10, dtype=torch.uint8)
+    with pytest.raises(RuntimeError, match="value cannot be converted to type int8_t"):
+        fn(x)
+    with pytest.raises(Exception, match="value cannot be converted to type int8_t"):
+        torch.compile(fn, backend="tpu")(x.to(TPU))

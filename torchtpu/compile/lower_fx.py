@@ -21,9 +21,9 @@ import torch
 from torch import fx
 
 from ..debug import counters as metrics
-from ..eager.meta_errors import check_as_cpu
+from ..eager.meta_errors import NUMBER_OPS, check_as_cpu, check_number_fits
 from ..ops import random as rng
-from ..ops.dtypes import astype, to_jax_dtype
+from ..ops.dtypes import as_meta, astype, to_jax_dtype
 from ..ops.registry import LOWERINGS
 from ..ops.views import gather_view
 from ..runtime import memory
@@ -235,6 +235,9 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None) -> 
                     written[node.args[0]] = value
             elif isinstance(t, torch._ops.OpOverload):
                 check_as_cpu(t, args, kwargs)  # the checks eager runs that meta kernels skip
+                if t in NUMBER_OPS:
+                    check_number_fits(t, [as_meta(a) if isinstance(a, jax.Array) else a
+                                          for a in args], kwargs)
                 env[node] = _conform(node, LOWERINGS[t].fn(*args, **kwargs))
             elif t is _SAVE_RNG:
                 state = rng.saved_state()

@@ -150,6 +150,11 @@ _NUMBER_CHECKS = {
         lambda self, value, *, dtype=None, **_: _fill_fits(value, dtype or self.dtype),
     torch.ops.aten.new_full.default:
         lambda self, size, value, *, dtype=None, **_: _fill_fits(value, dtype or self.dtype),
+    # (with no dtype, the number's own: it fits)
+    torch.ops.aten.full.default:
+        lambda size, value, *, dtype=None, **_: dtype and _fill_fits(value, dtype),
+    torch.ops.aten.scalar_tensor.default:
+        lambda value, *, dtype=None, **_: dtype and _fill_fits(value, dtype),
 }
 
 NUMBER_OPS = frozenset(_NUMBER_AT) | frozenset(_NUMBER_CHECKS)

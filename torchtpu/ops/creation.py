@@ -8,7 +8,14 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from .dtypes import default_float, range_dtype, range_step_type, scalar_to, to_jax_dtype
+from .dtypes import (
+    default_float,
+    range_dtype,
+    range_step_type,
+    scalar_to,
+    to_jax_dtype,
+    wrapped,
+)
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -26,7 +33,8 @@ def _dtype(dtype, like=None, fill=None):
 
 @lowering(aten.full.default)
 def _full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
-    return jnp.full(tuple(size), fill_value, _dtype(dtype, fill=fill_value))
+    dtype = _dtype(dtype, fill=fill_value)
+    return jnp.full(tuple(size), wrapped(fill_value, dtype), dtype)
 
 
 @lowering(aten.zeros.default)
@@ -52,7 +60,7 @@ def _empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_me
 
 @lowering(aten.scalar_tensor)
 def _scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
-    return jnp.asarray(s, _dtype(dtype))
+    return jnp.asarray(wrapped(s, _dtype(dtype)), _dtype(dtype))
 
 
 @lowering(aten.full_like)

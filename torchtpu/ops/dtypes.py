@@ -122,7 +122,15 @@ def _refuse_float8_promotion(metas: list) -> None:
 def promote(*operands):
     """Cast arrays and scalars to their PyTorch result dtype."""
     dtype = result_type(*operands)
-    return [None if x is None else jnp.asarray(x, dtype) for x in operands]
+    return [None if x is None else jnp.asarray(wrapped(x, dtype), dtype) for x in operands]
+
+
+def wrapped(x, dtype: np.dtype):
+    """A Python int as CPU converts it into an integer dtype: wrapped (``uint8 - (-1)`` adds
+    255). (Eager passes numbers at run time, where jax wraps them too.)"""
+    if type(x) is int and dtype.kind in "iu" and -2**63 <= x < 2**63:
+        return np.array(x, np.int64).astype(dtype)
+    return x
 
 
 def default_float() -> np.dtype:

@@ -22,6 +22,7 @@ from .dtypes import (
     result_type,
     scalar_type_name,
     to_jax_dtype,
+    wrapped,
 )
 from .registry import LOWERINGS, lowering
 
@@ -333,9 +334,9 @@ def _clamp(self, min=None, max=None):  # noqa: A002 (PyTorch's argument names)
     dtype = result_type(self, *(v for v in (min, max) if v is not None))
     x = self.astype(dtype)
     if min is not None:
-        x = jnp.maximum(x, jnp.asarray(min, dtype))
+        x = jnp.maximum(x, jnp.asarray(wrapped(min, dtype), dtype))
     if max is not None:
-        x = jnp.minimum(x, jnp.asarray(max, dtype))
+        x = jnp.minimum(x, jnp.asarray(wrapped(max, dtype), dtype))
     return x
 
 
