@@ -29,6 +29,7 @@ from . import (  # noqa: F401  (registration side effects)
     nn_rnn,
     optim_fused,
     pooling_fractional,
+    quantize,
     random,
     reduction,
     reduction_hash,

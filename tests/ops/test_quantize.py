@@ -1,0 +1,56 @@
+"""Fake quantization (QAT) on tpu: CPU's values, masks and gradients, bit for bit."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+_X = torch.randn(64, 8, generator=torch.Generator().manual_seed(0)) * 3
+_SCALE = torch.rand(8, generator=torch.Generator().manual_seed(1)) * 0.1 + 0.01
+_ZERO = torch.randint(0, 20, (8,), dtype=torch.int32, generator=torch.Generator().manual_seed(2))
+
+
+@pytest.mark.parametrize("fake_quantize", [
+    lambda x: torch.fake_quantize_per_tensor_affine(x, 0.1, 3, 0, 255),
+    lambda x: torch.fake_quantize_per_tensor_affine(x, 0.037, 0, -128, 127),
+    lambda x: torch.fake_quantize_per_tensor_affine(
+        x, torch.tensor(0.1, device=x.device), torch.tensor(3, dtype=torch.int32,
+                                                           device=x.device), 0, 255),
+    lambda x: torch.fake_quantize_per_channel_affine(
+        x, _SCALE.to(x.device), _ZERO.to(x.device), 1, 0, 255),
+    lambda x: torch.fake_quantize_per_channel_affine(
+        x.T, _SCALE.to(x.device), _ZERO.to(x.device), 0, -128, 127),
+], ids=["per_tensor", "per_tensor_signed", "tensor_qparams", "per_channel", "channel_axis_0"])
+def test_fake_quantize_and_its_gradient_are_cpus(fake_quantize):
+    results = []
+    for device in ("cpu", "tpu"):
+        x = _X.detach().to(device).requires_grad_()
+        out = fake_quantize(x)
+        (out * torch.arange(out.numel(), device=device).reshape(out.shape)).sum().backward()
+        results.append((out.detach().cpu(), x.grad.cpu()))
+    assert torch.equal(results[1][0], results[0][0])
+    assert torch.equal(results[1][1], results[0][1])  # zero outside the grid (the mask)
+
+
+def test_a_fake_quantize_module_trains_its_observer_as_cpu():
+    cpu = torch.ao.quantization.FakeQuantize()
+    tpu = torch.ao.quantization.FakeQuantize().to("tpu")
+    for step in range(3):
+        assert torch.equal(tpu(_X.to("tpu") * (step + 1)).cpu(), cpu(_X * (step + 1)))
+    assert torch.equal(tpu.scale.cpu(), cpu.scale)
+    assert torch.equal(tpu.zero_point.cpu(), cpu.zero_point)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.fake_quantize_per_tensor_affine(_X.to(d), 0.1, 3, 10, 5),
+    lambda d: torch.fake_quantize_per_tensor_affine(_X.to(d), 0.1, 300, 0, 255),
+    lambda d: torch.fake_quantize_per_channel_affine(
+        _X.to(d), torch.ones(2, device=d), torch.zeros(8, dtype=torch.int32, device=d), 1, 0,
+        255),
+], ids=["range", "zero_point", "qparam_shapes"])
+def test_fake_quantize_arguments_are_checked_as_cpu(bad):
+    with pytest.raises(RuntimeError) as on_cpu:
+        bad("cpu")
+    with pytest.raises(RuntimeError) as on_tpu:
+        bad("tpu")
+    assert str(on_tpu.value) == str(on_cpu.value)
