@@ -54,3 +54,28 @@ def test_fake_quantize_arguments_are_checked_as_cpu(bad):
     with pytest.raises(RuntimeError) as on_tpu:
         bad("tpu")
     assert str(on_tpu.value) == str(on_cpu.value)
+
+
+def test_int8_matmul_accumulates_in_int32_as_cpu():
+    g = torch.Generator().manual_seed(3)
+    a = torch.randint(-128, 128, (16, 64), dtype=torch.int8, generator=g)
+    b = torch.randint(-128, 128, (64, 8), dtype=torch.int8, generator=g)
+    out = torch._int_mm(a.to("tpu"), b.to("tpu"))
+    assert out.dtype == torch.int32
+    assert torch.equal(out.cpu(), torch._int_mm(a, b))
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: torch._int_mm(torch.ones(4, 8, dtype=torch.int64, device=d),
+                            torch.ones(8, 2, dtype=torch.int8, device=d)),
+    lambda d: torch._int_mm(torch.ones(4, 8, dtype=torch.int8, device=d),
+                            torch.ones(4, 2, dtype=torch.int8, device=d)),
+    lambda d: torch._int_mm(torch.ones(8, dtype=torch.int8, device=d),
+                            torch.ones(8, 2, dtype=torch.int8, device=d)),
+], ids=["dtype", "sizes", "rank"])
+def test_int8_matmul_checks_as_cpu(bad):
+    with pytest.raises(RuntimeError) as on_cpu:
+        bad("cpu")
+    with pytest.raises(RuntimeError) as on_tpu:
+        bad("tpu")
+    assert str(on_tpu.value) == str(on_cpu.value)

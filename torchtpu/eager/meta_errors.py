@@ -610,6 +610,19 @@ def _order_statistic_check(name: str, kernel: str, dim_kernel: str):
     return check
 
 
+def _int_mm_check(self, mat2) -> str | None:
+    for name, m in (("self", self), ("mat2", mat2)):
+        if m.ndim != 2:
+            return f"int_mm_out_cpu: Expected {name} to be of dimension 2 but got {m.ndim}"
+        if m.dtype.kind not in "iu" or m.dtype.itemsize != 1:
+            return (f"int_mm_out_cpu: Expected {name} dtype to be int8 or uint8 but got "
+                    f"{cpp_name(m.dtype)}")
+    if self.shape[1] != mat2.shape[0]:
+        return ("int_mm_out_cpu: self.size(1) needs to match mat2.size(0) but got "
+                f"{self.shape[1]} and {mat2.shape[0]}")
+    return None
+
+
 def _topk_check(self, *_) -> str | None:
     if self.dtype == bool:
         return "topk does not support bool dtypes on CPU"
@@ -747,6 +760,7 @@ _CPU_CHECKS = {
     _aten.nanmedian.dim: _order_statistic_check("median", None, "median_out"),
     _aten.kthvalue.default: _order_statistic_check("kthvalue", None, "kthvalue_cpu"),
     _aten.topk.default: _topk_check,
+    _aten._int_mm.default: _int_mm_check,
     _aten.floor_divide.default: _result_refuses("div_floor_cpu", "b"),
     _aten.floor_divide.Scalar: _result_refuses("div_floor_cpu", "b"),
     **{op: _division_refuses for op in _DIVISIONS},

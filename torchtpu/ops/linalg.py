@@ -34,6 +34,14 @@ def _bmm(self, mat2):
     return _mm(self, mat2)
 
 
+@lowering(aten._int_mm)
+def _int_mm(self, mat2):
+    """int8 (or uint8) matrices multiplied with int32 accumulation (CPU's checks are in
+    eager/meta_errors.py)."""
+    return jnp.matmul(self.astype(jnp.int32), mat2.astype(jnp.int32),
+                      preferred_element_type=jnp.int32)
+
+
 @lowering(aten.matmul)
 def _matmul(self, other):
     return _mm(self, other)
