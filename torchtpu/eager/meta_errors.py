@@ -46,7 +46,8 @@ def check_as_cpu(op, args: Sequence, kwargs: dict | None = None) -> None:
         if dim is not None:
             _check_dim(dim, len(args[0].shape))
     check = _CPU_CHECKS.get(op)
-    if check is not None and (error := check(*args, **(kwargs or {}) if op in _DIVISIONS else {})):
+    kw = (kwargs or {}) if op in _DIVISIONS else {}
+    if check is not None and (error := check(*args, **kw)):
         raise error if isinstance(error, Exception) else RuntimeError(error)
 
 
@@ -598,7 +599,7 @@ def _division_refuses(self, other, rounding_mode=None) -> NotImplementedError | 
     return _result_refuses(f"div_{rounding_mode}_cpu", "b")(self, other)
 
 
-def _order_statistic_check(name: str, kernel: str, dim_kernel: str):
+def _order_statistic_check(name: str, kernel: str | None, dim_kernel: str | None):
     """median/nanmedian/kthvalue: an empty reduced dim, then bool or complex (CPU's order)."""
 
     def check(self, *args) -> Exception | None:

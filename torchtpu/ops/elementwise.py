@@ -103,6 +103,12 @@ for _op, _fn in [
 ]:
     _unary(_op, _fn)
 
+def exact_rsqrt(x):
+    """``1 / sqrt(x)`` as CPU computes it, two correctly rounded steps. XLA rewrites it
+    into its own rsqrt, which differs in the last bit for about a third of the values."""
+    return 1 / lax.optimization_barrier(jnp.sqrt(x))
+
+
 for _op, _fn in [
     (aten.acos, jnp.arccos), (aten.acosh, jnp.arccosh), (aten.asin, jnp.arcsin),
     (aten.asinh, jnp.arcsinh), (aten.atan, jnp.arctan), (aten.atanh, jnp.arctanh),
@@ -110,7 +116,7 @@ for _op, _fn in [
     (aten.tan, jnp.tan), (aten.tanh, jnp.tanh), (aten.exp, jnp.exp), (aten.exp2, jnp.exp2),
     (aten.expm1, jnp.expm1), (aten.log, jnp.log), (aten.log2, jnp.log2),
     (aten.log10, jnp.log10), (aten.log1p, jnp.log1p), (aten.sqrt, jnp.sqrt),
-    (aten.rsqrt, lambda x: exact_rsqrt(x)), (aten.reciprocal, lambda x: 1 / x),
+    (aten.rsqrt, exact_rsqrt), (aten.reciprocal, lambda x: 1 / x),
     (aten.sigmoid, jax.nn.sigmoid), (aten.erf, jax.scipy.special.erf),
     (aten.erfc, jax.scipy.special.erfc), (aten.erfinv, jax.scipy.special.erfinv),
     (aten.lgamma, jax.scipy.special.gammaln),
@@ -249,12 +255,6 @@ def _div(self, other, rounding_mode=None):
 def _floor_divide(self, other):
     a, b = promote(self, other)
     return jnp.floor_divide(a, b)
-
-
-def exact_rsqrt(x):
-    """``1 / sqrt(x)`` as CPU computes it, two correctly rounded steps. XLA rewrites it
-    into its own rsqrt, which differs in the last bit for about a third of the values."""
-    return 1 / lax.optimization_barrier(jnp.sqrt(x))
 
 
 @lowering(aten.pow.Tensor_Tensor, aten.pow.Scalar)
