@@ -571,3 +571,11 @@ def test_integer_numbers_cpu_refuses_are_refused_under_compile(fn):
         fn(x)
     with pytest.raises(Exception, match="value cannot be converted to type int8_t"):
         torch.compile(fn, backend="tpu")(x.to(TPU))
+
+
+def test_default_backend_compiles_graphs_that_make_tpu_tensors():
+    # No input on tpu, yet the graph makes tpu tensors: inductor cannot compile it.
+    make = torch.compile(lambda n: torch.arange(n, device=TPU) * 2)
+    assert_same(make(5), torch.arange(5) * 2)
+    move = torch.compile(lambda x: x.to(TPU) * 2)
+    assert_same(move(torch.ones(4)), torch.ones(4) * 2)

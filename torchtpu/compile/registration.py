@@ -37,18 +37,27 @@ def _route_default_backend() -> None:
     """``torch.compile(model)`` without a backend means inductor, which cannot compile a
     graph on 'tpu' (it fails with "Expected all tensors to be on the same device, but found
     at least two devices, tpu:0 and tpu:0!"). A graph with inputs on 'tpu' is compiled by
-    this backend instead, so training scripts that compile by default run unchanged."""
+    this backend instead, so training scripts that compile by default run unchanged; so is
+    one that makes tensors on 'tpu' (``torch.arange(n, device="tpu")``, ``x.to("tpu")``)."""
     import torch
 
     wrapper = torch._TorchCompileInductorWrapper
     inductor = wrapper.__call__
 
     def __call__(self, model_, inputs_, **kwargs):
-        if any(isinstance(x, torch.Tensor) and x.device.type == BACKEND_NAME for x in inputs_):
+        if any(_on_tpu(x) for x in inputs_) or any(
+                _on_tpu(node.meta.get("example_value", node.meta.get("val")))
+                for node in model_.graph.nodes):
             return _lazy_backend(model_, inputs_)
         return inductor(self, model_, inputs_, **kwargs)
 
     wrapper.__call__ = __call__
+
+
+def _on_tpu(value) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor) and value.device.type == BACKEND_NAME
 
 
 def _lazy_backend(gm, example_inputs, **kwargs):
