@@ -120,7 +120,8 @@ def jitted(exported: jax.export.Exported, donate_argnums: tuple) -> Callable:
     LAPACK custom call needs it (without it, that module crashes the process), so a module
     without one is lowered past it."""
     fn = jax.jit(exported.call, donate_argnums=donate_argnums)
-    if not _LAPACK_INIT_SKIPPABLE or b"lapack" in exported.mlir_module_serialized:
+    module = exported.mlir_module_serialized
+    if not _LAPACK_INIT_SKIPPABLE or any(name in module for name in _lapack_targets()):
         return fn
 
     def call(*args):
@@ -134,6 +135,22 @@ def jitted(exported: jax.export.Exported, donate_argnums: tuple) -> Callable:
 
 
 _lapack_unneeded = contextvars.ContextVar("lapack_unneeded", default=False)
+
+
+@functools.cache
+def _lapack_targets() -> tuple[bytes, ...]:
+    """The custom-call names jax's LAPACK set-up serves (lapack_sgetrf_ffi, ...,
+    tridiagonal_solve_perturbed_ffi); a bare b"lapack" where jaxlib does not list them."""
+    try:
+        from jax._src.lib import lapack
+
+        names = []
+        for key, value in lapack._lapack.registrations().items():
+            # {name: handler}, or {platform: [(name, handler, api_version), ...]}
+            names += [t[0] for t in value] if isinstance(value, (list, tuple)) else [key]
+        return tuple(name.encode() for name in names)
+    except Exception:
+        return (b"lapack",)
 
 
 def _initialise_backends_when_needed() -> bool:
