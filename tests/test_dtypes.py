@@ -265,12 +265,12 @@ def test_lerp_is_cpus_bit_for_bit(weight):
     start, end = _X, _X * 0.37 + 5
     if weight == "tensor":
         weight = torch.rand(_X.shape, generator=torch.Generator().manual_seed(1)) * 1.2 - 0.1
-    w = weight.to("tpu") if isinstance(weight, torch.Tensor) else weight
+    tensor = isinstance(weight, torch.Tensor)
+    w = weight.to("tpu") if tensor else weight
     _bits_equal(torch.lerp(start, end, weight), torch.lerp(start.to("tpu"), end.to("tpu"), w))
-    _bits_equal(torch._foreach_lerp([start], [end], weight)[0] if not isinstance(
-        weight, torch.Tensor) else torch.lerp(start, end, weight),
-        torch._foreach_lerp([start.to("tpu")], [end.to("tpu")], w)[0] if not isinstance(
-            w, torch.Tensor) else torch.lerp(start.to("tpu"), end.to("tpu"), w))
+    # the optimizers' multi-tensor form (a list of weights when they are tensors)
+    _bits_equal(torch._foreach_lerp([start], [end], [weight] if tensor else weight)[0],
+                torch._foreach_lerp([start.to("tpu")], [end.to("tpu")], [w] if tensor else w)[0])
     big = torch.tensor([1e8, 3.0]), torch.tensor([1.0, 0.1])
     _bits_equal(torch.lerp(*big, 1.0), torch.lerp(*(t.to("tpu") for t in big), 1.0))
 
