@@ -28,13 +28,15 @@ def _fake_quantized(x, scale, zero_point, quant_min: int, quant_max: int):
     return out.astype(x.dtype), (q >= quant_min) & (q <= quant_max)
 
 
-@lowering(aten.fake_quantize_per_tensor_affine_cachemask, static=("scale", "zero_point"))
+# zero_point static: CPU checks its value (scale is passed at run time: a new one each step
+# recompiles nothing).
+@lowering(aten.fake_quantize_per_tensor_affine_cachemask, static=("zero_point",))
 def _per_tensor(self, scale, zero_point, quant_min, quant_max):
     _check_range(quant_min, quant_max)
     if not quant_min <= zero_point <= quant_max:
         raise RuntimeError("`zero_point` must be between `quant_min` and `quant_max`.")
-    return _fake_quantized(self, jnp.float32(scale), jnp.float32(zero_point), quant_min,
-                           quant_max)
+    return _fake_quantized(self, jnp.asarray(scale, jnp.float32), jnp.float32(zero_point),
+                           quant_min, quant_max)
 
 
 @lowering(aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams)
