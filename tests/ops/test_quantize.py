@@ -79,3 +79,32 @@ def test_int8_matmul_checks_as_cpu(bad):
     with pytest.raises(RuntimeError) as on_tpu:
         bad("tpu")
     assert str(on_tpu.value) == str(on_cpu.value)
+
+
+@pytest.mark.parametrize("kind", ["affine", "symmetric"])
+def test_fused_observer_fake_quantize_trains_as_cpu(kind):
+    # FusedMovingAvgObsFakeQuantize (the default x86 QAT activations' module): the moving
+    # min/max, fbgemm's qparams and the fake-quantized values, step by step.
+    import copy
+
+    from torch.ao.quantization import FusedMovingAvgObsFakeQuantize, MovingAverageMinMaxObserver
+
+    kwargs = {} if kind == "affine" else dict(
+        observer=MovingAverageMinMaxObserver, quant_min=-128, quant_max=127, dtype=torch.qint8,
+        qscheme=torch.per_tensor_symmetric)
+    cpu = FusedMovingAvgObsFakeQuantize(**kwargs)
+    tpu = copy.deepcopy(cpu).to("tpu")
+    for step in range(4):
+        x = _X * (step + 1) + (0.5 if step % 2 else -0.3)
+        if step == 3:  # a frozen observer keeps its qparams
+            cpu.disable_observer()
+            tpu.disable_observer()
+        on_tpu = x.to("tpu").requires_grad_()
+        x = x.clone().requires_grad_()
+        out_cpu, out_tpu = cpu(x), tpu(on_tpu)
+        assert torch.equal(out_tpu.detach().cpu(), out_cpu.detach())
+        assert torch.equal(tpu.scale.cpu(), cpu.scale)
+        assert torch.equal(tpu.zero_point.cpu(), cpu.zero_point)
+        out_cpu.sum().backward()
+        out_tpu.sum().backward()
+        assert torch.equal(on_tpu.grad.cpu(), x.grad)
