@@ -322,3 +322,13 @@ def test_float8_e5m2_into_e4m3fn_saturates_as_cpu():
     expected = every.to(torch.float8_e4m3fn).float()
     actual = every.to("tpu").to(torch.float8_e4m3fn).float().cpu()
     torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("exponent", [2, 3, [2, 3]])
+def test_multi_tensor_power_by_numbers_is_cpus(exponent):
+    # _foreach_pow by a number (or a list of them) takes pow's number formulas too.
+    xs = [_X, _X * 0.5]
+    expected = torch._foreach_pow(xs, exponent)
+    actual = torch._foreach_pow([x.to("tpu") for x in xs], exponent)
+    for cpu, tpu in zip(expected, actual, strict=True):
+        _bits_equal(cpu, tpu)

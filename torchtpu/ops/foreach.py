@@ -38,14 +38,19 @@ def _mapped(fn):
     return rule
 
 
+# Overloads whose number argument takes another single-tensor form (CPU's pow by a number:
+# x * x for 2, sqrt for 0.5, ...).
+_BY_NUMBER = {("pow", "Scalar"): aten.pow.Tensor_Scalar,
+              ("pow", "ScalarList"): aten.pow.Tensor_Scalar}
+
 for _name, _single in _MAPPED.items():
     _packet = getattr(aten, f"_foreach_{_name}", None)
     if _packet is None:
         continue
-    _fn = LOWERINGS[_single].fn
     for _overload in _packet.overloads():
         _op = getattr(_packet, _overload)
         if is_functional(_op) and "ScalarAndTensor" not in _overload:
+            _fn = LOWERINGS[_BY_NUMBER.get((_name, _overload), _single)].fn
             lowering(_op)(_mapped(_fn))
 
 
