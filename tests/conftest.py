@@ -44,6 +44,19 @@ def run_both(fn, *inputs, **kwargs):
     return actual, expected
 
 
+def raises_as_cpu(bad, exc: type = RuntimeError, *, tpu_kernels: bool = False) -> None:
+    """``bad(device)`` raises the same exception type, a kind of ``exc``, with the same
+    message on tpu as on CPU (``tpu_kernels``: a kernel named ``*_cpu`` there is ``*_tpu``
+    here, as the integer ops' rules name theirs)."""
+    with pytest.raises(exc) as on_cpu:
+        bad("cpu")
+    with pytest.raises(exc) as on_tpu:
+        bad("tpu")
+    assert type(on_tpu.value) is type(on_cpu.value)
+    expected = str(on_cpu.value)
+    assert str(on_tpu.value) == (expected.replace("_cpu", "_tpu") if tpu_kernels else expected)
+
+
 @pytest.fixture(params=["strict", "debug", "fused"])
 def eager_mode(request):
     with torchtpu.set_eager_mode(request.param):
