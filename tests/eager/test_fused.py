@@ -110,6 +110,24 @@ def test_a_forced_loss_runs_first_and_the_rest_after_it():
         torch.testing.assert_close(a.detach().cpu(), b.detach().cpu(), rtol=1e-4, atol=1e-4)
 
 
+def test_a_loop_without_syncs_is_cut_at_optimizer_steps(monkeypatch):
+    # No .item() per step: the size limit alone would cut the trace at a new place in the
+    # step each time, a new program per cut. Optimizer steps cut it where iterations meet
+    # (here the limit falls inside the steps as well), so the programs repeat.
+    monkeypatch.setenv("TORCHTPU_FUSED_MAX_OPS", "101")
+    losses = {}
+    for mode in ("strict", "fused"):
+        with torchtpu.set_eager_mode(mode):
+            _, step = _gpt_step_recorder()
+            pending, compiles = [], []
+            for _ in range(12):
+                pending.append(step())
+                compiles.append(_programs("compile"))
+            losses[mode] = [loss.item() for loss in pending]
+    assert compiles[5] == compiles[-1]
+    assert losses["fused"] == pytest.approx(losses["strict"], rel=1e-5)
+
+
 def test_one_program_per_sync_point_without_the_split(monkeypatch):
     monkeypatch.setenv("TORCHTPU_FUSED_SPLIT", "0")
     with torchtpu.set_eager_mode("fused"):

@@ -9,6 +9,9 @@ one jitted function, cached by the trace's signature, so a training loop that sy
 step compiles once and then runs each step as one XLA program. When the sync point forces
 one value and much of the trace does not lead to it (``loss.item()`` after backward and the
 optimizer step), the part it needs runs first and the rest after it, without waiting.
+A loop that does not sync every step is cut at optimizer steps instead: once a second step
+is pending, what was recorded runs (without waiting), so its programs repeat step for step
+rather than being cut wherever the size limit falls, a new program each time.
 Only outputs some tensor still references are returned; intermediates never leave the
 device program.
 
@@ -25,7 +28,9 @@ import weakref
 from collections import Counter
 
 import jax
+import torch
 from jax.tree_util import tree_flatten, tree_unflatten
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from .. import config
 from ..debug import counters
@@ -52,6 +57,8 @@ _stored_shapes: tuple = (None, {})  # (store folder, its shapes) as last read
 _new_shapes: dict = {}  # found by tracing since the last write to the store
 _max_ops = 0
 _split_forced = True
+_steps_pending = 0  # optimizer steps recorded since the last flush
+_step_hook = None
 _donate = True
 
 
@@ -108,7 +115,7 @@ def record(exe: Executable, args: tuple, kwargs: dict):
     t.outs.append([weakref.ref(p) for p in outs])
     t.out_avals.append(out_avals)
     if node + 1 >= _max_ops:
-        flush()
+        flush(cut=True)
     return tree_unflatten(out_treedef, outs)
 
 
@@ -187,14 +194,18 @@ def _donatable(leaves: list, outputs: list) -> tuple[int, ...]:
     return tuple(out)
 
 
-def flush(target: Pending | None = None) -> None:
+def flush(target: Pending | None = None, *, cut: bool = False) -> None:
     """Run every recorded op (each program compiled once per trace signature).
 
     Forcing one value (``target``: ``loss.item()``) runs the ops it depends on as their own
     program and dispatches the rest after it without waiting, so the caller has its value
-    while the rest (backward, the optimizer step) still runs and Python records on."""
-    global _trace
+    while the rest (backward, the optimizer step) still runs and Python records on. A
+    ``cut`` (the size limit) leaves the count of optimizer steps since the last flush as it
+    is, so the optimizer-step cuts keep their place in the loop."""
+    global _trace, _steps_pending
     t = _trace
+    if not cut:
+        _steps_pending = 0
     if not t.nodes:
         return
     _trace = _Trace()
@@ -443,17 +454,34 @@ def _program_key(t: _Trace, needed: tuple, donated: tuple) -> str | None:
     return program_store.key("\n".join(calls), tail)
 
 
+def _after_optimizer_step(optimizer, args, kwargs) -> None:
+    """An optimizer step's end is where a training loop's iterations meet: with a second
+    step pending (the loop has not synced since the last), run what was recorded."""
+    global _steps_pending
+    if torch.compiler.is_compiling():
+        return
+    _steps_pending += 1
+    if _steps_pending >= 2:
+        flush()
+
+
 def enable() -> None:
-    global _max_ops, _split_forced
+    global _max_ops, _split_forced, _step_hook
     _max_ops = int(config.get("fused_max_ops"))
     _split_forced = bool(config.get("fused_split"))
     execute.set_recorder(record, flush)
+    if _step_hook is None:
+        _step_hook = register_optimizer_step_post_hook(_after_optimizer_step)
 
 
 def disable() -> None:
     """Compute what is pending, then leave no pending values behind for the strict path."""
+    global _step_hook
     flush()
     execute.set_recorder(None)
+    if _step_hook is not None:
+        _step_hook.remove()
+        _step_hook = None
     from ..tensor import Storage, TpuTensor
 
     for obj in gc.get_objects():
