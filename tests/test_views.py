@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import TPU, assert_same
+from conftest import TPU, assert_same, raises_as_cpu
 
 # Every case runs in every eager mode (strict, debug, fused).
 pytestmark = pytest.mark.usefixtures("eager_mode")
@@ -427,3 +427,46 @@ def test_views_of_normal_tensors_under_inference_mode():
     expected_flags, *expected = run("cpu")
     assert flags == expected_flags == (False, False, True)
     assert_same(values, expected)
+
+
+def test_views_of_inference_tensors_are_inference_tensors():
+    # Outside inference mode too: an in-place write through one is refused, as on CPU.
+    def run(device):
+        with torch.inference_mode():
+            x = torch.zeros(3, device=device)
+        view = x[1:]
+        assert view.is_inference()
+        view.add_(1)
+
+    raises_as_cpu(run)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.arange(4.0, device=d).as_strided((3, 3), (2, 1)),
+    lambda d: torch.arange(6.0, device=d)[2:].as_strided((2, 2), (2, 1), 3),
+    lambda d: torch.arange(6.0, device=d)[:2].as_strided_((4,), (1,), 3),
+])
+def test_as_strided_past_the_storage_is_refused(bad):
+    raises_as_cpu(bad)
+
+
+def test_a_view_reaches_its_whole_storage():
+    def run(device):
+        x = torch.arange(24.0, device=device).reshape(4, 6)
+        sizes = [v.untyped_storage().nbytes() for v in (x[1], x[:, 2], x.diagonal())]
+        tail = x.view(24)[:2].as_strided_((4,), (1,), 20)  # past the view, inside its base
+        return sizes, tail
+
+    assert_same(run(TPU), run("cpu"))
+
+
+def test_a_view_written_twice_over_reads_back_its_storage():
+    # as_strided((3, 3), (1, 1)) reaches element 2 three times: one write stays, and the
+    # view reads what its storage holds.
+    def run(device):
+        x = torch.arange(8.0, device=device)
+        v = x.as_strided((3, 3), (1, 1))
+        v.copy_(torch.arange(9.0).reshape(3, 3).to(device))
+        return v.clone(), x
+
+    assert_same(run(TPU), run("cpu"))

@@ -230,9 +230,10 @@ def make_view(storage: Storage, value, size, stride, offset: int) -> TpuTensor:
     ``value`` of another dtype than the storage's reads the storage's bytes as that dtype,
     and its geometry counts elements of that dtype."""
     size, stride = tuple(size), tuple(stride)
-    t = _make(
-        TpuTensor, size, stride, offset, dtype=JAX_TO_TORCH[value.dtype], device=DEVICE
-    )
+    # The wrapper's own storage as large as the storage it aliases: PyTorch's checks
+    # (as_strided_) and untyped_storage().nbytes() see the base's, as on CPU.
+    t = _make(TpuTensor, size, stride, offset, dtype=JAX_TO_TORCH[value.dtype], device=DEVICE,
+              storage_size=storage.nbytes)
     t._storage = storage
     if value.dtype != storage.dtype:
         t._bitcast = value.dtype
@@ -256,6 +257,16 @@ def with_layout(value, stride) -> TpuTensor:
         return wrap(value)
     dims = tuple(sorted(range(len(size)), key=lambda d: (-stride[d], -size[d])))
     return make_view(Storage(value, dims), value, size, stride, 0)
+
+
+def overlaps(size, stride) -> bool:
+    """Whether two indices of this geometry reach the same element (expand, unfold)."""
+    reach = 0
+    for step, n in sorted((step, n) for n, step in zip(size, stride, strict=True) if n > 1):
+        if step <= reach:
+            return True
+        reach += (n - 1) * step
+    return False
 
 
 def is_dense(size, stride) -> bool:
@@ -283,8 +294,11 @@ def write(t: TpuTensor, value: jax.Array) -> None:
         s.value = (scatter_view(s.value, value, t._geometry) if t._bitcast is None
                    else scatter_as(s.value, value, t._geometry))
     s.version += 1
-    if not t._direct:
+    if not t._direct and not overlaps(*t._geometry[:2]):
         _cache(t, value, s.version)
+    elif not t._direct:
+        # Elements written twice keep one of the writes: read back what the storage holds.
+        t._cache, t._cache_version = None, -1
 
 
 # Views whose cached value fused eager has yet to compute. Weakly: holding a view would hold

@@ -42,6 +42,10 @@ def handler(func):
         base = args[0]
         meta_base = meta_like(base)
         meta = func(meta_base, *[meta_like(a) for a in args[1:]], **kwargs)
+        if func is aten.as_strided.default:
+            # The functional meta kernel does not check the storage's bounds; its in-place
+            # twin raises CPU's error.
+            aten.as_strided_.default(_meta_base(base), *args[1:], **kwargs)
         storage = base._storage
         if (isinstance(meta, torch.Tensor) and meta.dtype == meta_base.dtype
                 and _geometry(meta) == _geometry(meta_base)
@@ -62,10 +66,11 @@ def handler(func):
                 # A view that sets the conj/neg bit (_conj, _neg_view) is a copy here, as is
                 # what an aliasing-if-possible op returned as a copy.
                 return wrap(value)
-        if torch.is_inference_mode_enabled() and not base.is_inference():
-            # A view of a normal tensor is normal under inference mode too: autograd gives
-            # it its base's version counter, which an inference tensor refuses.
-            with torch.inference_mode(False):
+        if torch.is_inference_mode_enabled() != base.is_inference():
+            # A view is an inference tensor exactly when its base is, whatever the mode:
+            # autograd gives it its base's version counter, which only an inference tensor
+            # may lack.
+            with torch.inference_mode(base.is_inference()):
                 return _aliasing(storage, value, meta)
         return _aliasing(storage, value, meta)
 
