@@ -470,3 +470,29 @@ def test_a_view_written_twice_over_reads_back_its_storage():
         return v.clone(), x
 
     assert_same(run(TPU), run("cpu"))
+
+
+def test_conj_and_neg_views_alias_their_base():
+    # z.conj() is a view with PyTorch's conj bit: writes through it reach z (conjugated
+    # back), and it sees later writes to z; .imag of it is a neg view.
+    def run(device):
+        z = torch.tensor([1 + 2j, 3 - 1j, -2 + 0.5j], device=device)
+        c = z.conj()
+        bits = (c.is_conj(), c.imag.is_neg(), c.conj().is_conj(), c.resolve_conj().is_conj())
+        c.mul_(2j)
+        c[1] = 5 + 5j
+        c.imag[2] = 7.0
+        z.add_(1j)
+        m = z.reshape(1, 3).expand(2, 3).clone()
+        m.mH[0, 1] = 0
+        x = torch.arange(3.0, device=device)
+        n = torch._neg_view(x)
+        x[0] = 10.0
+        return bits, z, c.clone(), m, m.mH.stride(), n.clone(), n.is_neg()
+
+    assert_same(run(TPU), run("cpu"))
+
+
+def test_view_as_real_of_an_unresolved_conj_is_refused():
+    raises_as_cpu(lambda d: torch.view_as_real(torch.ones(2, dtype=torch.complex64,
+                                                          device=d).conj()))

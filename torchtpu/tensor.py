@@ -18,7 +18,9 @@ import jax
 import torch
 
 from .ops.dtypes import JAX_TO_TORCH
-from .ops.views import dense_order, gather_as, gather_view, memory_order, scatter_as, scatter_view
+from .ops.views import (
+    dense_order, gather_as, gather_view, math_bits, memory_order, scatter_as, scatter_view,
+)
 from .runtime import memory
 from .runtime.execute import Pending
 
@@ -95,6 +97,9 @@ class TpuTensor(torch.Tensor):
     # A view reading its storage's bytes as another dtype (x.view(torch.int32), view_as_real):
     # that dtype, else None.
     _bitcast = None
+    # A view with PyTorch's conj or neg bit (z.conj(), z.conj().imag): its memory is its
+    # base's, its value that memory conjugated / negated. (conj, neg), else None.
+    _bits = None
 
     # The inherited __torch_function__ re-wraps every result in Python: ~40 us per op.
     __torch_function__ = torch._C._disabled_torch_function_impl
@@ -194,7 +199,8 @@ class TpuTensor(torch.Tensor):
 
 _SETATTR = torch.Tensor.__setattr__
 # The Python-side attributes that hold a tensor's values (wrap, make_view).
-_PAYLOAD = ("_storage", "_direct", "_bitcast", "_geometry", "_cache", "_cache_version")
+_PAYLOAD = ("_storage", "_direct", "_bitcast", "_bits", "_geometry", "_cache",
+            "_cache_version")
 
 
 def _as_fake(mode, func, args, kwargs):
@@ -225,10 +231,11 @@ def wrap(value: jax.Array) -> TpuTensor:
     return t
 
 
-def make_view(storage: Storage, value, size, stride, offset: int) -> TpuTensor:
+def make_view(storage: Storage, value, size, stride, offset: int, bits=None) -> TpuTensor:
     """A tensor aliasing ``storage`` with PyTorch geometry (size, stride, offset); a
     ``value`` of another dtype than the storage's reads the storage's bytes as that dtype,
-    and its geometry counts elements of that dtype."""
+    and its geometry counts elements of that dtype. ``bits``: (conj, neg), PyTorch's math
+    bits, which ``value`` already reflects."""
     size, stride = tuple(size), tuple(stride)
     # The wrapper's own storage as large as the storage it aliases: PyTorch's checks
     # (as_strided_) and untyped_storage().nbytes() see the base's, as on CPU.
@@ -237,8 +244,12 @@ def make_view(storage: Storage, value, size, stride, offset: int) -> TpuTensor:
     t._storage = storage
     if value.dtype != storage.dtype:
         t._bitcast = value.dtype
+    if bits is not None:
+        t._bits = bits
+        torch._C._set_conj(t, bits[0])
+        torch._C._set_neg(t, bits[1])
     t._direct = (
-        t._bitcast is None and offset == 0 and size == storage.shape
+        t._bitcast is None and bits is None and offset == 0 and size == storage.shape
         and stride == contiguous_strides(size)
     )
     t._geometry = (size, stride, offset)
@@ -280,8 +291,9 @@ def read(t: TpuTensor) -> jax.Array:
         return t._storage.value
     s = t._storage
     if t._cache_version != s.version:
-        _cache(t, gather_view(s.value, t._geometry) if t._bitcast is None
-               else gather_as(s.value, t._bitcast, t._geometry), s.version)
+        value = (gather_view(s.value, t._geometry) if t._bitcast is None
+                 else gather_as(s.value, t._bitcast, t._geometry))
+        _cache(t, value if t._bits is None else math_bits(value, *t._bits), s.version)
     return t._cache
 
 
@@ -291,8 +303,9 @@ def write(t: TpuTensor, value: jax.Array) -> None:
     if t._direct:
         s.value = value
     else:
-        s.value = (scatter_view(s.value, value, t._geometry) if t._bitcast is None
-                   else scatter_as(s.value, value, t._geometry))
+        memory = value if t._bits is None else math_bits(value, *t._bits)
+        s.value = (scatter_view(s.value, memory, t._geometry) if t._bitcast is None
+                   else scatter_as(s.value, memory, t._geometry))
     s.version += 1
     if not t._direct and not overlaps(*t._geometry[:2]):
         _cache(t, value, s.version)

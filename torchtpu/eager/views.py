@@ -12,7 +12,7 @@ import math
 import torch
 
 from ..ops.registry import LOWERINGS
-from ..ops.views import gather_view, grow_storage
+from ..ops.views import gather_view, grow_storage, math_bits
 from ..tensor import Storage, TpuTensor, contiguous_strides, make_view, wrap
 from . import strict
 from .values import call_unwrapped, unwrap
@@ -22,7 +22,11 @@ def _meta_base(t: TpuTensor) -> torch.Tensor:
     storage = t._storage
     numel = math.prod(storage.shape) * storage.dtype.itemsize // t.element_size()  # t's dtype
     meta = torch.empty(numel, dtype=t.dtype, device="meta")
-    return meta.as_strided(t.shape, t.stride(), t.storage_offset())
+    meta = meta.as_strided(t.shape, t.stride(), t.storage_offset())
+    if t._bits is not None:
+        torch._C._set_conj(meta, t._bits[0])
+        torch._C._set_neg(meta, t._bits[1])
+    return meta
 
 
 def meta_like(x):
@@ -56,16 +60,11 @@ def handler(func):
         elif run is not None:
             value = call_unwrapped(run, args, kwargs)
         elif isinstance(meta, torch.Tensor):
-            value = gather_view(storage.value, _geometry(meta))
+            value = _gathered(storage, meta)
         else:
-            value = [gather_view(storage.value, _geometry(m)) for m in meta]
-        if isinstance(meta, torch.Tensor):
-            if (not torch._C._is_alias_of(meta, meta_base)
-                    or meta.is_conj() != meta_base.is_conj()
-                    or meta.is_neg() != meta_base.is_neg()):
-                # A view that sets the conj/neg bit (_conj, _neg_view) is a copy here, as is
-                # what an aliasing-if-possible op returned as a copy.
-                return wrap(value)
+            value = [_gathered(storage, m) for m in meta]
+        if isinstance(meta, torch.Tensor) and not torch._C._is_alias_of(meta, meta_base):
+            return wrap(value)  # what an aliasing-if-possible op returned as a copy
         if torch.is_inference_mode_enabled() != base.is_inference():
             # A view is an inference tensor exactly when its base is, whatever the mode:
             # autograd gives it its base's version counter, which only an inference tensor
@@ -79,8 +78,21 @@ def handler(func):
 
 def _aliasing(storage: Storage, value, meta):
     if isinstance(meta, torch.Tensor):
-        return make_view(storage, value, *_geometry(meta))
-    return [make_view(storage, v, *_geometry(m)) for v, m in zip(value, meta, strict=True)]
+        return make_view(storage, value, *_geometry(meta), _bits(meta))
+    return [make_view(storage, v, *_geometry(m), _bits(m))
+            for v, m in zip(value, meta, strict=True)]
+
+
+def _bits(m: torch.Tensor) -> tuple[bool, bool] | None:
+    conj, neg = m.is_conj(), m.is_neg()
+    return (conj, neg) if conj or neg else None
+
+
+def _gathered(storage: Storage, m: torch.Tensor):
+    """The value of a view with ``m``'s geometry and math bits, from its storage."""
+    value = gather_view(storage.value, _geometry(m))
+    bits = _bits(m)
+    return value if bits is None else math_bits(value, *bits)
 
 
 def _geometry(m: torch.Tensor) -> tuple:
@@ -119,7 +131,8 @@ def set_geometry(t: TpuTensor, size, stride, offset: int) -> None:
     with torch._C._DisableTorchDispatch():
         # the wrapper's own sizes and strides: PyTorch's generic kernel, bounds-checked
         torch.ops.aten.as_strided_.default(t, size, stride, offset)
-    t._direct = (t._bitcast is None and offset == 0 and size == t._storage.shape
+    t._direct = (t._bitcast is None and t._bits is None and offset == 0
+                 and size == t._storage.shape
                  and stride == contiguous_strides(size))
     t._geometry = (size, stride, offset)
     t._cache, t._cache_version = None, -1

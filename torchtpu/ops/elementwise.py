@@ -545,7 +545,7 @@ def _mish_backward(grad_output, self):
 
 @lowering(aten._conj_physical, aten._conj)
 def _conj_physical(self):
-    # _conj is a conj-bit view in PyTorch; without the bit it is a copy here (eager/views.py).
+    # _conj's value; eager/views.py makes it a view with the conj bit over its base's memory.
     return jnp.conj(self)
 
 

@@ -121,6 +121,14 @@ def scatter_as(base: jax.Array, value: jax.Array, geometry) -> jax.Array:
     return reinterpret(flat, base.dtype).reshape(base.shape)
 
 
+@executable(static_argnums=(1, 2))
+def math_bits(value: jax.Array, conj: bool, neg: bool) -> jax.Array:
+    """A conj/neg view's value from its memory, or its memory from its value (each bit undoes
+    itself)."""
+    value = jnp.conj(value) if conj else value
+    return -value if neg else value
+
+
 @executable(static_argnums=(1,))
 def memory_order(value: jax.Array, dims: tuple[int, ...]) -> jax.Array:
     """``value``'s elements, flat, in the memory order of a dense layout whose dimensions
