@@ -19,7 +19,13 @@ import torch
 
 from .ops.dtypes import JAX_TO_TORCH
 from .ops.views import (
-    dense_order, gather_as, gather_view, math_bits, memory_order, scatter_as, scatter_view,
+    dense_order,
+    gather_as,
+    gather_view,
+    math_bits,
+    memory_order,
+    scatter_as,
+    scatter_view,
 )
 from .runtime import memory
 from .runtime.execute import Pending

@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from conftest import TPU, assert_same
 
+import torchtpu
+
 aten = torch.ops.aten
 TOL = dict(rtol=1e-4, atol=1e-4)
 
@@ -366,3 +368,25 @@ def test_ctc_loss_of_one_unbatched_sample(reduction):
         return loss, x.grad
 
     assert_same(run(TPU), run("cpu"), **TOL)
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+@pytest.mark.parametrize("layer", [
+    lambda: torch.nn.BatchNorm1d(6),
+    lambda: torch.nn.BatchNorm1d(6).eval(),
+    lambda: torch.nn.InstanceNorm1d(6, affine=True),
+])
+def test_a_norm_layer_on_an_input_without_grad(layer, mode):
+    # BatchNorm as the first layer, on raw features: the backward is asked for the weight's
+    # and bias's gradients only, and leaves grad_input out.
+    def run(device):
+        torch.manual_seed(0)
+        norm = layer().to(device)
+        x = _randn(5, 6, 4).to(device)
+        (norm(x) * x).sum().backward()
+        return norm.weight.grad, norm.bias.grad
+
+    with torchtpu.set_eager_mode(mode):
+        actual = run(TPU)
+    expected = run("cpu")
+    torch.testing.assert_close([a.cpu() for a in actual], list(expected), **TOL)
