@@ -293,11 +293,16 @@ def _topk(self, k, dim=-1, largest=True, sorted=True):  # noqa: A002
 
 
 @lowering(aten.linalg_vector_norm, static=("ord",))
-@opmath
 def _vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    # Cast first: with dtype=float32 a bfloat16 input's norm is float32's, not rounded back.
     x = float_of(self) if dtype is None else self.astype(to_jax_dtype(dtype))
+    return _norm(x, ord, dim, keepdim)
+
+
+@opmath
+def _norm(x, ord, dim, keepdim):  # noqa: A002
     x = jnp.abs(x)
-    axes = _axes(dim, self.ndim)
+    axes = _axes(dim, x.ndim)
     if ord == float("inf"):
         return jnp.max(x, axis=axes, keepdims=keepdim)
     if ord == float("-inf"):
