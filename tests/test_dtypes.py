@@ -99,6 +99,21 @@ def test_autocast_follows_pytorchs_accelerator_policy():
         assert (x @ x.T).dtype == torch.float16
 
 
+def test_autocast_rms_norm_vdot_and_interpolate():
+    # CUDA's lists in this PyTorch: rms_norm in float32, vdot in its widest input's dtype; and
+    # F.interpolate (its .vec overloads) float32 under torch.compile as in eager.
+    import torchtpu.compile  # noqa: F401 (registers the backend)
+
+    x = torch.randn(2, 3, 4, 4, device="tpu").bfloat16()
+    interpolate = lambda t: torch.nn.functional.interpolate(t, scale_factor=2,  # noqa: E731
+                                                            mode="bilinear")
+    with torch.autocast("tpu"):
+        assert torch.nn.functional.rms_norm(x, (4,)).dtype == torch.float32
+        assert torch.vdot(x.flatten(), x.flatten().float()).dtype == torch.float32
+        assert interpolate(x).dtype == torch.float32
+        assert torch.compile(interpolate, backend="tpu")(x).dtype == torch.float32
+
+
 def test_autocast_bf16_matches_cpu_autocast():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))

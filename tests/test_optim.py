@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import assert_same
+from conftest import assert_same, raises_as_cpu
 
 OPTIMS = {
     "sgd": lambda p, kw: torch.optim.SGD(p, lr=0.1, momentum=0.9, **kw),
@@ -120,3 +120,33 @@ def test_fused_step_unscales_and_skips_on_inf(name, found_inf):
         return lists
 
     assert_same(step("tpu"), step("cpu"), rtol=1e-6, atol=1e-7)
+
+
+def test_grad_scaler_scale_updates_as_cpu():
+    # CPU multiplies the float scale by the double factor and rounds once: factors that are
+    # not powers of two drifted 1 ulp a step when rounded to float32 first.
+    def run(device):
+        scale, tracker = torch.tensor([7.0], device=device), torch.zeros(1, dtype=torch.int32,
+                                                                          device=device)
+        scales = []
+        for found in (0, 0, 1, 0, 0, 0, 1, 0):
+            torch._amp_update_scale_(scale, tracker, torch.tensor([float(found)], device=device),
+                                     1.1, 0.3, 2)
+            scales.append(scale.item())
+        return scales, tracker
+
+    tpu, cpu = run("tpu"), run("cpu")
+    assert tpu[0] == cpu[0]
+    assert_same(tpu[1], cpu[1])
+
+
+@pytest.mark.parametrize("found_inf,inv_scale,grad", [
+    (torch.zeros(1, dtype=torch.float64), torch.ones(1), torch.ones(2)),
+    (torch.zeros(1), torch.ones(1, dtype=torch.float16), torch.ones(2)),
+    (torch.zeros(2), torch.ones(1), torch.ones(2)),
+    (torch.zeros(1), torch.ones(2), torch.ones(2)),
+    (torch.zeros(1), torch.ones(1), torch.ones(2, dtype=torch.int64)),
+])
+def test_grad_scaler_unscale_checks_as_cpu(found_inf, inv_scale, grad):
+    raises_as_cpu(lambda d: torch._amp_foreach_non_finite_check_and_unscale_(
+        [grad.to(d)], found_inf.to(d), inv_scale.to(d)), Exception)

@@ -39,11 +39,14 @@ FLOAT32 = (
     "hinge_embedding_loss", "kl_div", "l1_loss", "smooth_l1_loss", "huber_loss", "mse_loss",
     "margin_ranking_loss", "multilabel_margin_loss", "soft_margin_loss", "triplet_margin_loss",
     "multi_margin_loss", "binary_cross_entropy_with_logits", "dist", "pdist", "cdist",
-    "renorm", "logsumexp", "upsample_nearest1d", "_upsample_nearest_exact1d",
-    "upsample_nearest2d", "_upsample_nearest_exact2d", "upsample_nearest3d",
-    "_upsample_nearest_exact3d", "upsample_linear1d", "upsample_bilinear2d",
-    "_upsample_bilinear2d_aa", "upsample_trilinear3d", "upsample_bicubic2d",
-    "_upsample_bicubic2d_aa", "binary_cross_entropy", "cross_entropy_loss",
+    "renorm", "logsumexp", "rms_norm", "binary_cross_entropy", "cross_entropy_loss",
+    # F.interpolate calls the .vec overloads: eager reaches the listed ones through their
+    # decomposition, a traced graph (torch.compile) may not.
+    *(f"{name}{overload}" for overload in ("", ".vec") for name in (
+        "upsample_nearest1d", "_upsample_nearest_exact1d", "upsample_nearest2d",
+        "_upsample_nearest_exact2d", "upsample_nearest3d", "_upsample_nearest_exact3d",
+        "upsample_linear1d", "upsample_bilinear2d", "_upsample_bilinear2d_aa",
+        "upsample_trilinear3d", "upsample_bicubic2d", "_upsample_bicubic2d_aa")),
 )
 # Reductions with a dtype argument: float32 unless the caller gave one.
 FLOAT32_DTYPE = (
@@ -54,7 +57,7 @@ FLOAT32_DTYPE = (
 # norm's overloads without a dtype redispatch to the one with it.
 FLOAT32_APPEND_DTYPE = {"norm.Scalar": "norm.ScalarOpt_dtype",
                         "norm.ScalarOpt_dim": "norm.ScalarOpt_dim_dtype"}
-WIDEST = ("addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "grid_sampler",
+WIDEST = ("addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "vdot", "grid_sampler",
           "index_put", "tensordot", "scatter_add")
 
 

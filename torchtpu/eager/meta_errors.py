@@ -681,8 +681,26 @@ _DIM_AT = {_aten._softmax.default: 1, _aten._log_softmax.default: 1, _aten.sort.
            _aten.index_fill.int_Scalar: 1, _aten.index_fill.int_Tensor: 1,
            _aten.unique_dim.default: 1, _aten.max.dim: 1, _aten.min.dim: 1,
            _aten.argmax.default: 1, _aten.argmin.default: 1}
+def _unscale_check(grads, found_inf, inv_scale):
+    """GradScaler's unscale: CPU's checks of its scalars, then of each gradient's dtype."""
+    scalars = (("inv_scale", inv_scale), ("found_inf", found_inf))
+    for name, t in scalars:
+        if math.prod(t.shape) != 1:
+            return f"{name} must be a 1-element tensor."
+    for name, t in scalars:
+        if np.dtype(t.dtype) != np.float32:
+            return f"{name} must be a float tensor."
+    for g in grads:
+        if np.dtype(g.dtype).kind not in "fV":  # V: bfloat16 (a numpy extension type)
+            return NotImplementedError('"_amp_foreach_non_finite_check_and_unscale_cpu" not '
+                                       f"implemented for '{scalar_type_name(g.dtype)}'")
+    return None
+
+
 _CPU_CHECKS = {
     _aten.nll_loss_forward.default: _nll_target_check,
+    _aten._amp_foreach_non_finite_check_and_unscale.default: _unscale_check,
+    _aten._amp_foreach_non_finite_check_and_unscale_.default: _unscale_check,
     _aten.nll_loss2d_forward.default: _nll2d_target_check,
     _aten.var.correction: _VAR, _aten.var.dim: _VAR, _aten.var.default: _VAR,
     _aten.std.correction: _VAR, _aten.std.dim: _VAR, _aten.std.default: _VAR,

@@ -29,8 +29,10 @@ def _update_scale(scale, growth_tracker, found_inf, scale_growth_factor, scale_b
     inf = found_inf.reshape(()) != 0
     successful = growth_tracker + 1
     grow = successful == growth_interval
-    grown = (scale * scale_growth_factor).astype(scale.dtype)
+    # CPU multiplies the float scale by the double factor and rounds once.
+    wide = scale.astype(jnp.float64)
+    grown = (wide * scale_growth_factor).astype(scale.dtype)
     kept = jnp.where(grow & jnp.isfinite(grown), grown, scale)
-    new_scale = jnp.where(inf, (scale * scale_backoff_factor).astype(scale.dtype), kept)
+    new_scale = jnp.where(inf, (wide * scale_backoff_factor).astype(scale.dtype), kept)
     tracker = jnp.where(inf | grow, jnp.zeros_like(growth_tracker), successful)
     return new_scale, tracker.astype(growth_tracker.dtype)
