@@ -343,3 +343,12 @@ def test_multi_tensor_power_by_numbers_is_cpus(exponent):
     actual = torch._foreach_pow([x.to("tpu") for x in xs], exponent)
     for cpu, tpu in zip(expected, actual, strict=True):
         _bits_equal(cpu, tpu)
+
+
+@pytest.mark.parametrize("cross", [
+    lambda a, b: torch.linalg.cross(a, b), lambda a, b: torch.cross(a, b, dim=1),
+])
+def test_cross_of_two_dtypes_is_refused(cross):
+    # CPU's kernel takes one dtype; the float32 operand was rounded to bfloat16 silently.
+    raises_as_cpu(lambda d: cross(torch.ones(2, 3, dtype=torch.bfloat16, device=d),
+                                  torch.ones(2, 3, device=d)))

@@ -128,12 +128,12 @@ def test_float16_batch_norm_training_is_cpus():
     assert torch.equal(t.running_var.cpu(), m.running_var)
 
 
-@pytest.mark.parametrize("ord", [2, 1, float("inf"), 3])
+@pytest.mark.parametrize("order", [2, 1, float("inf"), 3])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_a_norm_asked_in_float32_is_not_rounded_to_its_input(dtype, ord):
+def test_a_norm_asked_in_float32_is_not_rounded_to_its_input(dtype, order):
     # What autocast asks of every norm (torch.norm, linalg.vector_norm: dtype=float32).
     x = torch.randn(64, 8, generator=torch.Generator().manual_seed(0)).to(dtype)
     for dim in (None, 0):
-        expected = torch.linalg.vector_norm(x, ord, dim, dtype=torch.float32)
-        out = torch.linalg.vector_norm(x.to("tpu"), ord, dim, dtype=torch.float32).cpu()
+        expected = torch.linalg.vector_norm(x, order, dim, dtype=torch.float32)
+        out = torch.linalg.vector_norm(x.to("tpu"), order, dim, dtype=torch.float32).cpu()
         torch.testing.assert_close(out, expected, rtol=2e-6, atol=0)

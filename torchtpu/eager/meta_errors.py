@@ -697,8 +697,17 @@ def _unscale_check(grads, found_inf, inv_scale):
     return None
 
 
+def _same_dtype(self, other, *_, **__) -> str | None:
+    """CPU's kernels that take both operands in one dtype (linalg_cross)."""
+    if self.dtype != other.dtype:
+        return (f"expected scalar type {scalar_type_name(self.dtype)} but found "
+                f"{scalar_type_name(other.dtype)}")
+    return None
+
+
 _CPU_CHECKS = {
     _aten.nll_loss_forward.default: _nll_target_check,
+    _aten.linalg_cross.default: _same_dtype,
     _aten._amp_foreach_non_finite_check_and_unscale.default: _unscale_check,
     _aten._amp_foreach_non_finite_check_and_unscale_.default: _unscale_check,
     _aten.nll_loss2d_forward.default: _nll2d_target_check,
