@@ -137,3 +137,32 @@ def test_a_norm_asked_in_float32_is_not_rounded_to_its_input(dtype, order):
         expected = torch.linalg.vector_norm(x, order, dim, dtype=torch.float32)
         out = torch.linalg.vector_norm(x.to("tpu"), order, dim, dtype=torch.float32).cpu()
         torch.testing.assert_close(out, expected, rtol=2e-6, atol=0)
+
+
+@pytest.mark.parametrize("layer,dtype", [
+    (lambda: torch.nn.BatchNorm2d(6), None),  # autocast's conv -> BatchNorm: float32 params
+    (lambda: torch.nn.GroupNorm(2, 6), torch.bfloat16),
+    (lambda: torch.nn.GroupNorm(2, 6), torch.float16),
+])
+def test_norm_backward_of_low_precision_accumulates_in_float32(layer, dtype):
+    # CPU sums the gradients in float32 and rounds each once: a float32 bias's gradient of
+    # bfloat16 activations is a float32 sum, not one of bfloat16's precision.
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 6, 5, 5, generator=g).bfloat16()
+    grad = torch.randn(8, 6, 5, 5, generator=g).bfloat16()
+    if dtype is not None:
+        x, grad = x.to(dtype), grad.to(dtype)
+
+    def run(device):
+        torch.manual_seed(0)
+        norm = layer().to(device)
+        if dtype is not None:
+            norm = norm.to(dtype)
+        inp = x.to(device).requires_grad_()
+        norm(inp).backward(grad.to(device))
+        return [t.cpu() for t in (inp.grad, norm.weight.grad, norm.bias.grad)]
+
+    actual, expected = run("tpu"), run("cpu")
+    torch.testing.assert_close(actual[2], expected[2], rtol=0, atol=0)
+    torch.testing.assert_close(actual[1], expected[1], rtol=2e-6, atol=1e-6)
+    torch.testing.assert_close(actual[0], expected[0])

@@ -399,12 +399,23 @@ def _native_batch_norm_backward(grad_out, input, weight, running_mean, running_v
     else:
         def f(x, w):
             return _bn_apply(x, x, running_mean, exact_rsqrt(running_var + eps), w, None)
-    w = weight if weight is not None else jnp.ones((input.shape[1],), input.dtype)
-    _, vjp = jax.vjp(f, input, w)
+    param_dtype = weight.dtype if weight is not None else input.dtype
+    # CPU accumulates a bfloat16/float16 backward in float32 and rounds each gradient once
+    # (the bias's gradient of bfloat16 activations under autocast is a float32 sum).
+    grad_out, x, w = _float32_of_low(grad_out, input, weight if weight is not None
+                                     else jnp.ones((input.shape[1],), input.dtype))
+    _, vjp = jax.vjp(f, x, w)
     gx, gw = vjp(grad_out)
     gb = jnp.sum(grad_out, axis=(0,) + tuple(range(2, input.ndim)))
-    return (gx if output_mask[0] else None, gw if output_mask[1] else None,
-            gb if output_mask[2] else None)
+    return (gx.astype(input.dtype) if output_mask[0] else None,
+            gw.astype(param_dtype) if output_mask[1] else None,
+            gb.astype(param_dtype) if output_mask[2] else None)
+
+
+def _float32_of_low(*arrays):
+    """Each array, float32 where it is bfloat16 or float16."""
+    return [a.astype(jnp.float32) if a.dtype in (jnp.bfloat16, jnp.float16) else a
+            for a in arrays]
 
 
 def _group_norm(x, weight, bias, N, C, HxW, group, eps):
@@ -429,9 +440,12 @@ def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):  # noqa: A00
 @lowering(aten.native_group_norm_backward)
 def _native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group,  # noqa: A002
                                 output_mask):
-    w = weight if weight is not None else jnp.ones((C,), input.dtype)
+    param_dtype = weight.dtype if weight is not None else input.dtype
+    # In float32 for bfloat16/float16, each gradient rounded once (as CPU).
+    grad_out, x, w = _float32_of_low(grad_out, input, weight if weight is not None
+                                     else jnp.ones((C,), input.dtype))
     # The backward op gets no eps: work from the saved mean and rstd.
-    xf = input.reshape(N, group, C // group * HxW)
+    xf = x.reshape(N, group, C // group * HxW)
     xhat = ((xf - mean[..., None]) * rstd[..., None]).reshape(input.shape)
     shape = (1, C) + (1,) * (input.ndim - 2)
     g = grad_out * w.reshape(shape)
@@ -441,9 +455,9 @@ def _native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, 
     gx = (rstd[..., None] / n) * (n * gg - jnp.sum(gg, -1, keepdims=True)
                                   - xh * jnp.sum(gg * xh, -1, keepdims=True))
     axes = (0,) + tuple(range(2, input.ndim))
-    return (gx.reshape(input.shape) if output_mask[0] else None,
-            jnp.sum(grad_out * xhat, axis=axes) if output_mask[1] else None,
-            jnp.sum(grad_out, axis=axes) if output_mask[2] else None)
+    return (gx.reshape(input.shape).astype(input.dtype) if output_mask[0] else None,
+            jnp.sum(grad_out * xhat, axis=axes).astype(param_dtype) if output_mask[1] else None,
+            jnp.sum(grad_out, axis=axes).astype(param_dtype) if output_mask[2] else None)
 
 
 def _nearest_indices(n_in, n_out, scale, exact_sizes):
