@@ -210,3 +210,17 @@ def test_complex_draws_have_cpus_distribution_in_both_parts(dtype):
         assert abs(part.mean().item() - 2.5) < 0.01
     with pytest.raises(RuntimeError, match="standard deviation to be non-complex"):
         torch.normal(2.0, torch.ones(3, dtype=dtype, device=TPU))
+
+
+def test_small_shape_draws_stay_inside_their_support():
+    # CPU clamps gamma draws to the smallest normal number and Dirichlet's (Beta's) normalised
+    # draws into (0, 1): a draw of exactly 0 or 1 has an infinite log_prob.
+    torch.manual_seed(0)
+    dirichlet = torch.distributions.Dirichlet(torch.full((10,), 0.05, device="tpu"))
+    y = dirichlet.sample((4000,))
+    assert torch.isfinite(dirichlet.log_prob(y)).all()
+    beta = torch.distributions.Beta(torch.tensor([0.02], device="tpu"),
+                                    torch.tensor([0.02], device="tpu")).sample((2000,)).cpu()
+    tiny = torch.finfo(torch.float32).tiny
+    assert beta.min() >= tiny and beta.max() <= 1 - 2 ** -24
+    assert torch._standard_gamma(torch.full((4000,), 0.01, device="tpu")).cpu().min() >= tiny

@@ -147,7 +147,23 @@ def derived_handler(func, functional_handler):
         return _out_handler(func, compute, [a.name for a in mutated], takes_dtype,
                             torch.Tag.pointwise in functional.tags)
     pointwise = torch.Tag.pointwise in functional.tags
-    return _inplace_handler(func, compute, _checks_overlap(func, functional), pointwise)
+    return _inplace_handler(func, _reordered(func, functional, compute),
+                            _checks_overlap(func, functional), pointwise)
+
+
+def _reordered(func, functional, compute):
+    """``compute`` called with the functional's argument order where the in-place op names
+    the same arguments in another (polygamma_(self, n) is polygamma(n, self))."""
+    mine = [a.name for a in func._schema.arguments]
+    theirs = [a.name for a in functional._schema.arguments]
+    if mine == theirs or sorted(mine) != sorted(theirs):
+        return compute
+
+    def run(args, kwargs):
+        named = dict(zip(mine, args, strict=False)) | kwargs
+        return compute(tuple(named[n] for n in theirs if n in named), {})
+
+    return run
 
 
 def _inplace_name(func) -> bool:

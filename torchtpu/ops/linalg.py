@@ -47,9 +47,14 @@ def _matmul(self, other):
     return _mm(self, other)
 
 
-@lowering(aten.dot, aten.vdot)
+@lowering(aten.dot)
 def _dot(self, tensor):
     return jnp.dot(self, tensor, precision=_PRECISION)
+
+
+@lowering(aten.vdot)
+def _vdot(self, other):
+    return jnp.dot(jnp.conj(self), other, precision=_PRECISION)
 
 
 @lowering(aten.mv)

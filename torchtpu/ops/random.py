@@ -229,7 +229,9 @@ def _normal_like_jit(seed, counter, mean, std):
 @executable()
 def _gamma_jit(seed, counter, alpha):
     a = alpha.astype(_sample_dtype(alpha.dtype))
-    return jax.random.gamma(_key(seed, counter), a).astype(alpha.dtype)
+    g = jax.random.gamma(_key(seed, counter), a).astype(alpha.dtype)
+    # CPU's draws are clamped to the smallest normal number: a small shape underflows.
+    return jnp.maximum(g, jnp.finfo(g.dtype).tiny)
 
 
 @executable()
@@ -238,7 +240,11 @@ def _dirichlet_jit(seed, counter, alpha):
     g = jax.random.gamma(_key(seed, counter), a)
     # CPU keeps a sample off 0 (its gamma draws are clamped to the smallest normal number).
     g = jnp.maximum(g, jnp.finfo(g.dtype).tiny)
-    return (g / jnp.sum(g, axis=-1, keepdims=True)).astype(alpha.dtype)
+    x = (g / jnp.sum(g, axis=-1, keepdims=True)).astype(alpha.dtype)
+    # ... and so is the normalised sample, inside (0, 1): tiny / sum would flush to zero,
+    # and a lone large draw round to 1 (Beta's and Dirichlet's log_prob: inf there).
+    one = jnp.ones((), x.dtype)
+    return jnp.clip(x, jnp.finfo(x.dtype).tiny, jnp.nextafter(one, jnp.zeros((), x.dtype)))
 
 
 @executable()

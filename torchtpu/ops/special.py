@@ -140,15 +140,22 @@ def _digamma(x):
 
 
 def _trigamma(x):
-    """PyTorch's trigamma: the reflection formula below 1/2, evaluated in float32 as its CPU
-    kernel does (so a negative integer gives the same large finite value, not inf)."""
-    x32 = x.astype(jnp.float32)
-    neg = x32 < 0.5
-    sin_pi_x = jnp.sin(np.float32(math.pi) * x32)
-    reflected = np.float32(math.pi) ** 2 / (sin_pi_x * sin_pi_x)
-    positive = jnp.where(neg, 1 - x32, x32)
-    series = jnp.where(positive == jnp.inf, 0, _zeta_positive(2.0, positive))
-    return jnp.where(neg, reflected - series, series).astype(x.dtype)
+    """PyTorch's trigamma (its CPU kernel's formula): below 1/2 the reflection formula, then
+    six terms of the series and its asymptotic expansion, in float32 (float64 for float64);
+    a negative integer gives the same large finite value as CPU's, not inf."""
+    wide = jnp.promote_types(x.dtype, jnp.float32)
+    xw = x.astype(wide)
+    pi = np.asarray(math.pi, wide)
+    neg = xw < 0.5
+    sin_pi_x = jnp.sin(pi * xw)
+    result = jnp.where(neg, -(pi * pi) / (sin_pi_x * sin_pi_x), 0)
+    xw = jnp.where(neg, 1 - xw, xw)
+    for _ in range(6):
+        result = result + 1 / (xw * xw)
+        xw = xw + 1
+    ixx = 1 / (xw * xw)
+    result = result + (1 + 1 / (2 * xw) + ixx * (1 / 6 - ixx * (1 / 30 - ixx * (1 / 42)))) / xw
+    return jnp.where(neg, -result, result).astype(x.dtype)
 
 
 def _zeta_positive(s, q):
