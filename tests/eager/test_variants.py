@@ -13,3 +13,43 @@ def test_an_inplace_op_whose_function_takes_its_arguments_in_another_order():
         return x.polygamma_(1), x, y.polygamma_(n=2)
 
     assert_same(run(TPU), run("cpu"))
+
+
+def test_out_of_an_op_with_its_own_dtype_argument():
+    # softmax's dtype is the caller's: out= added it again (a crash), and a complex norm's
+    # float32 out made its dtype float32 (refused).
+    def run(device):
+        x = torch.arange(6.0, device=device).reshape(2, 3)
+        soft = torch.empty(2, 3, dtype=torch.float64, device=device)
+        returned = torch.softmax(x, 1, dtype=torch.float64, out=soft)
+        norm = torch.empty((), device=device)
+        torch.linalg.vector_norm(torch.tensor([3 + 4j, 1j], device=device), out=norm)
+        return returned is soft, soft, norm
+
+    assert_same(run(TPU), run("cpu"), rtol=1e-15, atol=0)
+
+
+def test_out_as_a_list_of_tensors():
+    def run(device):
+        x = torch.arange(6.0, device=device).reshape(2, 3)
+        split = [torch.empty(2, device=device), torch.empty(4, device=device)]
+        unbound = [torch.empty(3, device=device), torch.empty(3, device=device)]
+        returned = (torch.split_with_sizes_copy(x.flatten(), [2, 4], out=split),
+                    torch.unbind_copy(x, 0, out=unbound))
+        return returned, split, unbound
+
+    assert_same(run(TPU), run("cpu"))
+
+
+def test_resize_to_the_same_shape_keeps_the_layout():
+    # ATen's resize_impl_: the same sizes without a memory format change nothing.
+    def run(device):
+        x = torch.arange(6.0, device=device).reshape(3, 2).t()
+        y = torch.arange(6.0, device=device).reshape(3, 2).t()
+        z = torch.arange(6.0, device=device).reshape(3, 2).t()
+        x.resize_(2, 3)
+        y.resize_as_(torch.empty(2, 3, device=device))
+        z.resize_(2, 3, memory_format=torch.contiguous_format)
+        return [(t, t.stride()) for t in (x, y)], z.stride()
+
+    assert_same(run(TPU), run("cpu"))

@@ -143,7 +143,9 @@ def derived_handler(func, functional_handler):
     compute = checking_number(functional, compute)
 
     if is_out:
-        takes_dtype = any(a.name == "dtype" for a in functional._schema.arguments)
+        # A factory's out= form (linspace.out, arange.out) computes in the out's dtype; an
+        # op's own dtype argument (softmax's, a norm's) stays the caller's.
+        takes_dtype = any(a.name == "device" for a in functional._schema.arguments)
         return _out_handler(func, compute, [a.name for a in mutated], takes_dtype,
                             torch.Tag.pointwise in functional.tags)
     pointwise = torch.Tag.pointwise in functional.tags
@@ -289,9 +291,14 @@ def _out_handler(func, compute, out_names, takes_dtype=False, pointwise=False):
     check = _OUT_DTYPE_CHECKS.get(func)
     no_overlap = func in _NO_OVERLAP
 
+    returns_nothing = not func._schema.returns  # out: Tensor[] (split_with_sizes_copy)
+
     def handler(args, kwargs):
         kwargs = dict(kwargs)
-        outs = [kwargs.pop(n) for n in out_names]
+        outs = []
+        for name in out_names:
+            out = kwargs.pop(name)
+            outs.extend(out) if isinstance(out, (list, tuple)) else outs.append(out)
         for out in outs if check is not None else ():
             if message := check(args[0], out):
                 raise RuntimeError(message)
@@ -301,10 +308,9 @@ def _out_handler(func, compute, out_names, takes_dtype=False, pointwise=False):
         for out in outs if pointwise else ():
             refuse_partial_overlap(out, (*args, *kwargs.values()))
         if takes_dtype and len(outs) == 1:
-            # A factory's out= form (linspace.out, arange.out) computes in the out's dtype.
             kwargs.setdefault("dtype", outs[0].dtype)
         result = compute(args, kwargs)
-        if len(outs) == 1:
+        if not isinstance(result, (list, tuple)):
             result = [result]
         inputs = {id(x._storage) for x in tree_leaves((args, kwargs)) if isinstance(x, TpuTensor)}
         for t, v in zip(outs, result, strict=True):
@@ -317,6 +323,8 @@ def _out_handler(func, compute, out_names, takes_dtype=False, pointwise=False):
                 # resizing an output that is also an input would destroy the input
                 raise RuntimeError(_OVERLAP)
             _store(t, v, func, resize=True)
+        if returns_nothing:
+            return None
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     return handler

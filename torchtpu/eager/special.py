@@ -86,6 +86,8 @@ def _local_scalar_dense(args, kwargs):
 def _resize_(args, kwargs):
     self, size = args[0], tuple(args[1])
     fmt = kwargs.get("memory_format", args[2] if len(args) > 2 else None)
+    if fmt is None and tuple(self.shape) == size:
+        return self  # ATen's resize_impl_: the same sizes keep their strides
     stride = torch.empty(size, device="meta", memory_format=fmt or torch.contiguous_format).stride()
     if tuple(self.shape) != size or self.stride() != stride:
         views.resize(self, size, stride)
@@ -95,9 +97,11 @@ def _resize_(args, kwargs):
 def _resize_as_(args, kwargs):
     self, template = args[0], args[1]
     fmt = kwargs.get("memory_format", args[2] if len(args) > 2 else None)
-    # None: contiguous; preserve_format: the template's layout, as empty_like chooses it
+    if fmt is None:
+        return _resize_((self, template.shape), {})
+    # preserve_format: the template's layout, as empty_like chooses it
     meta = torch.empty_strided(template.shape, template.stride(), device="meta")
-    stride = torch.empty_like(meta, memory_format=fmt or torch.contiguous_format).stride()
+    stride = torch.empty_like(meta, memory_format=fmt).stride()
     views.resize(self, template.shape, stride)
     return self
 
