@@ -53,3 +53,14 @@ def test_resize_to_the_same_shape_keeps_the_layout():
         return [(t, t.stride()) for t in (x, y)], z.stride()
 
     assert_same(run(TPU), run("cpu"))
+
+
+def test_kron_into_out():
+    # kron's out= multiplies into an _unsafe_view of out, which aliases it as on CPU.
+    def run(device):
+        a = torch.arange(4.0, device=device).reshape(2, 2)
+        out = torch.empty(2, 4, device=device)
+        torch.kron(a, torch.tensor([[1.0, 10.0]], device=device), out=out)
+        return out
+
+    assert_same(run(TPU), run("cpu"))

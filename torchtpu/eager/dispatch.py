@@ -121,7 +121,7 @@ def _build_here(func, fused: bool) -> Handler:
     composite = torch._C._dispatch_has_kernel_for_dispatch_key(
         func.name(), "CompositeImplicitAutograd")
     # Maybe-aliasing composites (to.dtype, reshape) decompose into real views or copies.
-    if func.is_view and (rule is not None or not composite):
+    if (func.is_view or func in views.UNSAFE_VIEWS) and (rule is not None or not composite):
         return views.handler(func)
     if func in views.INPLACE:
         return views.inplace_handler(func)

@@ -100,6 +100,9 @@ def _geometry(m: torch.Tensor) -> tuple:
 
 
 aten = torch.ops.aten
+# Views whose schema says they are not (the output's base is a temporary nobody else sees):
+# PyTorch's kernel still aliases, and kron's out= writes through one.
+UNSAFE_VIEWS = {aten._unsafe_view.default}
 # In-place view ops change the tensor's geometry, never its data.
 INPLACE = {
     aten.as_strided_.default, aten.t_.default, aten.transpose_.default,
