@@ -101,7 +101,21 @@ def _register_fake_rules() -> None:
 
     fake_impls.register_op_impl(lambda func: func is torch.ops.aten._grouped_mm.default)(
         _grouped_mm_fake)
+    fake_impls.register_op_impl(lambda func: func in _SHAPED_LIKE_FIRST)(_like_first_fake)
     _registered = True
+
+
+# Ops PyTorch has no meta kernel for (FakeTensor would run them for real, which a tpu tensor
+# cannot do): the gradients of Gamma's and Dirichlet's samples, shaped like their first input.
+_SHAPED_LIKE_FIRST = (torch.ops.aten._standard_gamma_grad.default,
+                      torch.ops.aten._dirichlet_grad.default)
+
+
+def _like_first_fake(mode, func, first, *args, **kwargs):
+    if first.device.type != "tpu":
+        return NotImplemented
+    with mode:
+        return torch.empty_like(first)
 
 
 def _grouped_mm_fake(mode, func, mat_a, mat_b, offs=None, bias=None, out_dtype=None):

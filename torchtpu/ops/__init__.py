@@ -31,6 +31,7 @@ from . import (  # noqa: F401  (registration side effects)
     pooling_fractional,
     quantize,
     random,
+    random_gradients,
     reduction,
     reduction_hash,
     special,

@@ -418,12 +418,6 @@ def _standard_gamma(self, generator=None):
     return _gamma_jit(*_next(generator), self)
 
 
-@lowering(aten._standard_gamma_grad)
-def _standard_gamma_grad(self, output):
-    """d sample / d alpha of a Gamma(alpha, 1) sample (implicit reparameterisation)."""
-    return jax.lax.random_gamma_grad(self, output)
-
-
 @lowering(aten._sample_dirichlet, eager=True, records=True)
 def _sample_dirichlet(self, generator=None):
     return _dirichlet_jit(*_next(generator), self)
