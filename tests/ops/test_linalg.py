@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
+from conftest import raises_as_cpu
 
 
 def test_vdot_and_vecdot_conjugate_their_first_argument():
@@ -10,3 +12,27 @@ def test_vdot_and_vecdot_conjugate_their_first_argument():
     a, b = (torch.randn(3, 4, dtype=torch.complex64, generator=g) for _ in range(2))
     for op in (lambda x, y: torch.vdot(x[0], y[0]), torch.linalg.vecdot):
         torch.testing.assert_close(op(a.to("tpu"), b.to("tpu")).cpu(), op(a, b))
+
+
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("A", [
+    torch.tensor([[4.0, 100.0], [2.0, 5.0]]),  # one triangle is read: A is not symmetric
+    torch.tensor([[1.0, 2.0], [2.0, 1.0]]),  # the leading minor of order 2 fails
+    torch.stack([torch.eye(3) * 2, -torch.eye(3), torch.diag(torch.tensor([1.0, 2.0, -1.0]))]),
+    torch.diag(torch.tensor([1.0, 2.0, 3.0, -1.0, 5.0])) + 0.1,
+])
+def test_cholesky_reads_one_triangle_and_reports_the_failing_minor(A, upper):
+    # LAPACK's info and what its potf2 leaves where it stops; jnp.linalg.cholesky averaged A
+    # with its transpose and set a failed factor to NaN (info always 1).
+    torch.testing.assert_close(
+        [t.cpu() for t in torch.linalg.cholesky_ex(A.to("tpu"), upper=upper)],
+        list(torch.linalg.cholesky_ex(A, upper=upper)))
+
+
+def test_deprecated_cholesky_raises_as_linalg_cholesky():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # CPU's deprecation notice
+        raises_as_cpu(lambda d: torch.cholesky(torch.tensor([[1.0, 2.0], [2.0, 1.0]], device=d)),
+                      torch.linalg.LinAlgError)

@@ -78,6 +78,17 @@ def _rrelu_with_noise(self, noise, lower=0.125, upper=1 / 3, training=False, gen
 DECOMPOSITIONS[aten.rrelu_with_noise.default] = _rrelu_with_noise
 
 
+def _cholesky(self, upper=False):
+    """torch.cholesky (deprecated): linalg.cholesky's factor, and CPU's error where a leading
+    minor is not positive-definite."""
+    factor, info = torch.linalg.cholesky_ex(self, upper=upper)
+    torch._linalg_check_errors(info, "cholesky", is_matrix=self.dim() == 2)
+    return factor
+
+
+DECOMPOSITIONS[aten.cholesky.default] = _cholesky
+
+
 # torch.nn's chunked linear cross-entropy: custom ops (torch_nn::*) whose bodies are Python over
 # ATen ops. Below autograd they reach us as opaque ops; their bodies run on tpu as they are.
 # (CustomOpDef keeps the body as ``_init_fn``; PyTorch has no public accessor for it.)

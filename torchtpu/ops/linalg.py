@@ -7,7 +7,7 @@ import torch
 from jax import lax
 
 from .dtypes import LOW_PRECISION, promote, result_type, to_jax_dtype
-from .linalg_factor import cholesky_info, lu_for_det, lu_info
+from .linalg_factor import lu_for_det, lu_info, potrf
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -155,9 +155,7 @@ def _inv_ex(A, *, check_errors=False):
 
 @lowering(aten.linalg_cholesky_ex)
 def _cholesky_ex(self, *, upper=False, check_errors=False):
-    lower = jnp.linalg.cholesky(self)
-    out = jnp.conj(jnp.swapaxes(lower, -1, -2)) if upper else lower
-    return out, cholesky_info(lower)
+    return potrf(self, upper)
 
 
 def _group_ids(offs, n):

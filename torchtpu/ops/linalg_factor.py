@@ -45,6 +45,46 @@ def cholesky_info(lower):
     return _first_failure(~(jnp.real(jnp.diagonal(lower, axis1=-2, axis2=-1)) > 0))
 
 
+def potrf(A, upper: bool = False):
+    """LAPACK potrf, as CPU calls it: the Cholesky factor of A read from one triangle (the
+    lower; the upper for ``upper``), and its info. Where a leading minor is not
+    positive-definite, info names its order and the factor is what LAPACK's unblocked potf2
+    leaves: the columns factored so far, the failing pivot's value, then A itself."""
+    a = _mH(A) if upper else A
+    # (jnp.linalg.cholesky averages A with its transpose; LAPACK reads one triangle)
+    fast = lax.linalg.cholesky(a, symmetrize_input=False)
+    info = cholesky_info(fast)
+    if a.shape[-1]:
+        fast, info = lax.cond(jnp.any(info != 0), _potf2, lambda a, fast: (fast, info), a, fast)
+    return (_mH(fast) if upper else fast), info
+
+
+def _potf2(a, fast):
+    """The unblocked factorisation, column by column, stopping (per matrix) at the first
+    pivot that is not positive; matrices that factor keep the blocked result ``fast``."""
+    n = a.shape[-1]
+    idx = jnp.arange(n)
+
+    def column(j, state):
+        low, info = state
+        row = jnp.where(idx < j, low[..., j, :], 0)
+        done = jnp.where(idx < j, low, 0)
+        col = low[..., :, j] - jnp.einsum("...ik,...k->...i", done, jnp.conj(row),
+                                          precision=_HIGHEST)
+        pivot = jnp.real(col[..., j])
+        active = info == 0
+        fails = active & ~(pivot > 0)
+        root = jnp.sqrt(jnp.where(fails, 1, pivot))[..., None].astype(col.dtype)
+        factored = jnp.where(idx > j, col / root, jnp.where(idx == j, root, low[..., :, j]))
+        failed = jnp.where(idx == j, col, low[..., :, j])
+        new = jnp.where(fails[..., None], failed,
+                        jnp.where(active[..., None], factored, low[..., :, j]))
+        return low.at[..., :, j].set(new), jnp.where(fails, j + 1, info).astype(jnp.int32)
+
+    low, info = lax.fori_loop(0, n, column, (a, jnp.zeros(a.shape[:-2], jnp.int32)))
+    return jnp.where((info == 0)[..., None, None], fast, jnp.tril(low)), info
+
+
 def _matmul(a, b):
     return jnp.matmul(a, b, precision=_HIGHEST)
 
@@ -172,12 +212,6 @@ def _triangular_solve(self, A, upper=True, transpose=False, unitriangular=False)
     x = lax.linalg.triangular_solve(a, b, left_side=True, lower=not upper,
                                     transpose_a=transpose, unit_diagonal=unitriangular)
     return x, a
-
-
-@lowering(aten.cholesky)
-def _cholesky(self, upper=False):
-    lower = jnp.linalg.cholesky(self)
-    return _mH(lower) if upper else lower
 
 
 @lowering(aten.cholesky_solve)
