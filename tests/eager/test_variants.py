@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
-from conftest import TPU, assert_same
+from conftest import TPU, assert_same, raises_as_cpu
 
 
 def test_an_inplace_op_whose_function_takes_its_arguments_in_another_order():
@@ -64,3 +65,34 @@ def test_kron_into_out():
         return out
 
     assert_same(run(TPU), run("cpu"))
+
+
+@pytest.mark.parametrize("write", [
+    lambda p: torch.nn.utils.clip_grad_value_([p], 2.5),  # multi-tensor by default
+    lambda p: torch.nn.utils.clip_grad_norm_([p], 1.0, foreach=True),
+    lambda p: torch._foreach_add_([p.grad[:, 1:]], [p.grad[:, :-1].contiguous()]),
+])
+def test_multi_tensor_writes_check_overlap_as_each_tensor_would(write):
+    # An expanded gradient: the per-tensor ops refuse it, so must their multi-tensor forms.
+    def run(device):
+        p = torch.nn.Parameter(torch.randn(3, 4).to(device))
+        p.grad = torch.tensor([1.0, 2.0, 3.0, 4.0], device=device).expand(3, 4)
+        write(p)
+
+    raises_as_cpu(run)
+
+
+def test_multi_tensor_partial_overlap_and_zero():
+    raises_as_cpu(_partial)
+
+    def zero(device):  # zero_ may write an expanded tensor, and so may _foreach_zero_
+        g = torch.tensor([1.0, 2.0], device=device).expand(3, 2)
+        torch._foreach_zero_([g])
+        return g
+
+    assert_same(zero(TPU), zero("cpu"))
+
+
+def _partial(device):
+    x = torch.arange(5.0, device=device)
+    torch._foreach_add_([x[1:]], [x[:-1]])

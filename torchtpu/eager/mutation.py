@@ -174,7 +174,7 @@ def _inplace_name(func) -> bool:
 
 
 # In-place ops CPU lets write through a self-overlapping (expanded) tensor.
-_OVERLAP_ALLOWED = {"fill_", "zero_", "masked_fill_", "index_fill_", "index_put_",
+_OVERLAP_ALLOWED = {"fill_", "zero_", "_foreach_zero_", "masked_fill_", "index_fill_", "index_put_",
                     "_index_put_impl_", "tril_", "triu_", "fill_diagonal_"}
 
 
@@ -210,15 +210,30 @@ def _extent(t: TpuTensor) -> tuple:
     return t.storage_offset() * t.element_size(), t.numel() * t.element_size(), t.stride()
 
 
+def _refuse_foreach_overlaps(args, self_overlap: bool) -> None:
+    """A multi-tensor op's checks, as CPU's per-tensor loop makes them: each written tensor
+    against itself (an expanded gradient) and against its own operands."""
+    for i, t in enumerate(args[0]):
+        if self_overlap:
+            refuse_self_overlap(t)
+        operands = [a[i] if isinstance(a, (list, tuple)) else a for a in args[1:]
+                    if not isinstance(a, (list, tuple)) or len(a) == len(args[0])]
+        if isinstance(t, TpuTensor):
+            refuse_partial_overlap(t, operands)
+
+
 def _inplace_handler(func, compute, checks_overlap: bool = False, pointwise: bool = False):
     written = [i for i, a in enumerate(func._schema.arguments)
                if a.alias_info is not None and a.alias_info.is_write]
 
     def handler(args, kwargs):
-        if checks_overlap:
-            refuse_self_overlap(args[0])
-        if pointwise and isinstance(args[0], TpuTensor):
-            refuse_partial_overlap(args[0], (*args[1:], *kwargs.values()))
+        if isinstance(args[0], (list, tuple)):  # _foreach_*_: each tensor as its own op's
+            _refuse_foreach_overlaps(args, checks_overlap)
+        else:
+            if checks_overlap:
+                refuse_self_overlap(args[0])
+            if pointwise and isinstance(args[0], TpuTensor):
+                refuse_partial_overlap(args[0], (*args[1:], *kwargs.values()))
         out = compute(args, kwargs)
         if len(written) > 1:  # _fused_adam_, _amp_update_scale_: the functional returns
             for i, values in zip(written, out, strict=True):  # each written argument in order
