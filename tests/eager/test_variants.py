@@ -96,3 +96,7 @@ def test_multi_tensor_partial_overlap_and_zero():
 def _partial(device):
     x = torch.arange(5.0, device=device)
     torch._foreach_add_([x[1:]], [x[:-1]])
+
+
+def test_inplace_abs_of_complex_is_refused():
+    raises_as_cpu(lambda d: torch.tensor([3 + 4j], device=d).abs_())

@@ -88,6 +88,8 @@ def _check_cast(result_dtype, target: torch.Tensor, op) -> None:
     from ..ops.dtypes import to_torch_dtype
 
     src = to_torch_dtype(result_dtype)
+    if op is aten.abs_.default and target.is_complex():  # its magnitude would lose the phase
+        raise RuntimeError("In-place abs is not supported for complex tensors.")
     if src != target.dtype and not torch.can_cast(src, target.dtype):
         raise RuntimeError(
             f"result type {scalar_type_name(src)} can't be cast to the desired output type "
