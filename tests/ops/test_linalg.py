@@ -36,3 +36,19 @@ def test_deprecated_cholesky_raises_as_linalg_cholesky():
         warnings.simplefilter("ignore")  # CPU's deprecation notice
         raises_as_cpu(lambda d: torch.cholesky(torch.tensor([[1.0, 2.0], [2.0, 1.0]], device=d)),
                       torch.linalg.LinAlgError)
+
+
+def test_complex_symmetric_ldl_pivots_as_lapack():
+    # csytf2 pivots on |re| + |im|, not the modulus: other pivots, other factors.
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(5, 6, 6, dtype=torch.complex64, generator=g)
+    A = A + A.mT
+    b = torch.randn(5, 6, 2, dtype=torch.complex64, generator=g)
+    factor, pivots = torch.linalg.ldl_factor(A.to("tpu"))
+    expected = torch.linalg.ldl_factor(A)
+    assert torch.equal(pivots.cpu(), expected[1])
+    torch.testing.assert_close(factor.cpu(), expected[0])
+    torch.testing.assert_close(torch.linalg.ldl_solve(factor, pivots, b.to("tpu")).cpu(),
+                               torch.linalg.ldl_solve(*expected, b), rtol=1e-4, atol=1e-5)
+    with pytest.raises(NotImplementedError, match="hermitian=True of a complex matrix"):
+        torch.linalg.ldl_factor((A + A.mH).to("tpu"), hermitian=True)

@@ -29,19 +29,19 @@ def _sytf2(a):
 
     def step(state):
         a, piv, k, info = state
-        col = jnp.abs(a[:, k])
+        col = _cabs1(a[:, k])
         absakk = col[k]
         below = idx > k
         imax = jnp.argmax(jnp.where(below, col, -1))  # i?amax: the first largest
         colmax = jnp.where(k < n - 1, col[imax], 0)
         zero = (jnp.maximum(absakk, colmax) == 0) | jnp.isnan(absakk)
         # Largest off-diagonal entry in row/column imax of the trailing matrix.
-        row_imax = jnp.abs(a[imax, :])  # columns k .. imax - 1 (row imax)
-        col_imax = jnp.abs(a[:, imax])  # rows imax + 1 .. n - 1 (column imax)
+        row_imax = _cabs1(a[imax, :])  # columns k .. imax - 1 (row imax)
+        col_imax = _cabs1(a[:, imax])  # rows imax + 1 .. n - 1 (column imax)
         rowmax = jnp.maximum(jnp.max(jnp.where((idx >= k) & (idx < imax), row_imax, 0)),
                              jnp.max(jnp.where(idx > imax, col_imax, 0)))
         keep_k = (absakk >= alpha * colmax) | (absakk >= alpha * colmax * (colmax / rowmax))
-        take_imax = jnp.abs(a[imax, imax]) >= alpha * rowmax
+        take_imax = _cabs1(a[imax, imax]) >= alpha * rowmax
         kstep = jnp.where(zero | keep_k | take_imax, 1, 2)
         kp = jnp.where(zero | keep_k, k, imax)
         kk = k + kstep - 1
@@ -61,6 +61,21 @@ def _sytf2(a):
     state = (a, jnp.zeros((n,), jnp.int32), jnp.int32(0), jnp.int32(0))
     a, piv, _, info = lax.while_loop(lambda s: s[2] < n, step, state)
     return a, piv, info
+
+
+def _cabs1(z):
+    """LAPACK's magnitude for complex pivoting (icamax, csytf2): |re| + |im|."""
+    return jnp.abs(z.real) + jnp.abs(z.imag) if jnp.iscomplexobj(z) else jnp.abs(z)
+
+
+def _refuse_complex_hermitian(a, hermitian):
+    # LAPACK's ?hetrf conjugates in every update and pivots on the real diagonal: not this
+    # symmetric factorisation.
+    if hermitian and jnp.iscomplexobj(a):
+        raise NotImplementedError(
+            "torchtpu: linalg.ldl_factor / ldl_solve with hermitian=True of a complex matrix is "
+            "not supported on tpu (the symmetric hermitian=False form is); factor it on the "
+            "CPU")
 
 
 def _update1(a, k, idx):
@@ -93,6 +108,7 @@ def _update2(a, k, idx):
 
 @lowering(aten.linalg_ldl_factor_ex, static=("hermitian", "check_errors"))
 def _linalg_ldl_factor_ex(self, *, hermitian=False, check_errors=False):
+    _refuse_complex_hermitian(self, hermitian)
     batch, n = self.shape[:-2], self.shape[-1]
     if n == 0 or 0 in batch:
         return (self, jnp.zeros(self.shape[:-1], jnp.int32),
@@ -149,6 +165,7 @@ def _sytrs(ld, piv, b):
 
 @lowering(aten.linalg_ldl_solve, static=("hermitian",))
 def _linalg_ldl_solve(LD, pivots, B, *, hermitian=False):  # noqa: N803
+    _refuse_complex_hermitian(LD, hermitian)
     n = LD.shape[-1]
     batch = jnp.broadcast_shapes(LD.shape[:-2], pivots.shape[:-1], B.shape[:-2])
     if n == 0 or 0 in batch or B.shape[-1] == 0:
