@@ -307,7 +307,6 @@ def _overlap(a: TpuTensor, b: TpuTensor) -> bool:
 def _out_handler(func, compute, out_names, takes_dtype=False, pointwise=False):
     check = _OUT_DTYPE_CHECKS.get(func)
     no_overlap = func in _NO_OVERLAP
-
     returns_nothing = not func._schema.returns  # out: Tensor[] (split_with_sizes_copy)
 
     def handler(args, kwargs):
@@ -315,7 +314,7 @@ def _out_handler(func, compute, out_names, takes_dtype=False, pointwise=False):
         outs = []
         for name in out_names:
             out = kwargs.pop(name)
-            outs.extend(out) if isinstance(out, (list, tuple)) else outs.append(out)
+            outs += out if isinstance(out, (list, tuple)) else [out]
         for out in outs if check is not None else ():
             if message := check(args[0], out):
                 raise RuntimeError(message)
