@@ -190,7 +190,7 @@ def _checks_overlap(func, functional) -> bool:
 def refuse_self_overlap(t) -> None:
     """CPU's error for writing through a tensor that repeats an element (an expanded one:
     PyTorch's has_internal_overlap is certain only where a stride 0 repeats)."""
-    if isinstance(t, TpuTensor) and any(
+    if isinstance(t, TpuTensor) and not t._direct and any(
             st == 0 and n > 1 for n, st in zip(t.shape, t.stride(), strict=True)):
         raise RuntimeError(
             "unsupported operation: more than one element of the written-to tensor refers "
@@ -214,14 +214,20 @@ def _extent(t: TpuTensor) -> tuple:
 
 def _refuse_foreach_overlaps(args, self_overlap: bool) -> None:
     """A multi-tensor op's checks, as CPU's per-tensor loop makes them: each written tensor
-    against itself (an expanded gradient) and against its own operands."""
-    for i, t in enumerate(args[0]):
-        if self_overlap:
+    against itself (an expanded gradient) and against its own operands. (An optimizer step
+    writes every parameter several times: a tensor that covers its storage, or an operand
+    of another storage, is passed over without looking further.)"""
+    written = args[0]
+    lists = [a for a in args[1:] if isinstance(a, (list, tuple)) and len(a) == len(written)]
+    singles = [a for a in args[1:] if type(a) is TpuTensor]
+    for i, t in enumerate(written):
+        if type(t) is not TpuTensor:
+            continue
+        if self_overlap and not t._direct:
             refuse_self_overlap(t)
-        operands = [a[i] if isinstance(a, (list, tuple)) else a for a in args[1:]
-                    if not isinstance(a, (list, tuple)) or len(a) == len(args[0])]
-        if isinstance(t, TpuTensor):
-            refuse_partial_overlap(t, operands)
+        for x in [a[i] for a in lists] + singles:
+            if type(x) is TpuTensor and x._storage is t._storage:
+                refuse_partial_overlap(t, (x,))
 
 
 def _inplace_handler(func, compute, checks_overlap: bool = False, pointwise: bool = False):
