@@ -166,3 +166,13 @@ def test_norm_backward_of_low_precision_accumulates_in_float32(layer, dtype):
     torch.testing.assert_close(actual[2], expected[2], rtol=0, atol=0)
     torch.testing.assert_close(actual[1], expected[1], rtol=2e-6, atol=1e-6)
     torch.testing.assert_close(actual[0], expected[0])
+
+
+@pytest.mark.parametrize("eps", [None, 0.1])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_logit_rounds_each_step_as_cpu(dtype, eps):
+    # Unlike most ops, CPU's logit kernel rounds 1 - x, the quotient and the log each to the
+    # input's dtype (computed in float32 and rounded once, a third of the values differed).
+    x = torch.rand(20000, generator=torch.Generator().manual_seed(0)).to(dtype)
+    x[:3] = torch.tensor([0.0, 1.0, 0.5])
+    assert torch.equal(torch.logit(x.to("tpu"), eps=eps).cpu(), torch.logit(x, eps=eps))

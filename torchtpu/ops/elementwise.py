@@ -421,11 +421,13 @@ def _heaviside(self, values):
 
 
 @lowering(aten.logit)
-@opmath
 def _logit(self, eps=None):
+    # Not opmath: CPU's vectorised kernel rounds each step to a bfloat16/float16 input's dtype
+    # (eps too), and so do these steps.
     x = float_of(self)
     if eps is not None:
-        x = jnp.clip(x, eps, 1 - eps)
+        lo = jnp.asarray(eps, x.dtype)
+        x = jnp.clip(x, lo, 1 - lo)
     return jnp.log(x / (1 - x))
 
 
