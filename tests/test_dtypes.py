@@ -224,14 +224,10 @@ def test_sign_of_nan_and_negative_zero_is_zero_as_cpu():
 def test_out_of_range_floats_wrap_into_integers_as_cpu(source, target):
     # CPU converts through int64 (undefined in C++; what its kernels do).
     x = torch.tensor([-1.0, -100.0, 200.0, 2.7], dtype=source)
-    if source.is_complex:
-        with pytest.warns(UserWarning):
-            expected = x.to(target)
-    else:
-        expected = x.to(target)
     with warnings.catch_warnings():
+        # (complex -> real warns once per process, on CPU: whichever test casts first)
         warnings.simplefilter("ignore")
-        assert_same(x.to("tpu").to(target), expected)
+        assert_same(x.to("tpu").to(target), x.to(target))
 
 
 def _bits_equal(cpu: torch.Tensor, tpu: torch.Tensor) -> None:
