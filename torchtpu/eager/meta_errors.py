@@ -457,11 +457,18 @@ def _pixel_unshuffle_check(self, downscale_factor):
     return None
 
 
+def _same_dtype(self, other, *_, **__) -> str | None:
+    """CPU's kernels that take their operands in one dtype (linalg_cross, grid_sampler)."""
+    if self.dtype != other.dtype:
+        return (f"expected scalar type {scalar_type_name(self.dtype)} but found "
+                f"{scalar_type_name(other.dtype)}")
+    return None
+
+
 def _grid_sampler_check(input, grid, *_):  # noqa: A002
     """check_grid_sampler_common, in CPU's order."""
-    if input.dtype != grid.dtype:
-        return (f"expected scalar type {scalar_type_name(input.dtype)} but found "
-                f"{scalar_type_name(grid.dtype)}")
+    if message := _same_dtype(input, grid):
+        return message
     if grid.shape[0] != input.shape[0]:
         return ("grid_sampler(): expected grid and input to have same batch size, but got "
                 f"input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
@@ -556,11 +563,7 @@ def _norm_dtypes(*at: int):
             if any(p.dtype != np.float32 for p in params):
                 return "mixed dtype (CPU): expect parameter to have scalar type of Float"
             return None
-        for p in params[1:]:
-            if p.dtype != x.dtype:
-                return (f"expected scalar type {scalar_type_name(x.dtype)} but found "
-                        f"{scalar_type_name(p.dtype)}")
-        return None
+        return next(filter(None, (_same_dtype(x, p) for p in params[1:])), None)
 
     return check
 
@@ -681,6 +684,10 @@ _DIM_AT = {_aten._softmax.default: 1, _aten._log_softmax.default: 1, _aten.sort.
            _aten.index_fill.int_Scalar: 1, _aten.index_fill.int_Tensor: 1,
            _aten.unique_dim.default: 1, _aten.max.dim: 1, _aten.min.dim: 1,
            _aten.argmax.default: 1, _aten.argmin.default: 1}
+
+_UNSCALE_KERNEL = _kernel_refuses("_amp_foreach_non_finite_check_and_unscale_cpu", "biuc")
+
+
 def _unscale_check(grads, found_inf, inv_scale):
     """GradScaler's unscale: CPU's checks of its scalars, then of each gradient's dtype."""
     scalars = (("inv_scale", inv_scale), ("found_inf", found_inf))
@@ -690,19 +697,7 @@ def _unscale_check(grads, found_inf, inv_scale):
     for name, t in scalars:
         if np.dtype(t.dtype) != np.float32:
             return f"{name} must be a float tensor."
-    for g in grads:
-        if np.dtype(g.dtype).kind not in "fV":  # V: bfloat16 (a numpy extension type)
-            return NotImplementedError('"_amp_foreach_non_finite_check_and_unscale_cpu" not '
-                                       f"implemented for '{scalar_type_name(g.dtype)}'")
-    return None
-
-
-def _same_dtype(self, other, *_, **__) -> str | None:
-    """CPU's kernels that take both operands in one dtype (linalg_cross)."""
-    if self.dtype != other.dtype:
-        return (f"expected scalar type {scalar_type_name(self.dtype)} but found "
-                f"{scalar_type_name(other.dtype)}")
-    return None
+    return next(filter(None, map(_UNSCALE_KERNEL, grads)), None)
 
 
 _CPU_CHECKS = {

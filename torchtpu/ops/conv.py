@@ -402,8 +402,8 @@ def _native_batch_norm_backward(grad_out, input, weight, running_mean, running_v
     param_dtype = weight.dtype if weight is not None else input.dtype
     # CPU accumulates a bfloat16/float16 backward in float32 and rounds each gradient once
     # (the bias's gradient of bfloat16 activations under autocast is a float32 sum).
-    grad_out, x, w = _float32_of_low(grad_out, input, weight if weight is not None
-                                     else jnp.ones((input.shape[1],), input.dtype))
+    grad_out, x, w = map(upcast, (grad_out, input, weight if weight is not None
+                                  else jnp.ones((input.shape[1],), input.dtype)))
     _, vjp = jax.vjp(f, x, w)
     gx, gw = vjp(grad_out)
     gb = jnp.sum(grad_out, axis=(0,) + tuple(range(2, input.ndim)))
@@ -411,11 +411,6 @@ def _native_batch_norm_backward(grad_out, input, weight, running_mean, running_v
             gw.astype(param_dtype) if output_mask[1] else None,
             gb.astype(param_dtype) if output_mask[2] else None)
 
-
-def _float32_of_low(*arrays):
-    """Each array, float32 where it is bfloat16 or float16."""
-    return [a.astype(jnp.float32) if a.dtype in (jnp.bfloat16, jnp.float16) else a
-            for a in arrays]
 
 
 def _group_norm(x, weight, bias, N, C, HxW, group, eps):
@@ -442,8 +437,8 @@ def _native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, 
                                 output_mask):
     param_dtype = weight.dtype if weight is not None else input.dtype
     # In float32 for bfloat16/float16, each gradient rounded once (as CPU).
-    grad_out, x, w = _float32_of_low(grad_out, input, weight if weight is not None
-                                     else jnp.ones((C,), input.dtype))
+    grad_out, x, w = map(upcast, (grad_out, input, weight if weight is not None
+                                  else jnp.ones((C,), input.dtype)))
     # The backward op gets no eps: work from the saved mean and rstd.
     xf = x.reshape(N, group, C // group * HxW)
     xhat = ((xf - mean[..., None]) * rstd[..., None]).reshape(input.shape)
