@@ -83,7 +83,11 @@ def test_multi_tensor_writes_check_overlap_as_each_tensor_would(write):
 
 
 def test_multi_tensor_partial_overlap_and_zero():
-    raises_as_cpu(_partial)
+    def partial(device):  # x[1:] += x[:-1] reads elements it has already written
+        x = torch.arange(5.0, device=device)
+        torch._foreach_add_([x[1:]], [x[:-1]])
+
+    raises_as_cpu(partial)
 
     def zero(device):  # zero_ may write an expanded tensor, and so may _foreach_zero_
         g = torch.tensor([1.0, 2.0], device=device).expand(3, 2)
@@ -91,11 +95,6 @@ def test_multi_tensor_partial_overlap_and_zero():
         return g
 
     assert_same(zero(TPU), zero("cpu"))
-
-
-def _partial(device):
-    x = torch.arange(5.0, device=device)
-    torch._foreach_add_([x[1:]], [x[:-1]])
 
 
 def test_inplace_abs_of_complex_is_refused():
