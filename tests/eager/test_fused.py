@@ -185,6 +185,27 @@ def test_sync_points(sync, fused):
     assert _programs("execute") == 1
 
 
+@pytest.mark.parametrize("lookup", [
+    lambda w, i: w.gather(0, i[:, None].expand(-1, w.shape[1])),
+    lambda w, i: w[i],
+    lambda w, i: w.index_select(0, i),
+    lambda w, i: torch.nn.functional.embedding(i, w),
+], ids=["gather", "index", "index_select", "embedding"])
+def test_a_scattered_gradient_accumulates_as_in_strict_eager(lookup):
+    # The scatter-add into zeros and the other path's gradient are summed apart (XLA would
+    # fold them into one scatter, another order where indices repeat).
+    def weight_grad(mode):
+        with torchtpu.set_eager_mode(mode):
+            gen = torch.Generator().manual_seed(0)
+            w = torch.randn(64, 32, generator=gen).to("tpu").requires_grad_()
+            idx = torch.randint(0, 64, (4000,), generator=gen).to("tpu")
+            up, other = torch.randn(4000, 32, generator=gen), torch.randn(64, 32, generator=gen)
+            ((lookup(w, idx) * up.to("tpu")).sum() + (w * other.to("tpu")).sum()).backward()
+            return w.grad.cpu()
+
+    assert torch.equal(weight_grad("fused"), weight_grad("strict"))
+
+
 def test_views_and_inplace_inside_one_program(fused):
     a = torch.arange(12.0, device="tpu").reshape(3, 4)
     a[1].add_(100)

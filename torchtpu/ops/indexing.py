@@ -92,13 +92,23 @@ def _check_count(self, indices):
         )
 
 
+def summed_apart(scattered):
+    """A scatter-add's result, kept as computed. XLA folds ``zeros.at[i].add(u) + y`` into
+    ``y.at[i].add(u)``: another summation order where indices repeat, so a gradient scattered
+    into zeros (embedding, gather, indexing backwards) and then accumulated would differ,
+    fused or compiled, from strict eager and CPU. A barrier keeps the two sums apart."""
+    return lax.optimization_barrier(scattered)
+
+
 @executable(static_argnums=(3,))
 def _index_put_jit(self, indices, values, accumulate):
     ref = self.at[_key(indices)]
     values = values.astype(self.dtype)
     if not accumulate:
         return ref.set(values)
-    return ref.max(values) if self.dtype == jnp.bool_ else ref.add(values)  # bool: logical or
+    if self.dtype == jnp.bool_:  # logical or
+        return ref.max(values)
+    return summed_apart(ref.add(values))
 
 
 @executable()
@@ -167,7 +177,7 @@ def _scatter_reduce_apply(self, idx, src, reduce):
         reduce = {"sum": "amax", "add": "amax", "prod": "amin", "multiply": "amin"}.get(
             reduce, reduce)
     if reduce in ("sum", "add"):
-        return ref.add(src)
+        return summed_apart(ref.add(src))
     if reduce in ("prod", "multiply"):
         return ref.multiply(src)
     if reduce == "amax":
@@ -266,7 +276,7 @@ def _index_add_vector(self, dim, index, source, *, alpha=1):
     key = (slice(None),) * dim + (index,)
     if self.dtype == jnp.bool_:  # bool addition is a logical or
         return self.at[key].max(jnp.logical_and(source, alpha))
-    return self.at[key].add((source * alpha).astype(self.dtype))
+    return summed_apart(self.at[key].add((source * alpha).astype(self.dtype)))
 
 
 @lowering(aten.index_copy)

@@ -11,6 +11,7 @@ import torch
 from .conv import _scatter_at_indices
 from .dtypes import check_with_meta, opmath, upcast
 from .elementwise import exact_rsqrt
+from .indexing import summed_apart
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -37,7 +38,7 @@ def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx,
         counts = jnp.zeros((num_weights,), grad.dtype).at[flat].add(1)
         grad = grad / counts[flat][:, None]
     out = jnp.zeros((num_weights, grad.shape[1]), grad.dtype)
-    return out.at[flat].add(grad)
+    return summed_apart(out.at[flat].add(grad))
 
 
 def _norm_axes(x, normalized_shape):
@@ -237,4 +238,4 @@ def _masked_scatter_backward(grad_output, mask, sizes):
     g = jnp.broadcast_to(grad_output, shape).reshape(-1)
     n = math.prod(sizes)
     pos = jnp.where(m, jnp.cumsum(m) - 1, n)
-    return jnp.zeros((n,), g.dtype).at[pos].add(g, mode="drop").reshape(tuple(sizes))
+    return summed_apart(jnp.zeros((n,), g.dtype).at[pos].add(g, mode="drop")).reshape(tuple(sizes))
