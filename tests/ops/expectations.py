@@ -1,7 +1,7 @@
 """Known OpInfo failures on tpu, each with a one-line reason.
 
 Keyed by (op, variant, dtype, test): test is "forward", "grad" or "errors"; dtype is
-"float32", "bfloat16", "int64", "bool", "complex64" (or "any" for errors). An entry whose test
+"float32", "bfloat16", "int64", "bool", "complex64", "float64" (or "any" for errors). An entry whose test
 passes fails the suite, so this table always tells the truth: remove an entry when its op is
 fixed.
 Reasons starting "executor:" need a fix outside the lowering rules (torchtpu/eager,
@@ -39,6 +39,7 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     'no rule or decomposition for aten._to_sparse.default': [
         ('to_sparse', '', 'bfloat16', 'forward'),
         ('to_sparse', '', 'complex64', 'forward'),
+        ('to_sparse', '', 'float64', 'forward'),
         ('to_sparse', '', 'bool', 'forward'),
         ('to_sparse', '', 'float32', 'forward'),
         ('to_sparse', '', 'float32', 'grad'),
@@ -47,6 +48,7 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     'complex32 (chalf) has no XLA dtype': [
         ('chalf', '', 'bfloat16', 'forward'),
         ('chalf', '', 'complex64', 'forward'),
+        ('chalf', '', 'float64', 'forward'),
         ('chalf', '', 'bool', 'forward'),
         ('chalf', '', 'float32', 'forward'),
         ('chalf', '', 'int64', 'forward'),
@@ -73,6 +75,7 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     'no rule or decomposition for aten._sparse_mm_reduce_impl.default': [
         ('sparse.mm', 'reduce', 'bfloat16', 'forward'),
         ('sparse.mm', 'reduce', 'float32', 'forward'),
+        ('sparse.mm', 'reduce', 'float64', 'forward'),
         ('sparse.mm', 'reduce', 'float32', 'grad'),
     ],
     'ties: CPU picks among equal values by its quickselect (kthvalue) or libstdc++ nth_element/partial_sort (topk); tpu takes the first': [  # noqa: E501
@@ -93,6 +96,7 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     'no rule or decomposition for aten.sparse_sampled_addmm.default': [
         ('sparse.sampled_addmm', '', 'float32', 'forward'),
         ('sparse.sampled_addmm', '', 'complex64', 'forward'),
+        ('sparse.sampled_addmm', '', 'float64', 'forward'),
         ('sparse.sampled_addmm', '', 'float32', 'grad'),
     ],
     "bfloat16 rounding: CPU's 3-D adaptive average pool rounds between its passes (CPU's own float32 result is as far from it)": [  # noqa: E501
@@ -117,6 +121,7 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     'random: the low-rank sketch is drawn from the generator; with M given the input is full rank and the approximation depends on it (PyTorch skips test_compare_cpu)': [  # noqa: E501
         ('svd_lowrank', '', 'float32', 'forward'),
         ('svd_lowrank', '', 'complex64', 'forward'),
+        ('svd_lowrank', '', 'float64', 'forward'),
     ],
     "complex: CPU returns max + log1p(exp(min - max)) without bringing the imaginary part back into (-pi, pi]; jnp.logaddexp and lax.cumlogsumexp give the principal value, 2*pi apart on some samples": [  # noqa: E501
         ('logaddexp', '', 'complex64', 'forward'),

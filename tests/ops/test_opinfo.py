@@ -43,7 +43,8 @@ from torch.testing._internal.common_methods_invocations import op_db  # noqa: E4
 from torchtpu.debug import coverage  # noqa: E402
 
 TPU = "tpu:0"
-DTYPES = (torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.complex64)
+DTYPES = (torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.complex64,
+          torch.float64)
 MODES = ("strict", "debug")
 # Samples per op in the default suite (fixed: the first ones the OpInfo yields).
 FAST_SAMPLES = {"forward": 1, "grad": 1, "errors": 3}
