@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 from compile_testlib import fresh_dynamo  # noqa: F401  (autouse fixture)
 from conftest import TPU
@@ -48,3 +49,137 @@ def test_bucket_spec_forms():
     assert parse([64, 16]).sizes == (16, 64)
     spec = parse({"sizes": [8], "pad": {1: -100}})
     assert spec.bucket(3) == 8 and spec.bucket(9) == 9 and spec.pad == {1: -100}
+
+
+def _compare_lengths(fn, make, lengths=(5, 7, 9), **options):
+    """``fn`` bucketed on tpu against CPU eager, per length; the graph metrics after."""
+    compiled = torch.compile(fn, backend="tpu", options={"buckets": {"sizes": (8, 16),
+                                                                     **options}})
+    reset_metrics()
+    for length in lengths:
+        torch.manual_seed(length)
+        args = make(length)
+        expected = fn(*args)
+        actual = compiled(*[a.to(TPU) if isinstance(a, torch.Tensor) else a for a in args])
+        torch.testing.assert_close(actual.cpu(), expected, rtol=1e-5, atol=1e-5)
+    return metrics()["graph"]
+
+
+def _sequences(length):
+    return (torch.randn(2, length, 4),)
+
+
+def _attention(length):
+    return tuple(torch.randn(2, 2, length, 8) for _ in range(3))
+
+
+def _float_mask(length):
+    mask = torch.zeros(2, length)
+    mask[0, -2:] = float("-inf")
+    return (*_attention(length), mask)
+
+
+F = torch.nn.functional
+# Each reads padded positions at some real one: the graph must run unpadded.
+READS_PADDING = {
+    "mean": (lambda x: x.mean(1), _sequences),
+    "softmax": (lambda x: x.softmax(1), _sequences),
+    "sort": (lambda x: x.sort(1).values, _sequences),
+    "flip": (lambda x: x.flip(1), _sequences),
+    "last": (lambda x: x[:, -1], _sequences),
+    "length as a number": (lambda x: x.sum(1) / x.shape[1], _sequences),
+    "layer_norm over it": (lambda x: F.layer_norm(x.transpose(1, 2), x.shape[1:2]), _sequences),
+    "attention, no mask": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), _attention),
+    "mask padded with 0": (
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m[:, None, None]),
+        _float_mask),
+}
+
+
+@pytest.mark.parametrize("case", READS_PADDING.values(), ids=READS_PADDING.keys())
+def test_a_graph_that_reads_padded_positions_runs_unpadded(case):
+    fn, make = case
+    graph = _compare_lengths(fn, make)
+    assert graph["bucket_unpadded"] == 1
+    assert "bucket_compile" in graph  # one program per size, as without buckets
+
+
+# Real positions never read padded ones: one program per bucket.
+IGNORES_PADDING = {
+    "elementwise and a prefix scan": (lambda x: (x * 2).cumsum(1).relu(), _sequences),
+    # q, k and v of one projection share their length (separate inputs could differ, and
+    # a shorter key sequence would let real queries see padded keys: run unpadded)
+    "causal attention": (lambda qkv: F.scaled_dot_product_attention(*qkv.unbind(0),
+                                                                    is_causal=True),
+                         lambda length: (torch.randn(3, 2, 2, length, 8),)),
+    "mask padded with -inf": (
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m[:, None, None]),
+        _float_mask),
+}
+
+
+@pytest.mark.parametrize("case", IGNORES_PADDING.values(), ids=IGNORES_PADDING.keys())
+def test_a_graph_that_ignores_padded_positions_shares_bucket_programs(case):
+    fn, make = case
+    graph = _compare_lengths(fn, make, lengths=(5, 7, 9, 11), pad={"m": float("-inf")})
+    assert "bucket_unpadded" not in graph
+    assert graph["bucket_compile"] == 2  # 7 -> 8; 9 and 11 -> 16
+
+
+def test_a_number_argument_is_passed_as_it_is():
+    graph = _compare_lengths(lambda x, k: x * k, lambda n: (torch.ones(3), n))
+    assert "bucket_compile" not in graph or graph.get("bucket_unpadded", 0) == 0
+
+
+def test_a_smaller_last_batch_trains_as_on_cpu():
+    # The batch dimension turns symbolic at the first smaller batch; the mean loss over
+    # padded rows would divide by the bucket.
+    torch.manual_seed(0)
+    cpu = torch.nn.Linear(4, 1)
+    tpu = copy.deepcopy(cpu).to(TPU)
+
+    def step_of(net):
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+        def step(x, y):
+            loss = F.mse_loss(net(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss
+        return step
+
+    compiled = torch.compile(step_of(tpu), backend="tpu", options={"buckets": [64, 128]})
+    eager = step_of(cpu)
+    for batch in (32, 32, 20, 32, 12):
+        x, y = torch.randn(batch, 4), torch.randn(batch, 1)
+        torch.testing.assert_close(compiled(x.to(TPU), y.to(TPU)).cpu(), eager(x, y))
+    torch.testing.assert_close(tpu.weight.detach().cpu(), cpu.weight.detach())
+
+
+def test_a_write_into_a_padded_input_reaches_the_caller():
+    def scale(x):
+        x.mul_(2)
+        return x + 1
+
+    compiled = torch.compile(scale, backend="tpu", options={"buckets": [8, 16]})
+    for length in (5, 7, 9):
+        x = torch.ones(2, length, device=TPU)
+        out = compiled(x)
+        assert torch.equal(x.cpu(), torch.full((2, length), 2.0))
+        assert torch.equal(out.cpu(), torch.full((2, length), 3.0))
+
+
+def test_cut_outputs_are_contiguous_tensors_of_their_own():
+    compiled = torch.compile(lambda x: x * 2, backend="tpu", options={"buckets": [8, 16]})
+    for length in (5, 7):
+        out = compiled(torch.ones(2, length, 3, device=TPU))
+    assert out.is_contiguous() and out.view(-1).shape == (42,)
+    assert out.untyped_storage().nbytes() == 42 * 4
+
+
+@pytest.mark.parametrize("spec", [8, "816", [8.7], [True, 16], [-8, 16], {"size": [8]},
+                                  {"sizes": [8], "pad": -100}, {"sizes": [8], "pad": {"x": "a"}}])
+def test_malformed_bucket_options_are_refused(spec):
+    with pytest.raises(ValueError, match="torchtpu: (unknown )?bucket"):
+        parse(spec)

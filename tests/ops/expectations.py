@@ -1,9 +1,9 @@
 """Known OpInfo failures on tpu, each with a one-line reason.
 
 Keyed by (op, variant, dtype, test): test is "forward", "grad" or "errors"; dtype is
-"float32", "bfloat16", "int64", "bool", "complex64", "float64" (or "any" for errors). An entry whose test
-passes fails the suite, so this table always tells the truth: remove an entry when its op is
-fixed.
+"float32", "bfloat16", "int64", "bool", "complex64", "float64" (or "any" for errors). An entry
+whose test passes fails the suite, so this table always tells the truth: remove an entry when
+its op is fixed.
 Reasons starting "executor:" need a fix outside the lowering rules (torchtpu/eager,
 tensor.py). Reasons starting "hardware:" are differences in PyTorch's own CPU result between
 host CPUs (its kernels pick another algorithm per instruction set): such an entry may pass.

@@ -10,12 +10,15 @@ dimensions to the smallest bucket that fits, runs the program compiled for that 
 (one per bucket, with static shapes), and slices the outputs back to the true size. The
 padding and slicing are ordinary tpu ops, so autograd carries gradients through both.
 
-Padding is only correct if the model ignores the padded positions, and that is what the
-pad values are for: inputs are padded with 0 unless ``pad`` names another value, by
-argument name (a compiled function's parameter) or position (a compiled module's
-``forward`` argument). The usual cases: causal attention (a position never sees later
-ones), targets padded with ``ignore_index`` (-100) so the loss skips them, an attention
-mask padded with 0. Sizes beyond the largest bucket run unpadded.
+Padding must not change the real part of any output. bucket_safety.py checks each graph
+once: ops that keep a real position's result independent of padded positions pass (causal
+attention, a mask padded with False or -inf, a loss whose targets are padded with its
+``ignore_index``, elementwise ops, matmuls and norms over other dimensions); a graph with
+anything else (a mean or softmax over the padded dimension, a size used as a number, a
+write into a padded input) runs unpadded, one program per size, with the reason in
+``torchtpu.debug.explain_recompile()``. Inputs are padded with 0 unless ``pad`` names
+another value by argument name (or position, for a function taking ``*args``). Sizes
+beyond the largest bucket run unpadded.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from torch import fx
 
 from ..debug import counters as metrics
 from ..debug import explain
+from . import bucket_safety
 
 
 @dataclass(frozen=True)
@@ -44,20 +48,27 @@ class BucketSpec:
 
 
 def parse(spec) -> BucketSpec | None:
-    """``None``, a list of sizes, or ``{"sizes": [...], "pad": {name_or_position: value}}``."""
+    """``None``, a list of sizes, or ``{"sizes": [...], "pad": {argument_name: value}}``."""
     if spec is None:
         return None
     if isinstance(spec, dict):
         unknown = set(spec) - {"sizes", "pad"}
         if unknown:
-            raise ValueError(f"torchtpu: unknown bucket option(s) {sorted(unknown)}")
-        sizes, pad = spec.get("sizes"), dict(spec.get("pad") or {})
+            raise ValueError(f"torchtpu: unknown bucket option(s) {sorted(unknown)}; known: "
+                             f"'sizes' and 'pad'")
+        sizes, pad = spec.get("sizes"), spec.get("pad") or {}
     else:
         sizes, pad = spec, {}
-    sizes = tuple(sorted(int(s) for s in sizes or ()))
-    if not sizes or sizes[0] <= 0:
+    if not isinstance(sizes, (list, tuple)) or not all(
+            isinstance(s, int) and not isinstance(s, bool) for s in sizes):
+        raise ValueError(f"torchtpu: buckets' sizes must be a list of ints, got {sizes!r}")
+    if not sizes or min(sizes) <= 0:
         raise ValueError(f"torchtpu: buckets need positive sizes, got {spec!r}")
-    return BucketSpec(sizes, pad)
+    if not isinstance(pad, dict) or not all(
+            isinstance(v, (int, float, bool)) for v in pad.values()):
+        raise ValueError(f"torchtpu: buckets' 'pad' must map argument names to numbers, "
+                         f"got {pad!r}")
+    return BucketSpec(tuple(sorted(set(sizes))), dict(pad))
 
 
 def _symbol(size):
@@ -108,9 +119,20 @@ class Bucketed:
             elif isinstance(x, torch.SymInt) and _symbol(x) is not None:
                 self.int_inputs.append((i, _symbol(x)))
                 self.readers.setdefault(_symbol(x), ("int", i, None))
+        # Only sizes of tensors are padded; a Python number Dynamo made symbolic is passed as
+        # it is (unless it is also a tensor's size).
+        self.padded = padded = {s for _, dims, _ in self.tensor_dims for _, s in dims}
+        self.int_inputs = [(i, s) for i, s in self.int_inputs if s in padded]
         self.output_dims, self.sliceable = self._output_dims(gm)
         # Every symbol an output is cut by must be readable from the inputs.
         self.sliceable &= all(s in self.readers for d in self.output_dims for _, s in d)
+        if self.sliceable:
+            try:
+                bucket_safety.check(gm, padded, {i: v for i, _, v in self.tensor_dims})
+            except bucket_safety.Unsafe as e:
+                self.sliceable = False
+                metrics.count("graph", "bucket_unpadded")
+                explain.note(f"buckets off for this graph, each size runs unpadded: {e}")
         self.programs: dict[tuple, Callable] = {}
 
     def _output_dims(self, gm: fx.GraphModule):
@@ -131,7 +153,8 @@ class Bucketed:
         values = {}
         for sym, (kind, i, d) in self.readers.items():
             values[sym] = int(args[i].shape[d]) if kind == "tensor" else int(args[i])
-        sizes = {sym: self.spec.bucket(v) for sym, v in values.items()}
+        sizes = {sym: self.spec.bucket(v) if sym in self.padded else v
+                 for sym, v in values.items()}
         if not self.sliceable or sizes == values:
             sizes = dict(values)  # nothing to pad (or nothing we could cut back)
         key = tuple(sorted((str(s), n) for s, n in sizes.items()))
@@ -172,10 +195,13 @@ def _pad(x: torch.Tensor, dims: list[tuple[int, int]], value) -> torch.Tensor:
 def _cut(x, dims, values):
     if not isinstance(x, torch.Tensor):
         return x
+    cut = x
     for d, sym in dims:
-        if x.shape[d] != values[sym]:
-            x = x.narrow(d, 0, values[sym])
-    return x
+        if cut.shape[d] != values[sym]:
+            cut = cut.narrow(d, 0, values[sym])
+    # A fresh tensor, as the unpadded program returns: a narrowed view would keep the padded
+    # buffer alive and refuse .view().
+    return cut.contiguous() if cut is not x else x
 
 
 def compile_bucketed(gm: fx.GraphModule, example_inputs: list, spec: BucketSpec,
