@@ -348,3 +348,26 @@ def test_cross_of_two_dtypes_is_refused(cross):
     # CPU's kernel takes one dtype; the float32 operand was rounded to bfloat16 silently.
     raises_as_cpu(lambda d: cross(torch.ones(2, 3, dtype=torch.bfloat16, device=d),
                                   torch.ones(2, 3, device=d)))
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_a_changed_default_dtype_reaches_programs_already_built(mode):
+    # Rules read the default dtype as they are traced (integer division, sqrt of integers):
+    # a program built under float32 must not answer under float64.
+    import torchtpu
+
+    def f(x):
+        return torch.sqrt(x) + x / 3
+
+    ints = torch.tensor([1, 2, 7])
+    with torchtpu.set_eager_mode(mode):
+        assert f(ints.to("tpu")).dtype == torch.float32
+        torch.set_default_dtype(torch.float64)
+        try:
+            out = f(ints.to("tpu"))
+            expected = f(ints)
+        finally:
+            torch.set_default_dtype(torch.float32)
+        assert out.dtype == torch.float64
+        torch.testing.assert_close(out.cpu(), expected)
+        assert f(ints.to("tpu")).dtype == torch.float32

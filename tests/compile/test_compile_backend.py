@@ -579,3 +579,17 @@ def test_default_backend_compiles_graphs_that_make_tpu_tensors():
     assert_same(make(5), torch.arange(5) * 2)
     move = torch.compile(lambda x: x.to(TPU) * 2)
     assert_same(move(torch.ones(4)), torch.ones(4) * 2)
+
+
+def test_a_changed_default_dtype_gets_its_own_program():
+    # Dynamo retraces on the global change; the ATen graph's code is the same text.
+    f = torch.compile(lambda x: x / 3, backend="tpu")
+    ints = torch.tensor([1, 2, 7])
+    assert f(ints.to(TPU)).dtype == torch.float32
+    torch.set_default_dtype(torch.float64)
+    try:
+        out, expected = f(ints.to(TPU)), ints / 3
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(out.cpu(), expected)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -127,3 +128,23 @@ def test_empty_cache_dir_turns_it_off(monkeypatch):
         monkeypatch.undo()
         if before is not None:
             compile_cache.setup()  # back to what the process had
+
+
+def test_a_copied_cache_starts_warm(tmp_path):
+    cold = _run(tmp_path / "built")
+    # A cache baked into an image or restored by CI sits at another path than it was built.
+    shutil.copytree(tmp_path / "built", tmp_path / "moved")
+    warm = _run(tmp_path / "moved")
+    assert warm["cache"].get("persistent_miss", 0) == 0
+    assert warm["cache"]["persistent_hit"] == cold["cache"]["persistent_write"]
+
+
+def test_an_unusable_cache_folder_warns_and_runs_without(tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    p = _start(a_file / "sub")
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err[-3000:]
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["dir"] == "None" and result["cache"]["persistent_unusable"] >= 1
+    assert "cannot be used" in err

@@ -35,6 +35,7 @@ def graph_key(gm: fx.GraphModule, kind: str, options: tuple = ()) -> str:
         "platform": platform.platform(),
         "flags": repr(config.compile_key()),
         "options": repr(options),
+        "default_dtype": str(torch.get_default_dtype()),  # read by rules as they are traced
     }
     h = hashlib.sha256()
     for label, value in parts.items():

@@ -105,9 +105,10 @@ def record(exe: Executable, args: tuple, kwargs: dict):
         avals.append(t.leaf_avals[idx])
     wiring = tuple(wiring)
     sig = (exe, statics, kw_statics, treedef, tuple(avals))
-    shape_info = _AVALS.get(sig)
+    key = (sig, torch.get_default_dtype())  # rules read it as they are traced
+    shape_info = _AVALS.get(key)
     if shape_info is None:
-        shape_info = _AVALS[sig] = _shapes(sig, exe, args, kwargs)
+        shape_info = _AVALS[key] = _shapes(sig, exe, args, kwargs)
     out_treedef, out_avals = shape_info
     node = len(t.nodes)
     outs = [Pending(a.shape, a.dtype, (node, j)) for j, a in enumerate(out_avals)]
@@ -141,7 +142,8 @@ def _call_text(exe, statics, kw_statics, treedef, inputs) -> str | None:
     if exe.key is None:
         return None
     try:
-        return f"{exe.key}|{stable(statics)}|{stable(kw_statics)}|{treedef}|{stable(inputs)}"
+        return (f"{exe.key}|{stable(statics)}|{stable(kw_statics)}|{treedef}|{stable(inputs)}"
+                f"|{torch.get_default_dtype()}")
     except Unstable:
         return None
 
@@ -342,7 +344,7 @@ def _run(t: _Trace, keep: tuple = ()) -> list:
     donated = _donatable(t.leaves, [p for p in outputs if p is not None])
     del outputs
     # A node's executable hashes by identity, so the nodes themselves are the trace's key.
-    sig = (tuple(t.nodes), tuple(t.leaf_avals), needed, donated)
+    sig = (tuple(t.nodes), tuple(t.leaf_avals), needed, donated, torch.get_default_dtype())
     entry = _PROGRAMS.get(sig)
     if entry is None:
         order = _alias_order(t, needed, donated)

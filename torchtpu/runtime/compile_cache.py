@@ -21,6 +21,7 @@ import hashlib
 import importlib.metadata
 import os
 import tempfile
+import warnings
 from pathlib import Path
 
 import jax
@@ -138,7 +139,19 @@ def setup() -> Path | None:
         return None
     root = default_dir() if where == "auto" else Path(where).expanduser()
     path = root / version_tag()
-    cache = CheckedFileCache(path)
+    try:
+        cache = CheckedFileCache(path)
+    except OSError as e:
+        # At import: nothing the user runs could recover from a raise here.
+        metrics.count("cache", "persistent_unusable")
+        warnings.warn(f"torchtpu: the compile cache folder {path} cannot be used ({e}); "
+                      "running without a persistent cache. Set TORCHTPU_CACHE_DIR to a writable "
+                      "folder, or to nothing to turn the cache off.", stacklevel=2)
+        _active = None
+        return None
+    # JAX names the cache's own folder in every entry's key (for XLA:GPU's autotuning
+    # cache): a cache moved, copied or reached through a symlink would never hit.
+    jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)

@@ -79,7 +79,8 @@ def key(*parts: str) -> str:
     """A store key: ``parts`` plus everything else that shapes a traced program."""
     h = hashlib.sha256()
     for part in (_source_digest(), platform(), repr(config.compile_key()),
-                 str(jax.config.jax_default_matmul_precision), *parts):
+                 str(jax.config.jax_default_matmul_precision), str(torch.get_default_dtype()),
+                 *parts):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
