@@ -206,6 +206,28 @@ def test_a_scattered_gradient_accumulates_as_in_strict_eager(lookup):
     assert torch.equal(weight_grad("fused"), weight_grad("strict"))
 
 
+# Chains XLA would rewrite as one expression inside a program (a * rsqrt(b), a * exp(-b),
+# exp(a + b), a, a multiplication by 1/b), each some ulps from the ops computed apart.
+REWRITTEN = {
+    "x / y.sqrt()": lambda x, y: x / y.sqrt(),
+    "y.sqrt().reciprocal()": lambda x, y: y.sqrt().reciprocal(),
+    "x / y.exp()": lambda x, y: x / y.exp(),
+    "x.exp() * y.exp()": lambda x, y: x.exp() * y.exp(),
+    "x.exp().log()": lambda x, y: x.exp().log(),
+    "x / x.norm(keepdim)": lambda x, y: x / x.norm(dim=-1, keepdim=True),
+}
+
+
+@pytest.mark.parametrize("chain", REWRITTEN.values(), ids=REWRITTEN.keys())
+def test_a_chain_xla_would_rewrite_is_computed_as_in_strict_eager(chain):
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(64, 96, generator=gen), torch.rand(64, 96, generator=gen) + 0.5
+    strict = chain(x.to("tpu"), y.to("tpu")).cpu()
+    with torchtpu.set_eager_mode("fused"):
+        fused = chain(x.to("tpu"), y.to("tpu")).cpu()
+    assert torch.equal(fused, strict)
+
+
 def test_views_and_inplace_inside_one_program(fused):
     a = torch.arange(12.0, device="tpu").reshape(3, 4)
     a[1].add_(100)

@@ -109,13 +109,23 @@ def exact_rsqrt(x):
     return 1 / lax.optimization_barrier(jnp.sqrt(x))
 
 
+def apart(fn):
+    """``fn`` with a result XLA may not rewrite together with the op that reads it: it turns
+    a / sqrt(b) into a * rsqrt(b), a / exp(b) into a * exp(-b), exp(a) * exp(b) into
+    exp(a + b) and log(exp(a)) into a, each some ulps from the two ops CPU and strict eager
+    compute (fused eager and compiled programs hold both). On XLA:CPU the barrier costs
+    nothing (its rsqrt is ~5x slower than a sqrt and a division)."""
+    return lambda x: lax.optimization_barrier(fn(x))
+
+
 for _op, _fn in [
     (aten.acos, jnp.arccos), (aten.acosh, jnp.arccosh), (aten.asin, jnp.arcsin),
     (aten.asinh, jnp.arcsinh), (aten.atan, jnp.arctan), (aten.atanh, jnp.arctanh),
     (aten.cos, jnp.cos), (aten.cosh, jnp.cosh), (aten.sin, jnp.sin), (aten.sinh, jnp.sinh),
-    (aten.tan, jnp.tan), (aten.tanh, jnp.tanh), (aten.exp, jnp.exp), (aten.exp2, jnp.exp2),
+    (aten.tan, jnp.tan), (aten.tanh, jnp.tanh), (aten.exp, apart(jnp.exp)),
+    (aten.exp2, jnp.exp2),
     (aten.expm1, jnp.expm1), (aten.log, jnp.log), (aten.log2, jnp.log2),
-    (aten.log10, jnp.log10), (aten.log1p, jnp.log1p), (aten.sqrt, jnp.sqrt),
+    (aten.log10, jnp.log10), (aten.log1p, jnp.log1p), (aten.sqrt, apart(jnp.sqrt)),
     (aten.rsqrt, exact_rsqrt), (aten.reciprocal, lambda x: 1 / x),
     (aten.sigmoid, jax.nn.sigmoid), (aten.erf, jax.scipy.special.erf),
     (aten.erfc, jax.scipy.special.erfc), (aten.erfinv, jax.scipy.special.erfinv),
@@ -218,7 +228,11 @@ def _true_div(self, other):
     dtype = result_type(self, other)
     if not jnp.issubdtype(dtype, jnp.inexact):
         dtype = default_float()
-    return jnp.asarray(self, dtype) / jnp.asarray(other, dtype)
+    a, b = jnp.asarray(self, dtype), jnp.asarray(other, dtype)
+    # XLA multiplies by the reciprocal of a broadcast divisor (x / 3, x / x.sum(-1,
+    # keepdim=True)): 1 ulp off a third of the quotients.
+    return a / lax.optimization_barrier(jnp.broadcast_to(b, jnp.broadcast_shapes(a.shape,
+                                                                                b.shape)))
 
 
 @lowering(aten.div, static=("rounding_mode",))
@@ -296,13 +310,12 @@ def _pow_scalar(self, exponent):
         if exponent == -0.5 and dtype != jnp.float16:
             return exact_rsqrt(x).astype(dtype)
         return forms.get(exponent, lambda: jnp.power(x, e))().astype(dtype)
-    # A number passed at run time (eager): every form, selected. (-0.5 is XLA's rsqrt here,
-    # 1 ulp off CPU's in places: exact_rsqrt's barrier would split the fused loop.)
+    # A number passed at run time (eager): every form, selected.
     out = jnp.power(x, e)
     for value, form in forms.items():
         out = jnp.where(e == value, form(), out)
     if dtype != jnp.float16:
-        out = jnp.where(e == -0.5, 1 / jnp.sqrt(x), out)
+        out = jnp.where(e == -0.5, exact_rsqrt(x), out)
     return out.astype(dtype)
 
 
