@@ -593,3 +593,15 @@ def test_a_changed_default_dtype_gets_its_own_program():
         torch.set_default_dtype(torch.float32)
     assert out.dtype == torch.float64
     torch.testing.assert_close(out.cpu(), expected)
+
+
+def test_the_recompile_limit_is_explained(monkeypatch):
+    # Past the limit Dynamo runs the frame uncompiled: no graph reaches the backend.
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 2)
+    f = torch.compile(lambda x, k: x * k, backend="tpu", dynamic=False)
+    x = torch.ones(2, device=TPU)
+    for k in range(4):
+        assert f(x, k).tolist() == [k, k]
+    text = explain_recompile()
+    assert "recompile limit (2) reached by 1 function(s)" in text
+    assert "not recompiled" in text and "k == " in text

@@ -97,8 +97,27 @@ def explain_recompile() -> str:
         lines += [f"  {x}" for x in r.changes]
         if not r.reasons and not r.changes:
             lines.append("  (no guard failure or input change recorded)")
+    lines += _limit_hits()
     lines += [f"note: {n}" for n in NOTES]
     return "\n".join(lines) if lines else "No recompiles."
+
+
+def _limit_hits() -> list[str]:
+    """Frames Dynamo stopped compiling: past its recompile limit they run eagerly, uncompiled,
+    and no graph reaches the backend to be recorded."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return []
+    hits = sum(n for key, n in counters["unimplemented"].items()
+               if key.startswith("Dynamo recompile limit exceeded"))
+    if not hits:
+        return []
+    limit = torch._dynamo.config.recompile_limit
+    lines = [f"recompile limit ({limit}) reached by {hits} function(s): their later calls run "
+             f"uncompiled (raise torch._dynamo.config.recompile_limit, or make the varying "
+             f"input dynamic)"]
+    return lines + [f"  guard failed, not recompiled: {x}" for x in _new_guard_failures()]
 
 
 def reset() -> None:
