@@ -605,3 +605,27 @@ def test_the_recompile_limit_is_explained(monkeypatch):
     text = explain_recompile()
     assert "recompile limit (2) reached by 1 function(s)" in text
     assert "not recompiled" in text and "k == " in text
+
+
+def test_linalg_error_checks_run_when_dynamo_was_imported_first():
+    # Their with_effects nodes run op by op; on the first call AOTAutograd's alias-check mode
+    # is active, and a higher-order op's dispatch through it returned NotImplemented.
+    script = """
+import torch._dynamo
+import torch, torchtpu, torchtpu.compile
+torchtpu.compile.register()
+inv = torch.compile(lambda a: torch.linalg.inv(a), backend="tpu")
+a = torch.randn(3, 3) + 3 * torch.eye(3)
+assert torch.allclose(inv(a.to("tpu")).cpu(), torch.linalg.inv(a), atol=1e-5)
+try:
+    inv(torch.zeros(3, 3, device="tpu"))
+except torch.linalg.LinAlgError as e:
+    print("singular:", e)
+"""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "singular: linalg.inv" in done.stdout

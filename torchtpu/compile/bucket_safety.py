@@ -192,7 +192,7 @@ def _step(node: fx.Node, env, symbols):
         return _keep(out, self, fill=True)
     if op in _CREATIONS:
         return out
-    if op in _SCANS:
+    if op in _SCANS or op == "stack":
         return out
     if op in _REDUCTIONS:
         _check_reduction(node, op, args, where)
@@ -269,19 +269,15 @@ def _check_reduction(node, op, args, where):
                     _refuse_dims(info, _dims(dim, t.dim()), where, "concatenates along")
             return
         raise Unsafe(f"{where} on padded values")
-    position = 2 if op in ("split", "chunk", "narrow", "roll", "topk", "kthvalue",
-                           "split_with_sizes") else 1
+    position = 2 if op in ("split", "chunk", "roll", "topk", "kthvalue", "split_with_sizes",
+                           "norm") else 1
     dim = node.kwargs.get("dims" if op in ("flip", "roll") else "dim",
                           node.args[position] if len(node.args) > position else None)
-    if op in ("softmax", "log_softmax", "cumsum") and dim is None:
-        raise Unsafe(f"{where} without a dim")
-    if op in ("split", "chunk", "unbind", "narrow", "select", "split_with_sizes") and dim is None:
+    if dim is None and op in ("split", "chunk", "unbind", "narrow", "select",
+                              "split_with_sizes"):
         dim = 0
-    if op in ("topk", "kthvalue", "sort", "argsort", "mode", "median") and dim is None \
-            and node.kwargs.get("dim") is None and op != "median":
+    if dim is None and op in ("topk", "kthvalue", "sort", "argsort", "mode"):
         dim = -1
-    if op == "norm":
-        dim = node.kwargs.get("dim", node.args[2] if len(node.args) > 2 else None)
     _refuse_dims(x, _dims(dim, v.dim()), where, "reduces or reorders along",
                  fill_ok=_REDUCTIONS[op])
 

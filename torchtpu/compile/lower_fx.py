@@ -480,6 +480,7 @@ def _write_input(t: torch.Tensor, value: jax.Array) -> None:
 
 def eager_runner(gm: fx.GraphModule) -> Callable:
     """Run the graph op by op on the eager tpu executor (for graphs a program cannot hold)."""
+    _call_effects_directly(gm)
 
     def run(*args):
         if len(args) == 1 and type(args[0]) is list:
@@ -489,3 +490,19 @@ def eager_runner(gm: fx.GraphModule) -> Callable:
 
     run._boxed_call = True
     return run
+
+
+def _call_effects_directly(gm: fx.GraphModule) -> None:
+    """An op with a side effect (linalg's error checks) is a ``with_effects`` call in the
+    graph; its dense kernel runs the op and returns a new token. Called as a higher-order op,
+    its dispatch could end in a mode that does not know it (AOTAutograd's alias check on the
+    first run) and return NotImplemented."""
+    try:
+        from torch._higher_order_ops.effects import with_effects, with_effects_dense
+    except ImportError:
+        return
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is with_effects]
+    for node in nodes:
+        node.target = with_effects_dense
+    if nodes:
+        gm.recompile()
