@@ -629,3 +629,22 @@ except torch.linalg.LinAlgError as e:
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "singular: linalg.inv" in done.stdout
+
+
+def test_chunked_linear_cross_entropy_compiles():
+    # Its custom ops' Python bodies write in place: run op by op, not decomposed under AOT.
+    options = pytest.importorskip("torch.nn.modules.linear_cross_entropy_options")
+    opts = options.LinearCrossEntropyOptions(allow_retain_graph=True, batch_chunk_size=2,
+                                             chunking_method="auto", acc_policy="auto",
+                                             acc_dtype=None)
+    torch.manual_seed(0)
+    x, w = torch.randn(5, 3), torch.randn(4, 3, requires_grad=True)
+    y = torch.randint(0, 4, (5,))
+    expected = nn.functional.linear_cross_entropy(x, w, y, options=opts)
+    expected.backward()
+    w_tpu = w.detach().to(TPU).requires_grad_()
+    loss = torch.compile(nn.functional.linear_cross_entropy, backend="tpu")(
+        x.to(TPU), w_tpu, y.to(TPU), options=opts)
+    loss.backward()
+    torch.testing.assert_close(loss.cpu(), expected)
+    torch.testing.assert_close(w_tpu.grad.cpu(), w.grad)

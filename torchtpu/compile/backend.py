@@ -18,7 +18,7 @@ from torch import fx
 
 from ..debug import counters as metrics
 from ..debug import explain
-from ..ops.decomps import DECOMPOSITIONS
+from ..ops.decomps import CUSTOM_OP_BODIES, DECOMPOSITIONS
 from ..ops.elementwise import register_inductor_prims
 from ..ops.registry import LOWERINGS
 from . import buckets as bucketing
@@ -34,8 +34,11 @@ _KNOWN_OPTIONS = {"buckets"}
 
 
 def _decompositions() -> dict:
-    # A rule is one fused computation; decomposing an op that has one only adds ops.
-    return {op: fn for op, fn in DECOMPOSITIONS.items() if op not in LOWERINGS}
+    # A rule is one fused computation; decomposing an op that has one only adds ops. A custom
+    # op's Python body writes in place (linear_cross_entropy's chunks), which AOTAutograd's
+    # decompositions, run below functionalization, may not: its graph runs op by op.
+    return {op: fn for op, fn in DECOMPOSITIONS.items()
+            if op not in LOWERINGS and op not in CUSTOM_OP_BODIES}
 
 
 def _graph_compiler(kind: str, options: tuple) -> Callable:

@@ -104,7 +104,8 @@ def _custom_op_bodies() -> dict:
     return {getattr(torch.ops.torch_nn, op._name).default: op._init_fn for op in ops}
 
 
-DECOMPOSITIONS.update(_custom_op_bodies())
+CUSTOM_OP_BODIES = _custom_op_bodies()
+DECOMPOSITIONS.update(CUSTOM_OP_BODIES)
 
 
 # nn.TransformerEncoderLayer's and nn.MultiheadAttention's inference fast paths (eval, no
