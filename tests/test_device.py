@@ -334,6 +334,21 @@ def test_lazy_modules_materialize_on_tpu():
     assert torch.nn.LazyLinear(3).to(TPU).to("cpu")(torch.randn(2, 4)).device.type == "cpu"
 
 
+@pytest.mark.parametrize("convert,device", [
+    (lambda m: m.to(torch.float64), "cpu"), (lambda m: m.double(), "cpu"),
+    (lambda m: m.to("cpu", torch.float64), "cpu"), (lambda m: m.to(TPU).double(), TPU),
+    (lambda m: m.to(TPU).cpu().double(), "cpu"),
+], ids=["to(float64)", "double()", "to(cpu, float64)", "tpu then double", "tpu, cpu, double"])
+def test_a_lazy_modules_dtype_conversion_keeps_it_lazy(convert, device):
+    # Importing torchtpu must not change a CPU module: its uninitialized parameters take the
+    # dtype (and stay aimed at tpu when they were) and are created at the first call.
+    m = convert(torch.nn.LazyLinear(5))
+    assert isinstance(m.weight, torch.nn.parameter.UninitializedParameter)
+    y = m(torch.randn(2, 3, dtype=torch.float64, device=device))
+    assert m.weight.shape == (5, 3) and m.weight.dtype == torch.float64
+    assert y.dtype == torch.float64 and y.device == torch.device(device)
+
+
 def test_meta_and_host_targets_from_tpu_tensors():
     # t.to("meta") and factories templated on a tpu tensor but asked for another device make
     # their result there (they had come back on tpu).

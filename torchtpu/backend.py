@@ -146,19 +146,25 @@ def _apply_keeping_ties(self, fn, recurse=True):
 def _aim_uninitialized(module: torch.nn.Module, fn) -> list:
     """A lazy module's parameters have no data to move: each uninitialized one moved to tpu
     remembers it and is materialized there (swapping it would make it an initialized,
-    empty one). They are out of the module while the rest is converted."""
+    empty one); one converted otherwise takes ``fn`` of its empty data, as PyTorch's
+    ``param.data = fn(param)`` (a tpu target it remembers keeps its device: ``.to('tpu')
+    .double()``). They are out of the module while the rest is converted."""
     lazy = []
     for m in module.modules():
         for store in (m._parameters, m._buffers):
             for name, t in list(store.items()):
                 if not isinstance(t, UninitializedTensorMixin):
                     continue
+                target = t.__dict__.get("_torchtpu_target")
                 # fn on a stand-in: an uninitialized buffer cannot become a TpuTensor itself.
-                moved = fn(torch.empty(0, dtype=t.dtype))
-                if moved.device.type != "tpu":
+                moved = fn(torch.empty(0, dtype=target[1] if target else t.dtype,
+                                       device=target[0] if target else None))
+                if moved.device.type == "tpu":
+                    t._torchtpu_target = (moved.device, moved.dtype)
+                else:
                     t.__dict__.pop("_torchtpu_target", None)
-                    continue
-                t._torchtpu_target = (moved.device, moved.dtype)
+                    with torch.no_grad():
+                        t.data = fn(t)
                 lazy.append((store, name, t))
                 del store[name]
     return lazy

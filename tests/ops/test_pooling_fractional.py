@@ -34,3 +34,15 @@ def test_unbatched_input():
     expected = f(x, 3, output_size=4, return_indices=True, _random_samples=u)
     actual = f(x.to(TPU), 3, output_size=4, return_indices=True, _random_samples=u.to(TPU))
     assert_same(actual, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("x", [torch.randn(1, 3, 9, 9), torch.randn(3, 9, 9)],
+                         ids=["batch of one", "unbatched"])
+def test_more_sample_rows_than_the_batch(x):
+    # PyTorch's own module tests pass two rows of samples for one plane set: CPU reads the
+    # first.
+    u = torch.rand(2, 3, 2)
+    f = torch.nn.functional.fractional_max_pool2d
+    expected = f(x, 3, output_size=4, _random_samples=u)
+    assert_same(f(x.to(TPU), 3, output_size=4, _random_samples=u.to(TPU)), expected,
+                rtol=0, atol=0)

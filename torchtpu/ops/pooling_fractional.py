@@ -35,6 +35,7 @@ def _starts(sample, size: int, out: int, pool: int):
 def _fractional_max_pool(x, kernel, out_size, samples, order):
     """x (N, C, *spatial); samples (N, C, k) with sample order[d] for spatial dimension d."""
     n, c = x.shape[:2]
+    samples = samples[:n]  # CPU reads the rows of the batch's planes; more are allowed
     spatial = x.shape[2:]
     nd = len(spatial)
     # The interval arithmetic is in the samples' dtype, rounding at every step in bfloat16.
