@@ -88,6 +88,8 @@ READS_PADDING = {
     "flip": (lambda x: x.flip(1), _sequences),
     "last": (lambda x: x[:, -1], _sequences),
     "length as a number": (lambda x: x.sum(1) / x.shape[1], _sequences),
+    "positions counted down": (
+        lambda x: x * torch.arange(x.shape[1], 0, -1, device=x.device)[:, None], _sequences),
     "layer_norm over it": (lambda x: F.layer_norm(x.transpose(1, 2), x.shape[1:2]), _sequences),
     "attention, no mask": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), _attention),
     "mask padded with 0": (

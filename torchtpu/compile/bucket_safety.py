@@ -132,7 +132,7 @@ _MOVES = {"permute", "transpose", "t", "unsqueeze", "squeeze", "expand", "expand
 _RESHAPES = {"view", "reshape", "flatten", "unflatten", "view_as", "reshape_as"}
 _CREATIONS = {"arange", "ones", "zeros", "empty", "rand", "randn", "randint", "ones_like",
               "zeros_like", "empty_like", "rand_like", "randn_like", "new_ones", "new_zeros",
-              "new_empty", "tril", "triu", "full", "full_like", "new_full", "tensor"}
+              "new_empty", "tril", "triu", "full", "full_like", "new_full"}
 # Position i's result reads positions <= i only.
 _SCANS = {"cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"}
 # Along their dim, every position reads every other; the fill that makes padding neutral.
@@ -233,11 +233,15 @@ def _keep(out, src, fill=False):
 def _refuse_sizes_as_numbers(node, env, op, where):
     # A size passed to a view or factory shapes the result; anywhere else it is a number,
     # and padding would change it.
-    if op in _RESHAPES or op in _MOVES or op in _CREATIONS - {"full", "full_like", "new_full"}:
+    if op in _RESHAPES or op in _MOVES or op in _CREATIONS - {"full", "full_like", "new_full",
+                                                                "arange"}:
         return
     values = list(node.args) + list(node.kwargs.values())
     if op in ("full", "new_full", "full_like"):
         values = [node.args[-1] if node.args else None, node.kwargs.get("fill_value")]
+    if op == "arange":  # its end is a size; a start or step from one changes every value
+        values = [node.args[0], *node.args[2:]] if len(node.args) > 1 else []
+        values += [node.kwargs.get("start"), node.kwargs.get("step")]
     if any(env.get(n) == "size" for n in _nodes(values)):
         raise Unsafe(f"{where} uses a padded size as a number")
 
