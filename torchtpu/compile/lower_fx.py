@@ -420,10 +420,12 @@ def _view_of_output(node, outputs) -> tuple | None:
            and base.target.is_view and isinstance(base.args[0], fx.Node)):
         base = base.args[0]
         if base in outputs and base is not node:
-            if not (_is_own_storage(base) and _is_static(base)
-                    and base.meta["val"].dtype == node.meta["val"].dtype):
+            val, of = node.meta["val"], base.meta["val"]
+            # A conj or neg view (y.conj()) reads its base's memory through a math bit the
+            # geometry does not carry: it keeps the value the program computed.
+            if not (_is_own_storage(base) and _is_static(base) and of.dtype == val.dtype
+                    and of.is_conj() == val.is_conj() and of.is_neg() == val.is_neg()):
                 return None
-            val = node.meta["val"]
             return outputs.index(base), (tuple(val.shape), tuple(val.stride()),
                                          val.storage_offset())
     return None
