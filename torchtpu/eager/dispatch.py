@@ -32,16 +32,7 @@ _TABLES = {"strict": _STRICT, "debug": _DEBUG, "fused": _FUSED}
 _table = _STRICT
 
 
-# Rules read torch's default dtype while jax traces them (the float result of integer inputs,
-# a factory without a dtype), and jax's caches do not key on it: a change drops them.
-_default_dtype = torch.get_default_dtype()
-
-
 def dispatch(func, args, kwargs):
-    global _default_dtype
-    if torch.get_default_dtype() is not _default_dtype:
-        _default_dtype = torch.get_default_dtype()
-        jax.clear_caches()
     handler = _table.get(func)
     if handler is None:
         handler = _table[func] = resolve(func)

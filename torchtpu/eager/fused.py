@@ -151,7 +151,7 @@ def _call_text(exe, statics, kw_statics, treedef, inputs) -> str | None:
 def _eval_shape(exe, args, kwargs, nums, names):
     a = [a if i in nums else jax.tree_util.tree_map(_abstract, a) for i, a in enumerate(args)]
     k = {n: v if n in names else jax.tree_util.tree_map(_abstract, v) for n, v in kwargs.items()}
-    leaves, treedef = tree_flatten(jax.eval_shape(exe.jitted, *a, **k))
+    leaves, treedef = tree_flatten(jax.eval_shape(exe.current(), *a, **k))
     return treedef, leaves
 
 

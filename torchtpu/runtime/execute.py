@@ -8,9 +8,11 @@ pending values instead.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 
 import jax
+import torch
 
 _recorder: Callable | None = None
 _flush: Callable = lambda target=None: None
@@ -64,7 +66,8 @@ class Pending:
 class Executable:
     """A jitted function plus which of its arguments are static (compile-time) values."""
 
-    __slots__ = ("jitted", "static_argnums", "static_argnames", "name", "key", "is_view")
+    __slots__ = ("jitted", "static_argnums", "static_argnames", "name", "key", "is_view",
+                 "_fn", "_by_default_dtype")
 
     def __init__(self, fn: Callable, static_argnums=(), static_argnames=(), jit: bool = True,
                  key: str | None = None, is_view: bool = False):
@@ -72,10 +75,9 @@ class Executable:
         # Computes a view's value (a transpose, a slice): as cheap to redo as to keep.
         self.is_view = is_view
         self.static_argnames = tuple(static_argnames)
-        self.jitted = (
-            jax.jit(fn, static_argnums=self.static_argnums, static_argnames=self.static_argnames)
-            if jit else fn
-        )
+        self._fn = fn
+        self._by_default_dtype: dict | None = {} if jit else None
+        self.jitted = self._jitted_for_default_dtype if jit else fn
         self.name = getattr(fn, "__name__", "fn")
         # What names this executable in any process (fused eager's program store keys on
         # it); None for a lambda or a closure, whose name does not say what it computes.
@@ -88,6 +90,25 @@ class Executable:
         if _recorder is not None:
             return _recorder(self, args, kwargs)
         return self.jitted(*args, **kwargs)
+
+    def _jitted_for_default_dtype(self, *args, **kwargs):
+        jitted = self._by_default_dtype.get(torch.get_default_dtype()) or self.current()
+        return jitted(*args, **kwargs)
+
+    def current(self) -> Callable:
+        """The jitted function for torch's default dtype now. Rules read it while jax traces
+        them (the float result of integer inputs, a factory without a dtype), and jax's
+        cache does not key on it: one jitted function per default dtype."""
+        if self._by_default_dtype is None:
+            return self._fn
+        dtype = torch.get_default_dtype()
+        jitted = self._by_default_dtype.get(dtype)
+        if jitted is None:
+            # (jax caches traces by function: each dtype's jit gets a function of its own)
+            jitted = self._by_default_dtype[dtype] = jax.jit(
+                functools.wraps(self._fn)(lambda *a, **k: self._fn(*a, **k)),
+                static_argnums=self.static_argnums, static_argnames=self.static_argnames)
+        return jitted
 
     def __repr__(self) -> str:
         return f"Executable({self.name})"
