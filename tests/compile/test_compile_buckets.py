@@ -98,7 +98,14 @@ READS_PADDING = {
 }
 
 
-@pytest.mark.parametrize("case", READS_PADDING.values(), ids=READS_PADDING.keys())
+# The default suite runs three kinds (a reduction, attention, a size as a number); make
+# test-slow all of them.
+_DEFAULT_READS = {"mean", "attention, no mask", "length as a number"}
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(case, id=name, marks=() if name in _DEFAULT_READS else pytest.mark.slow)
+    for name, case in READS_PADDING.items()])
 def test_a_graph_that_reads_padded_positions_runs_unpadded(case):
     fn, make = case
     graph = _compare_lengths(fn, make)
