@@ -151,7 +151,10 @@ def setup() -> Path | None:
         return None
     # JAX names the cache's own folder in every entry's key (for XLA:GPU's autotuning
     # cache): a cache moved, copied or reached through a symlink would never hit.
-    jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
+    try:
+        jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
+    except (AttributeError, ValueError):  # a JAX without the option: nothing to turn off
+        pass
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
