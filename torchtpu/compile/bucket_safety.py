@@ -87,16 +87,22 @@ def _args(node: fx.Node, env) -> list:
     return list(fx.node.map_arg(tuple(node.args), env.get))
 
 
+def _argument(node: fx.Node, position: int, name: str, default=None):
+    """An argument as passed, by position or by keyword."""
+    if name in node.kwargs:
+        return node.kwargs[name]
+    return node.args[position] if len(node.args) > position else default
+
+
 def _arg(node: fx.Node, env, position: int, name: str, default=None):
-    """An argument's info, passed by position or by keyword."""
-    a = node.kwargs[name] if name in node.kwargs else (
-        node.args[position] if len(node.args) > position else default)
+    """An argument's info."""
+    a = _argument(node, position, name, default)
     return env.get(a) if isinstance(a, fx.Node) else a
 
 
 def _arg_value(node: fx.Node, position: int, name: str):
-    a = node.kwargs[name] if name in node.kwargs else (
-        node.args[position] if len(node.args) > position else None)
+    """An argument's traced value (a fake tensor with symbolic sizes)."""
+    a = _argument(node, position, name)
     return _value(a) if isinstance(a, fx.Node) else a
 
 
@@ -135,7 +141,8 @@ _CREATIONS = {"arange", "ones", "zeros", "empty", "rand", "randn", "randint", "o
               "new_empty", "tril", "triu", "full", "full_like", "new_full"}
 # Position i's result reads positions <= i only.
 _SCANS = {"cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"}
-# Along their dim, every position reads every other; the fill that makes padding neutral.
+# Along their dim, a real position's result may read a padded one (or the op cuts there:
+# split, select); for a reduction, the pad value that makes padding neutral.
 _REDUCTIONS = {"sum": 0, "nansum": 0, "amax": -math.inf, "max": -math.inf, "amin": math.inf,
                "min": math.inf, "prod": 1, "any": 0, "all": 1, "mean": None, "nanmean": None,
                "var": None, "std": None, "logsumexp": None, "norm": None, "argmax": None,

@@ -228,11 +228,7 @@ def _true_div(self, other):
     dtype = result_type(self, other)
     if not jnp.issubdtype(dtype, jnp.inexact):
         dtype = default_float()
-    a, b = jnp.asarray(self, dtype), jnp.asarray(other, dtype)
-    # XLA multiplies by the reciprocal of a broadcast divisor (x / 3, x / x.sum(-1,
-    # keepdim=True)): 1 ulp off a third of the quotients.
-    return a / lax.optimization_barrier(jnp.broadcast_to(b, jnp.broadcast_shapes(a.shape,
-                                                                                b.shape)))
+    return exact_division(jnp.asarray(self, dtype), jnp.asarray(other, dtype))
 
 
 @lowering(aten.div, static=("rounding_mode",))
@@ -335,11 +331,13 @@ def _round_decimals(self, *, decimals=0):
     return exact_division(jnp.round(self * jnp.asarray(scale, self.dtype)), scale)
 
 
-def exact_division(x, divisor: float):
-    """``x / divisor`` rounded once per element: XLA turns a division by a broadcast scalar
-    into a multiplication by its reciprocal (1 ulp off in places) unless the divisor is a
-    whole array it cannot see through."""
-    return x / lax.optimization_barrier(jnp.full(x.shape, divisor, x.dtype))
+def exact_division(x, divisor):
+    """``x / divisor`` rounded once per element: XLA turns a division by a broadcast (a
+    number, x / x.sum(-1, keepdim=True)) into a multiplication by its reciprocal (1 ulp off
+    a third of the quotients) unless the divisor is a whole array it cannot see through."""
+    divisor = jnp.asarray(divisor, x.dtype)
+    shape = jnp.broadcast_shapes(x.shape, divisor.shape)
+    return x / lax.optimization_barrier(jnp.broadcast_to(divisor, shape))
 
 
 @lowering(aten.clamp, aten.clip)

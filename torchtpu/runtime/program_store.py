@@ -79,8 +79,7 @@ def key(*parts: str) -> str:
     """A store key: ``parts`` plus everything else that shapes a traced program."""
     h = hashlib.sha256()
     for part in (_source_digest(), platform(), repr(config.compile_key()),
-                 str(jax.config.jax_default_matmul_precision), str(torch.get_default_dtype()),
-                 *parts):
+                 str(jax.config.jax_default_matmul_precision), *parts):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
