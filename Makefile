@@ -15,11 +15,12 @@ install: .install-stamp
 train: .install-stamp
 	$(PYTHON) examples/train_gpt.py --device tpu --compare-cpu
 
+# One worker per core (pytest-xdist): the suite is compile-bound and each compile is one thread.
 test: .install-stamp
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -n logical
 
 test-slow: .install-stamp
-	$(PYTHON) -m pytest -q -m slow
+	$(PYTHON) -m pytest -q -n logical -m slow
 
 # CUDA checks of the streaming trainer (a GPU machine); 'tpu' unregistered: see docs/offload.md
 test-gpu: .install-stamp
