@@ -253,6 +253,40 @@ def test_out_checks_as_cpu(bad):
     raises_as_cpu(bad)
 
 
+@pytest.mark.parametrize("bad", [
+    # CPU's kernel for a self of at most one dimension: no negative index, an IndexError
+    lambda d: torch.zeros(3, device=d).index_add(0, torch.tensor([5], device=d),
+                                                  torch.ones(1, device=d)),
+    lambda d: torch.zeros(3, device=d).index_add(0, torch.tensor([-1], device=d),
+                                                  torch.ones(1, device=d)),
+    lambda d: torch.zeros((), device=d).index_add(0, torch.tensor(2, device=d),
+                                                   torch.ones((), device=d)),
+    lambda d: torch.zeros(3, 2, device=d).index_add(0, torch.tensor([-1], device=d),
+                                                     torch.ones(1, 2, device=d)),
+    # copy_: sizes that do not broadcast, a broadcast shape larger than the destination
+    lambda d: torch.empty(2, 3, device=d).copy_(torch.ones(4)),
+    lambda d: torch.empty(3, device=d).copy_(torch.ones(1, 3)),
+], ids=["index_add_1d", "index_add_negative", "index_add_0d", "index_add_2d_negative",
+        "copy_sizes", "copy_larger"])
+def test_errors_of_cpus_own_kernels(bad):
+    raises_as_cpu(bad, Exception)
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+@pytest.mark.parametrize("op", [
+    lambda a, out: torch.add(a, a, out=out(3)),
+    lambda a, out: torch.exp(a, out=out(3)),
+    lambda a, out: torch.mm(a[:, None], a[None], out=out(3, 3)),
+    lambda a, out: torch.cat([a, a], out=out(6)),
+    lambda a, out: torch.max(a, 0, out=(out(), out(dtype=torch.long))),
+], ids=["add", "exp", "mm", "cat", "max"])
+def test_out_on_another_device_is_refused_as_on_cuda(op, mode):
+    with torchtpu.set_eager_mode(mode):
+        with pytest.raises(RuntimeError, match="^Expected out tensor to have device tpu:0, "
+                                               "but got cpu instead$"):
+            op(torch.randn(3, device="tpu"), lambda *shape, **kw: torch.empty(shape, **kw))
+
+
 def test_out_may_be_an_elementwise_ops_own_input():
     x = torch.arange(4.0)
     t = x.to("tpu")

@@ -34,6 +34,7 @@ class _Spec:
     negative: bool  # whether -size <= index < 0 is valid (counts from the end)
     error: type
     message: Callable[[int, int, int, int], str]  # (bad value, dim, size, its flat position)
+    low_rank: _Spec | None = None  # for a self of at most one dimension: CPU's other path
 
 
 def _dim_index(args, kwargs):
@@ -113,7 +114,9 @@ _GATHER = _Spec(_dim_index, False, RuntimeError, _bounds)
 _INDEX = _Spec(_indices_list, True, IndexError, _bounds)
 _DIM = _Spec(_dim_index, True, IndexError, _bounds)
 _SELECT = _Spec(_dim_index, False, IndexError, _in_self)
-_ADD = _Spec(_dim_index, True, RuntimeError, _bounds)
+_ADD = _Spec(_dim_index, False, RuntimeError, _bounds,
+             _Spec(lambda args, kwargs: [(args[2], 0, args[0].numel(), None)], False,
+                   IndexError, _in_self))
 _COPY = _Spec(_dim_index, True, IndexError, _index_copy)
 _BAG = _Spec(_embedding, False, RuntimeError, _bag)
 _TAKE = _Spec(_flat, True, IndexError, _take)
@@ -221,6 +224,8 @@ def check(func, args, kwargs) -> None:
     spec = _SPECS.get(func)
     if spec is None:
         return
+    if spec.low_rank is not None and args[0].dim() <= 1:
+        spec = spec.low_rank
     for index, dim, size, ignore in spec.pairs(args, kwargs):
         if not isinstance(index, TpuTensor) or index.numel() == 0 or index.is_floating_point():
             continue

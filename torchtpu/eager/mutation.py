@@ -321,6 +321,10 @@ def _out_handler(func, compute, out_names, takes_dtype=False, pointwise=False):
         for name in out_names:
             out = kwargs.pop(name)
             outs += out if isinstance(out, (list, tuple)) else [out]
+        for out in outs:
+            if not isinstance(out, TpuTensor):  # structured kernels' resize_out check
+                raise RuntimeError(f"Expected out tensor to have device {_device_of(args)}, "
+                                   f"but got {out.device} instead")
         for out in outs if check is not None else ():
             if message := check(args[0], out):
                 raise RuntimeError(message)
@@ -350,6 +354,11 @@ def _out_handler(func, compute, out_names, takes_dtype=False, pointwise=False):
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     return handler
+
+
+def _device_of(args) -> torch.device:
+    return next((x.device for x in tree_leaves(args) if isinstance(x, TpuTensor)),
+                torch.device("tpu", 0))
 
 
 def rule_with_mutations(func, compute, names: tuple[str, ...] = ()):

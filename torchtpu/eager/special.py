@@ -35,13 +35,9 @@ def _copy_(args, kwargs):
     if v.dtype != want:
         v = cast(v, want)
     if v.shape != tuple(dst.shape):
-        try:
-            torch.broadcast_shapes(v.shape, tuple(dst.shape))
-        except RuntimeError:
-            raise RuntimeError(
-                f"The size of tensor a ({tuple(dst.shape)}) must match the size of tensor b "
-                f"({v.shape}) for copy_"
-            ) from None
+        # TensorIterator's errors, from the meta kernel: sizes that do not broadcast, or a
+        # broadcast shape larger than the destination
+        torch.empty(dst.shape, device="meta").copy_(torch.empty(v.shape, device="meta"))
         v = broadcast(v, tuple(dst.shape))
     write(dst, v)
     return dst
