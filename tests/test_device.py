@@ -172,11 +172,23 @@ def test_default_device_context():
     assert_same(x + y, torch.ones(3) + torch.arange(3))
 
 
-def test_printing_shows_device():
-    text = repr(torch.tensor([1.0, 2.0], device="tpu"))
-    assert "tensor([1., 2.]" in text and "device='tpu:0'" in text
-    text = repr(torch.ones(2, device="tpu", requires_grad=True))
-    assert "requires_grad=True" in text
+def test_printing_shows_the_device_where_cuda_does():
+    # PyTorch's order: the device, then size and dtype, then the autograd state
+    assert repr(torch.tensor([1.0, 2.0], device="tpu")) == "tensor([1., 2.], device='tpu:0')"
+    assert (repr(torch.ones(2, dtype=torch.float64, device="tpu"))
+            == "tensor([1., 1.], device='tpu:0', dtype=torch.float64)")
+    assert (repr(torch.empty(0, 3, dtype=torch.int64, device="tpu"))
+            == "tensor([], device='tpu:0', size=(0, 3), dtype=torch.int64)")
+    assert (repr(torch.ones(2, device="tpu", requires_grad=True))
+            == "tensor([1., 1.], device='tpu:0', requires_grad=True)")
+    x = torch.ones(2, 4, dtype=torch.float64, device="tpu", requires_grad=True)
+    assert repr(x.sum() * 2) == (
+        "tensor(16., device='tpu:0', dtype=torch.float64, grad_fn=<MulBackward0>)")
+    assert repr(x * 123456.5) == (  # wrapped where PyTorch wraps
+        "tensor([[123456.5000, 123456.5000, 123456.5000, 123456.5000],\n"
+        "        [123456.5000, 123456.5000, 123456.5000, 123456.5000]], device='tpu:0',\n"
+        "       dtype=torch.float64, grad_fn=<MulBackward0>)")
+    assert repr(torch.ones(2, dtype=torch.float64)) == "tensor([1., 1.], dtype=torch.float64)"
 
 
 def test_save_and_load_round_trip(tmp_path):
@@ -298,6 +310,18 @@ def test_results_take_cpus_memory_format(input_cl, weight_cl):
     for t, c in zip(tpu, cpu, strict=True):
         if c is not None:
             torch.testing.assert_close(t.cpu(), c, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("join", [lambda xs: torch.cat(xs, 1), lambda xs: torch.cat(xs, 0),
+                                  lambda xs: torch.stack(xs),
+                                  lambda xs: torch.cat([xs[0].contiguous(), xs[1]], 1)],
+                         ids=["cat_channels", "cat_batch", "stack", "cat_mixed"])
+def test_joined_channels_last_tensors_stay_channels_last(join):
+    x = torch.arange(96.0).reshape(2, 3, 4, 4).contiguous(memory_format=torch.channels_last)
+    cpu, tpu = join([x, x + 1]), join([x.to("tpu"), x.to("tpu") + 1])
+    assert tpu.stride() == cpu.stride()
+    assert_same(tpu, cpu)
 
 
 def test_tensor_queries_answer_as_on_cpu():

@@ -79,6 +79,21 @@ def test_conversions():
              torch.tensor([0.0, 1.7, -2.2, 3.5]))
 
 
+@pytest.mark.parametrize("convert", [lambda c: c.float(), lambda c: c.to(torch.float64),
+                                     lambda c: torch.empty(2, device=c.device).copy_(c),
+                                     lambda c: c.to(torch.int16)],
+                         ids=["float", "to", "copy_", "int"])
+def test_complex_to_real_keeps_the_real_part_and_warns_as_cpu(convert):
+    c = torch.tensor([1.5 + 2j, -3 - 1j])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.simplefilter("error", DeprecationWarning)  # jax's, for casting a complex
+        out = convert(c.to("tpu"))
+    assert [str(w.message) for w in caught if w.category is UserWarning] == [
+        "Casting complex values to real discards the imaginary part"]
+    assert_same(out, convert(c))
+
+
 def test_autocast_follows_pytorchs_accelerator_policy():
     # ATen's policy for CUDA and XPU, with bfloat16 the default dtype as on CPU and TPUs.
     x = torch.randn(4, 5, device="tpu")

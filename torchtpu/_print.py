@@ -1,20 +1,36 @@
-"""Printing tpu tensors: format a host copy, as PyTorch does for cuda."""
+"""Printing tpu tensors: format a host copy, as PyTorch does for xla tensors."""
 
 from __future__ import annotations
 
+import threading
+
 import torch
+import torch._tensor_str
+
+_printing = threading.local()  # the suffixes of the tpu tensor this thread is printing
+_add_suffixes = torch._tensor_str._add_suffixes
+
+
+def _add_suffixes_of_the_device_tensor(tensor_str, suffixes, indent, force_newline):
+    first, last = getattr(_printing, "suffixes", ([], []))
+    return _add_suffixes(tensor_str, first + suffixes + last, indent, force_newline)
+
+
+torch._tensor_str._add_suffixes = _add_suffixes_of_the_device_tensor
 
 
 def tensor_repr(t: torch.Tensor) -> str:
+    """PyTorch's repr of ``t``'s host copy, with the suffixes of ``t`` itself: the device
+    first (as cuda's), its autograd state last (the copy is detached), wrapped as PyTorch
+    wraps them."""
     with torch._C.DisableTorchFunctionSubclass():
         host = t.detach().cpu()
-    text = torch._tensor_str._str(host)
-    suffix = f"device='{t.device}'"
-    if text.endswith(")"):
-        if t.requires_grad and "grad_fn" not in text:
-            grad = (f", grad_fn=<{type(t.grad_fn).__name__}>" if t.grad_fn
-                    else ", requires_grad=True")
-        else:
-            grad = ""
-        return f"{text[:-1]}, {suffix}{grad})"
-    return text
+    if t.grad_fn is not None:
+        grad = [f"grad_fn=<{type(t.grad_fn).__name__}>"]
+    else:
+        grad = ["requires_grad=True"] if t.requires_grad else []
+    _printing.suffixes = [f"device='{t.device}'"], grad
+    try:
+        return torch._tensor_str._str(host)
+    finally:
+        del _printing.suffixes

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import jax
 import torch
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_leaves, tree_map
 
 from ..ops.decomps import DECOMPOSITIONS
 from ..ops.registry import LOWERINGS
@@ -278,7 +278,7 @@ def _following_memory_format(func, inner: Handler) -> Handler:
 
     def handler(args, kwargs):
         out = inner(args, kwargs)
-        if not (any(_channels_last(x) for x in args)
+        if not (any(_channels_last(x) for x in tree_leaves(args))  # cat's are in a list
                 or func in _QUERY_LAYOUT and not args[0].is_contiguous()):
             return out
         try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import jax.numpy as jnp
 import torch
 
@@ -33,6 +35,7 @@ def _copy_(args, kwargs):
     v = _value(src)
     want = to_jax_dtype(dst.dtype)
     if v.dtype != want:
+        _warn_if_dropping_imaginary(src.dtype, dst.dtype)
         v = cast(v, want)
     if v.shape != tuple(dst.shape):
         # TensorIterator's errors, from the meta kernel: sizes that do not broadcast, or a
@@ -59,8 +62,15 @@ def _to_copy(args, kwargs):
         return out
     v = read(x)
     if dtype is not None and to_jax_dtype(dtype) != v.dtype:
+        _warn_if_dropping_imaginary(x.dtype, dtype)
         v = cast(v, to_jax_dtype(dtype))
     return with_layout(v, stride)
+
+
+def _warn_if_dropping_imaginary(src: torch.dtype, dst: torch.dtype) -> None:
+    if src.is_complex and not dst.is_complex:
+        warnings.warn("Casting complex values to real discards the imaginary part",
+                      UserWarning, stacklevel=2)
 
 
 def _clone(args, kwargs):
