@@ -17,7 +17,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 from ..ops.decomps import DECOMPOSITIONS
 from ..ops.registry import LOWERINGS
 from ..runtime import memory
-from ..runtime.execute import Pending
+from ..runtime.execute import Pending, unrecorded
 from ..tensor import DEVICE, TpuTensor, is_dense, read, set_executor, with_layout
 from ..tensor import wrap as wrap_tensor
 from . import bounds, fallback, meta_errors, mutation, special, strict, views
@@ -382,11 +382,13 @@ def _wrap_n(op):
 
 
 def _forcing(fn):
-    """Run ``fn`` on concrete values: pending inputs are computed first (a sync point)."""
+    """Run ``fn`` on concrete values: pending inputs are computed first (a sync point), and
+    the executables it calls run, not record (it works on their results in Python)."""
 
     def run(*args, **kwargs):
         args, kwargs = tree_map(_force, (args, kwargs))
-        return fn(*args, **kwargs)
+        with unrecorded():
+            return fn(*args, **kwargs)
 
     return run
 
