@@ -210,15 +210,60 @@ def test_save_and_load_round_trip(tmp_path):
     assert_same(on_cpu["state"]["weight"], expected["weight"])
 
 
-def test_load_with_map_location_tpu(tmp_path):
-    torch.save({"cpu": torch.arange(3.0)}, tmp_path / "cpu.pt")
+@pytest.mark.parametrize("where", ["tpu", "tpu:0", torch.device("tpu"), {"cpu": "tpu"}],
+                         ids=["tpu", "tpu:0", "device", "dict"])
+def test_load_with_map_location_tpu(tmp_path, where):
+    torch.save({"cpu": torch.arange(3.0), "u16": torch.tensor([0, 1, 2], dtype=torch.uint16)},
+               tmp_path / "cpu.pt")
     torch.save({"tpu": torch.arange(3.0, device="tpu")}, tmp_path / "tpu.pt")
-    with pytest.warns(UserWarning, match="saved from the CPU stay on the CPU"):
-        from_cpu = torch.load(tmp_path / "cpu.pt", map_location="tpu")["cpu"]
-        from_tpu = torch.load(tmp_path / "tpu.pt", map_location="tpu")["tpu"]
-    assert_same(from_cpu, torch.arange(3.0))
+    from_cpu = torch.load(tmp_path / "cpu.pt", map_location=where)
+    from_tpu = torch.load(tmp_path / "tpu.pt", map_location=where)["tpu"]
+    assert from_cpu["cpu"].device.type == from_cpu["u16"].device.type == "tpu"
+    assert_same(from_cpu["cpu"], torch.arange(3.0))
+    assert_same(from_cpu["u16"], torch.tensor([0, 1, 2], dtype=torch.uint16))
     assert from_tpu.device.type == "tpu"
     assert_same(from_tpu, torch.arange(3.0))
+
+
+def test_a_model_built_on_meta_takes_a_cpu_checkpoint_onto_tpu(tmp_path):
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 10, bias=False))
+    cpu[1].weight = cpu[0].weight  # tied
+    torch.save(cpu.state_dict(), tmp_path / "m.pt")
+    with torch.device("meta"):
+        model = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 10, bias=False))
+    model.load_state_dict(torch.load(tmp_path / "m.pt", map_location="tpu"), assign=True)
+    assert model[0].weight.device.type == model[1].weight.device.type == "tpu"
+    x = torch.tensor([[1, 2, 3]])
+    assert_same(model(x.to("tpu")), cpu(x))
+    with torch.no_grad():
+        model[0].weight.add_(1)  # still tied, as the storage they share on CPU ties them
+    assert_same(model[1].weight, cpu[0].weight + 1)
+
+
+@pytest.mark.parametrize("saved_on", ["cpu", "tpu"])
+def test_tensors_sharing_a_storage_are_saved_once_and_load_sharing_it(tmp_path, saved_on):
+    x = torch.arange(10.0, device=saved_on)
+    torch.save([x, x[2:], x.view(2, 5), x.double()], tmp_path / "s.pt")
+    size = (tmp_path / "s.pt").stat().st_size
+    torch.save([x, x.double()], tmp_path / "one.pt")
+    assert size < (tmp_path / "one.pt").stat().st_size + 200  # the views add no bytes
+    loaded = torch.load(tmp_path / "s.pt", map_location="tpu")
+    loaded[0].mul_(2)  # through the first: seen by the other two, as on CPU
+    assert_same(loaded[1], torch.arange(2.0, 10.0, device="tpu") * 2)
+    assert_same(loaded[2], torch.arange(10.0, device="tpu").view(2, 5) * 2)
+    assert_same(loaded[3], torch.arange(10.0, dtype=torch.float64, device="tpu"))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.UntypedStorage(4, device="tpu"),
+    lambda: torch.arange(6.0, device="tpu").untyped_storage().clone(),
+    lambda: torch.UntypedStorage(4).to(device="tpu"),
+], ids=["new", "clone", "to"])
+def test_a_storage_on_tpu_is_refused_not_a_crash(make):
+    # PyTorch's C++ constructor would use an allocator the backend does not have: a segfault
+    with pytest.raises(RuntimeError, match="a storage cannot be made on tpu"):
+        make()
 
 
 def test_pin_memory_and_pinned_data_loader():

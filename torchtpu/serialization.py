@@ -6,17 +6,20 @@ A tpu tensor has no storage PyTorch can write: it pickles as its CPU copy plus i
 
 ``map_location='tpu'`` asks PyTorch to build storages on the device, which a storage-less
 backend cannot do (PyTorch's default would allocate one and crash). Storages stay on the
-CPU instead: tensors saved from tpu still come back on tpu, tensors saved from the CPU come
-back on the CPU, with a warning that says so. TorchScript's save and load go through the CPU.
+CPU instead, marked, and each tensor rebuilt from a marked storage is moved to the device as
+it is rebuilt; tensors that shared a storage in the file share one device tensor (views of
+it), as they would on cuda. TorchScript's save and load go through the CPU.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-import warnings
 
 import torch
+import torch._weights_only_unpickler
+
+from .tensor import host_copies_shared
 
 
 def _tag(storage) -> str | None:
@@ -26,13 +29,41 @@ def _tag(storage) -> str | None:
 def _restore(storage, location: str):
     if not location.startswith("tpu"):
         return None
-    warnings.warn(
-        "torchtpu: torch.load(map_location='tpu') restores storages on the CPU (a tpu tensor "
-        "has no storage): tensors saved from tpu come back on tpu, tensors saved from the CPU "
-        "stay on the CPU; move those with .to('tpu') or model.load_state_dict(...)",
-        stacklevel=2,
-    )
+    storage._torchtpu_onto = location  # read by _rebuilt_onto_device
     return storage
+
+
+def _rebuilt_onto_device(rebuild):
+    """PyTorch's rebuild of a tensor from a storage (and its offset, size, stride), moving
+    the tensor to the device a storage restored for tpu was marked with."""
+
+    @functools.wraps(rebuild)
+    def rebuilt(storage, *args, **kwargs):
+        t = rebuild(storage, *args, **kwargs)
+        untyped = getattr(storage, "_untyped_storage", storage)
+        device = getattr(untyped, "_torchtpu_onto", None)
+        return t if device is None else _moved(t, untyped, device)
+
+    return rebuilt
+
+
+def _moved(t: torch.Tensor, storage, device: str) -> torch.Tensor:
+    # The first tensor of a storage moves whole (a plain device tensor when it spans the
+    # storage, as a state_dict's do); the others are views of it, so tied weights stay tied.
+    bases = storage.__dict__.setdefault("_torchtpu_bases", {})
+    base = bases.get(t.dtype)
+    spans = (t.storage_offset() == 0 and t.is_contiguous()
+             and t.numel() * t.element_size() == storage.nbytes())
+    if base is None and spans:
+        moved = bases[t.dtype] = t.detach().to(device)
+    else:
+        if base is None:
+            whole = torch.empty(0, dtype=t.dtype).set_(
+                storage, 0, (storage.nbytes() // t.element_size(),), (1,))
+            base = bases[t.dtype] = whole.to(device)
+        with torch.no_grad():
+            moved = base.as_strided(t.shape, t.stride(), t.storage_offset())
+    return moved.requires_grad_(t.requires_grad)
 
 
 _rebuild_location = torch._utils._get_restore_location
@@ -117,7 +148,58 @@ def _jit_save_from_tpu(jit_save):
     return save
 
 
+_new_storage = torch._C.StorageBase.__new__
+
+
+def _storage_new(cls, *args, **kwargs):
+    """``torch.UntypedStorage(n, device='tpu')`` (and so ``storage.to('tpu')``, ``.clone()``
+    of a tpu tensor's storage): PyTorch's C++ constructor would use an allocator this
+    storage-less backend does not have and crash the process."""
+    device = kwargs.get("device")
+    if device is not None and _names_tpu(device):
+        raise RuntimeError(
+            "torchtpu: a storage cannot be made on tpu (a tpu tensor keeps its data in an XLA "
+            "buffer, not a storage). Keep storages on the CPU and move tensors or modules "
+            "with .to('tpu'); in torch.load, map_location=lambda storage, loc: storage keeps "
+            "them on the CPU.")
+    return _new_storage(cls, *args, **kwargs)
+
+
+def _saving_shared_storages(save):
+    @functools.wraps(save)
+    def saved(*args, **kwargs):
+        with host_copies_shared():
+            return save(*args, **kwargs)
+
+    saved._torchtpu = True
+    return saved
+
+
+def _rebuild_device_tensor(data, dtype, device, requires_grad):
+    """A tensor saved from tpu (its CPU copy and device), moved as ``_moved`` moves, so
+    tensors that shared a storage when saved share one again."""
+    device = str(torch._utils._get_restore_location(device))
+    if not device.startswith("tpu") or data.dtype != dtype or data.device.type == "tpu":
+        # (on tpu already: map_location='tpu' moved it from its marked storage)
+        return _rebuild_from_cpu(data, dtype, device, requires_grad)
+    return _moved(data, data.untyped_storage(), device).requires_grad_(requires_grad)
+
+
+_rebuild_from_cpu = torch._utils._rebuild_device_tensor_from_cpu_tensor
+
+
 def install() -> None:
+    torch.UntypedStorage.__new__ = _storage_new
+    if not getattr(torch._utils._rebuild_tensor, "_torchtpu", False):
+        # (_rebuild_tensor_v2 calls _rebuild_tensor; v3 builds its own)
+        for name in ("_rebuild_tensor", "_rebuild_tensor_v3"):
+            rebuild = _rebuilt_onto_device(getattr(torch._utils, name))
+            rebuild._torchtpu = True
+            setattr(torch._utils, name, rebuild)
+        torch._utils._rebuild_device_tensor_from_cpu_tensor = functools.wraps(
+            _rebuild_from_cpu)(_rebuild_device_tensor)
+        torch._weights_only_unpickler._get_allowed_globals.cache_clear()
+        torch.save = torch.serialization.save = _saving_shared_storages(torch.save)
     # Ahead of PyTorch's own privateuse1 restore (priority 20).
     torch.serialization.register_package(15, _tag, _restore)
     torch._utils._get_restore_location = _restore_location

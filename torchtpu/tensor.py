@@ -11,7 +11,9 @@ every other view recomputes on its next read. Tensors that cover their storage e
 from __future__ import annotations
 
 import collections
+import contextlib
 import copy
+import threading
 import weakref
 
 import jax
@@ -28,7 +30,8 @@ from .ops.views import (
     scatter_view,
 )
 from .runtime import memory
-from .runtime.execute import Pending
+from .runtime.execute import Pending, concrete
+from .runtime.transfer import to_host
 
 # PyTorch's autograd engine asserts on a device without an index: always 'tpu:0'.
 DEVICE = torch.device("privateuseone", 0)
@@ -200,7 +203,32 @@ class TpuTensor(torch.Tensor):
         # PyTorch's own form for a storage-less device (torchtpu/serialization.py): its CPU
         # copy and its device, which torch.load(weights_only=True) accepts.
         return (torch._utils._rebuild_device_tensor_from_cpu_tensor,
-                (self.detach().cpu(), self.dtype, str(self.device), self.requires_grad))
+                (_host_copy(self), self.dtype, str(self.device), self.requires_grad))
+
+
+_saving = threading.local()
+
+
+@contextlib.contextmanager
+def host_copies_shared():
+    """While a save runs: tensors sharing a storage pickle as views of one host copy of it,
+    so the file holds it once and loading gives them back sharing, as CPU's and cuda's do."""
+    outer = getattr(_saving, "copies", None)
+    _saving.copies = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _saving.copies = outer
+
+
+def _host_copy(t: TpuTensor) -> torch.Tensor:
+    copies = getattr(_saving, "copies", None)
+    if copies is None or t._bitcast is not None or t._bits is not None:
+        return t.detach().cpu()
+    s = t._storage
+    if id(s) not in copies:  # (the storage kept with its copy: its id stays its own)
+        copies[id(s)] = to_host(concrete(s.value)).reshape(-1), s
+    return copies[id(s)][0].as_strided(t.shape, t.stride(), t.storage_offset())
 
 
 _SETATTR = torch.Tensor.__setattr__
