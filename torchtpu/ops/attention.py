@@ -73,6 +73,17 @@ class _Heads:
         b, hq, *rest = x.shape
         return x.reshape(b, hq // self.groups, self.groups, *rest)
 
+    def summed(self, x, dtype):
+        """A key or value gradient (B, Hk, G, S, ·) from each of its query heads, summed over
+        them as CPU's flash kernel sums: into the gradient's own dtype, one head at a time
+        (a low-precision GQA gradient rounds at each head)."""
+        if self.groups == 1:
+            return x.astype(dtype)
+        out = x[:, :, 0].astype(dtype)
+        for i in range(1, self.groups):
+            out = (out.astype(x.dtype) + x[:, :, i]).astype(dtype)
+        return out
+
 
 def _masked_scores(heads, query, key, attn_mask, is_causal, scale):
     """Scores (B, H.., L, S) in the accumulation type, -inf where masked."""
@@ -114,11 +125,11 @@ def _attention_backward(grad_out, query, key, value, attn_mask, out, logsumexp, 
     p = jnp.exp(s - jnp.where(jnp.isfinite(lse), lse, jnp.inf))  # masked rows: p = 0
     dout = heads(grad_out)
     dt, acc = query.dtype, s.dtype
-    dv = jnp.einsum(f"b{h}ls,b{h}ld->bhsd", p.astype(dt), dout, preferred_element_type=acc)
+    dv = jnp.einsum(f"b{h}ls,b{h}ld->b{h}sd", p.astype(dt), dout, preferred_element_type=acc)
     dp = jnp.einsum(f"b{h}ld,bhsd->b{h}ls", dout, value, preferred_element_type=acc)
     rowdot = jnp.sum(dout.astype(acc) * heads(out).astype(acc), axis=-1, keepdims=True)
     ds = (p * (dp - rowdot)).astype(dt)
     dq = jnp.einsum(f"b{h}ls,bhse->b{h}le", ds, key, preferred_element_type=acc) * scale
-    dk = jnp.einsum(f"b{h}ls,b{h}le->bhse", ds, heads(query), preferred_element_type=acc)
-    return (dq.reshape(query.shape).astype(dt), (dk * scale).astype(key.dtype),
-            dv.astype(value.dtype))
+    dk = jnp.einsum(f"b{h}ls,b{h}le->b{h}se", ds, heads(query), preferred_element_type=acc)
+    return (dq.reshape(query.shape).astype(dt), heads.summed(dk * scale, key.dtype),
+            heads.summed(dv, value.dtype))
