@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 from conftest import assert_same
@@ -86,3 +90,55 @@ def test_huggingface_model_forward_backward_matches_cpu(name):
         results.append((out.logits, out.loss, grads))
     assert len(results[1][2]) == len(results[0][2]) > 0
     assert_same(results[1], results[0], rtol=1e-4, atol=1e-5)
+
+
+def test_huggingface_trainer_trains_on_tpu_as_on_cpu(tmp_path, monkeypatch):
+    # The Trainer takes its device from torch.accelerator, accelerate (which prepares the
+    # model and batches) its own way, which torchtpu teaches it; use_cpu still means the CPU.
+    t = pytest.importorskip("transformers")
+    state = pytest.importorskip("accelerate.state")
+
+    class Batches(torch.utils.data.Dataset):
+        def __len__(self):
+            return 6
+
+        def __getitem__(self, i):
+            x = torch.randint(0, 64, (12,), generator=torch.Generator().manual_seed(i))
+            return {"input_ids": x, "labels": x}
+
+    losses = {}
+    for device in ("cpu", "tpu"):
+        torch.manual_seed(0)
+        config = t.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+        model = t.LlamaForCausalLM(config)
+        monkeypatch.delenv("ACCELERATE_USE_CPU", raising=False)  # use_cpu's, for this run
+        state.AcceleratorState._reset_state(reset_partial_state=True)  # a per-process singleton
+        args = t.TrainingArguments(output_dir=str(tmp_path / device), max_steps=3,
+                                   per_device_train_batch_size=2, logging_steps=1,
+                                   report_to=[], save_strategy="no", learning_rate=1e-3,
+                                   use_cpu=device == "cpu", disable_tqdm=True)
+        trainer = t.Trainer(model=model, args=args, train_dataset=Batches())
+        trainer.train()
+        assert next(trainer.model.parameters()).device.type == device
+        losses[device] = [log["loss"] for log in trainer.state.log_history if "loss" in log]
+    assert losses["tpu"] == pytest.approx(losses["cpu"], rel=1e-4)
+
+
+def test_libraries_imported_before_torchtpu_find_tpu():
+    pytest.importorskip("accelerate")
+    pytest.importorskip("transformers")
+    code = (
+        "import accelerate.state\n"
+        "from transformers import LlamaForCausalLM\n"
+        "from transformers.utils.import_utils import is_torch_flex_attn_available as flex\n"
+        "assert flex()  # a CPU-only process: yes, and cached\n"
+        "import torchtpu\n"
+        "from accelerate import Accelerator\n"
+        "print(Accelerator().device, flex())\n"
+    )
+    env = {**os.environ, "TORCHTPU_CACHE_DIR": ""}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["tpu:0", "False"]

@@ -19,6 +19,9 @@ if _config.get("register_device"):
     _backend.register()
     _setup_compile_cache()
     _register_compile()  # torch.compile(backend="tpu"); Dynamo itself loads only when used
+    from .integrations import install as _install_integrations
+
+    _install_integrations()
 
 
 def sync() -> None:

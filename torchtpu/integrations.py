@@ -1,0 +1,74 @@
+"""Libraries that pick their device for themselves: told about 'tpu' as they would find cuda."""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import sys
+from collections.abc import Callable
+
+import torch
+
+
+def _accelerate_finds_tpu(state) -> None:
+    # accelerate finds cuda by itself but no PrivateUse1 device: without this the Hugging
+    # Face Trainer (whose own device is already tpu, through torch.accelerator) has its
+    # model and batches prepared on the CPU. cpu=True (use_cpu) still means the CPU.
+    cls = state.PartialState
+    found = cls.default_device.fget
+
+    def default_device(self) -> torch.device:
+        device = found(self)
+        return torch.device("tpu", 0) if device.type == "cpu" else device
+
+    cls.default_device = property(default_device, doc=cls.default_device.__doc__)
+
+
+def _transformers_asks_again(import_utils) -> None:
+    # transformers caches whether flex attention works (lru_cache) as its models import;
+    # asked before torchtpu was, it said yes for a CPU-only process, and would then compile
+    # flex_attention with inductor on tpu tensors.
+    check = getattr(import_utils, "is_torch_flex_attn_available", None)
+    if check is not None and hasattr(check, "cache_clear"):
+        check.cache_clear()
+
+
+class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Runs ``then(module)`` once a module is imported (at once if it is already)."""
+
+    def __init__(self, name: str, then: Callable) -> None:
+        self.name, self.then, self.loader = name, then, None
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name or self.loader is not None:
+            return None
+        sys.meta_path.remove(self)  # the real finders, once
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return None
+        self.loader, spec.loader = spec.loader, self
+        return spec
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self.loader.exec_module(module)
+        sys.meta_path.remove(self)
+        self.then(module)
+
+
+def _after_import(name: str, then: Callable) -> None:
+    if name in sys.modules:
+        then(sys.modules[name])
+    else:
+        sys.meta_path.insert(0, _AfterImport(name, then))
+
+
+def install() -> None:
+    _after_import("accelerate.state", _accelerate_finds_tpu)
+    if "transformers.utils.import_utils" in sys.modules:
+        _transformers_asks_again(sys.modules["transformers.utils.import_utils"])
