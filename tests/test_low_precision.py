@@ -90,6 +90,18 @@ def test_silu_and_mish_twice_differentiable(fn):
 
 
 @pytest.mark.parametrize("fn", [F.silu, F.mish])
+def test_silu_and_mish_create_graph_gradients_round_as_cpus(fn):
+    # Under create_graph CPU's formula is a composite; tpu's is the same ops in the same order
+    x = (torch.randn(4096, generator=torch.Generator().manual_seed(0)) * 3).bfloat16()
+    grads = []
+    for device in ("cpu", "tpu"):
+        v = x.to(device).requires_grad_()
+        (g,) = torch.autograd.grad(fn(v).sum(), v, create_graph=True)
+        grads.append(g.detach().cpu())
+    assert torch.equal(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("fn", [F.silu, F.mish])
 def test_silu_and_mish_under_torch_func(fn):
     # Inside torch.func transforms they take the differentiable composite (an autograd
     # Function has no PrivateUse1 autograd kernel there).

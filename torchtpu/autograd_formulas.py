@@ -47,7 +47,9 @@ def _mish(x):
 
 
 def _mish_composite(grad, x):
-    t = torch.tanh(torch.nn.functional.softplus(x))
+    # PyTorch's infinitely_differentiable_mish_backward: its softplus is exp then log1p (two
+    # roundings in low precision, where F.softplus rounds once)
+    t = torch.tanh(x.exp().log1p())
     return grad * (t + x * torch.sigmoid(x) * (1 - t * t))
 
 
