@@ -660,3 +660,15 @@ def test_ops_defined_with_torch_library_run_their_python_body():
     assert_same(t.grad, x.cos() * 3)
     compiled = torch.compile(lambda v: scaled_sin(v, 2.0) + 1, backend="tpu")
     assert_same(compiled(x.to("tpu")), x.sin() * 2 + 1)
+
+
+@pytest.mark.parametrize("share", [
+    lambda t: torch.utils.dlpack.to_dlpack(t), lambda t: torch.from_dlpack(t),
+    lambda t: np.from_dlpack(t), lambda t: t.__dlpack_device__(),
+], ids=["to_dlpack", "from_dlpack", "numpy", "device"])
+def test_dlpack_refuses_a_tpu_tensor_as_a_meta_one(share):
+    # PyTorch's own export handed out a capsule with a null data pointer
+    with pytest.raises(BufferError, match="Cannot pack tensors on tpu"):
+        share(torch.ones(2, device="tpu"))
+    assert torch.equal(torch.from_dlpack(torch.utils.dlpack.to_dlpack(torch.ones(2))),
+                       torch.ones(2))

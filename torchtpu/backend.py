@@ -18,7 +18,7 @@ from .eager import modes
 from .eager.dispatch import dispatch, refuse_in_forked_child
 from .ops import random
 from .runtime.transfer import to_device
-from .tensor import TpuTensor, read, set_executor, with_layout, wrap
+from .tensor import TpuTensor, read, set_executor, to_dlpack, with_layout, wrap
 
 aten = torch.ops.aten
 _lib: torch.library.Library | None = None
@@ -402,6 +402,7 @@ def register() -> None:
     _enable_multi_tensor_paths()
     _guard_forks()
     serialization.install()
+    torch.utils.dlpack.to_dlpack = to_dlpack
     proxy_tensor.HANDLED_TYPES = _TracedAsPlain(proxy_tensor.HANDLED_TYPES)
     backward_errors.install()
     accelerator.install()

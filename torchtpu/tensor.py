@@ -179,6 +179,12 @@ class TpuTensor(torch.Tensor):
             "copy the tensor to host memory first."
         )
 
+    def __dlpack__(self, *args, **kwargs):
+        raise BufferError(_NO_DLPACK)
+
+    def __dlpack_device__(self):
+        raise BufferError(_NO_DLPACK)
+
     def __coerce_same_metadata_as_tangent__(self, expected_metadata=None, expected_type=None):
         # AOTAutograd asks when a backward's incoming gradient is a tpu tensor: it is as is.
         return self
@@ -229,6 +235,19 @@ def _host_copy(t: TpuTensor) -> torch.Tensor:
     if id(s) not in copies:  # (the storage kept with its copy: its id stays its own)
         copies[id(s)] = to_host(concrete(s.value)).reshape(-1), s
     return copies[id(s)][0].as_strided(t.shape, t.stride(), t.storage_offset())
+
+
+# PyTorch's own export would hand out a null data pointer for this backend.
+_NO_DLPACK = ("Cannot pack tensors on tpu: its data is an XLA buffer, not memory DLPack can "
+              "share; use .cpu() first")
+_to_dlpack = torch.utils.dlpack.to_dlpack
+
+
+def to_dlpack(tensor):
+    """torch.utils.dlpack.to_dlpack, refusing a tpu tensor as it refuses a meta one."""
+    if isinstance(tensor, TpuTensor):
+        raise BufferError(_NO_DLPACK)
+    return _to_dlpack(tensor)
 
 
 _SETATTR = torch.Tensor.__setattr__
