@@ -48,6 +48,21 @@ def test_memory_reserved_free_and_stats_as_cuda_names_them():
     del x
 
 
+def test_torch_tpu_has_cudas_submodules_and_initialisers():
+    from torch.tpu.amp import GradScaler, autocast  # noqa: F401 (torch.cuda.amp's form)
+    from torch.tpu.random import get_rng_state_all, set_rng_state_all
+
+    torch.tpu.init()
+    torch.tpu._lazy_init()
+    torch.tpu.manual_seed(3)
+    states = get_rng_state_all()  # the Trainer's checkpoint of a device's RNG
+    first = torch.rand(3, device="tpu").cpu()
+    set_rng_state_all(states)
+    assert torch.equal(torch.rand(3, device="tpu").cpu(), first)
+    torch.tpu.seed_all()
+    assert not torch.equal(torch.rand(3, device="tpu").cpu(), first)
+
+
 def test_events_time_the_device_and_streams_name_its_queue():
     start, end = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
     x = torch.randn(256, 256, device="tpu")
@@ -62,6 +77,11 @@ def test_events_time_the_device_and_streams_name_its_queue():
         y = x + 1
     done = torch.tpu.current_stream().record_event()
     torch.tpu.current_stream().wait_event(done)
+    # a torch.Event, as cuda's: generic streams' C++ reads it as one (FSDP2 waits so)
+    assert isinstance(done, torch.Event) and done.device.type == "tpu"
+    for _ in range(20):
+        torch.accelerator.current_stream().wait_event(done)
+        torch.Stream(device="tpu").wait_event(done)
     done.synchronize()
     assert_same(y, x.cpu() + 1)
     with pytest.raises(RuntimeError, match="enable_timing=True"):

@@ -365,6 +365,7 @@ def register() -> None:
     _setup_privateuseone_for_python_backend(
         "tpu", backend_module=device_module, hook=_Hooks(), device_guard=_Guard()
     )
+    device_module.install_submodules()
     # model.to('tpu') must keep each Parameter object, as on cuda: _apply swaps tensors in
     # place (_converting).
     torch.nn.Module._apply = _apply_keeping_ties

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import types
 from dataclasses import dataclass
 
 import jax
@@ -115,6 +117,15 @@ def seed() -> None:
     _random.manual_seed(int.from_bytes(os.urandom(8), "little"))
 
 
+def seed_all() -> None:
+    seed()  # one device
+
+
+def init() -> None:
+    """``torch.cuda.init``: the device is ready once torchtpu is imported."""
+    platform.init()
+
+
 def initial_seed() -> int:
     return _random.initial_seed()
 
@@ -137,6 +148,25 @@ def set_rng_state_all(new_states) -> None:
 
 
 OutOfMemoryError = torch.OutOfMemoryError
+_lazy_init = init  # called by code written for torch.cuda's internals
+
+
+def _submodule(name: str, members: dict) -> types.ModuleType:
+    module = types.ModuleType(f"torch.tpu.{name}")
+    module.__dict__.update(members)
+    return module
+
+
+# torch.cuda.random, as libraries read a device's RNG (transformers' Trainer checkpoints)
+random = _submodule("random", {f.__name__: f for f in (
+    get_rng_state, set_rng_state, get_rng_state_all, set_rng_state_all, manual_seed,
+    manual_seed_all, seed, seed_all, initial_seed)})
+
+
+def install_submodules() -> None:
+    """``from torch.tpu.amp import autocast`` and ``import torch.tpu.random``, as for cuda."""
+    sys.modules.setdefault("torch.tpu.amp", amp)
+    sys.modules.setdefault("torch.tpu.random", random)
 
 
 def is_current_stream_capturing() -> bool:
@@ -227,8 +257,8 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 __all__ = [
     "Event", "OutOfMemoryError", "Stream", "StreamContext", "amp", "current_device",
     "current_stream", "default_stream", "device", "device_of", "get_rng_state_all",
-    "ipc_collect", "is_current_stream_capturing", "reset_accumulated_memory_stats",
-    "set_rng_state_all",
+    "init", "ipc_collect", "is_current_stream_capturing", "random",
+    "reset_accumulated_memory_stats", "seed_all", "set_rng_state_all",
     "device_count", "empty_cache", "get_amp_supported_dtype", "get_device_name",
     "get_device_properties", "get_eager_mode", "get_rng_state", "initial_seed",
     "is_available", "is_bf16_supported", "is_initialized", "manual_seed", "manual_seed_all",

@@ -62,8 +62,15 @@ class Stream(torch.Stream):
         return f"<torch.tpu.Stream device={self.device} priority={self.priority}>"
 
 
-class Event:
-    """A point in the device's queue; with ``enable_timing``, the time the device reached it."""
+class Event(torch.Event):
+    """A point in the device's queue; with ``enable_timing``, the time the device reached it.
+    A torch.Event, as cuda's is: generic code hands it to ``torch.Stream.wait_event`` (FSDP2),
+    whose C++ reads it as one."""
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False,
+                interprocess: bool = False):
+        return super().__new__(cls, device=torch.device("tpu", 0), enable_timing=enable_timing,
+                               blocking=blocking, interprocess=interprocess)
 
     def __init__(self, enable_timing: bool = False, blocking: bool = False,
                  interprocess: bool = False):
