@@ -274,6 +274,16 @@ def test_unknown_option_is_an_error():
         )
 
 
+def test_modes_are_inductors_names():
+    import pytest
+
+    x = torch.ones(2).to(TPU)
+    for mode in ("reduce-overhead", "max-autotune"):  # nothing for XLA to do differently
+        assert_same(torch.compile(lambda x: x + 1, backend="tpu", mode=mode)(x), x.cpu() + 1)
+    with pytest.raises(Exception, match="Unrecognized mode=max-autotun, should be one of"):
+        torch.compile(lambda x: x + 2, backend="tpu", mode="max-autotun")(x)
+
+
 def test_import_does_not_load_dynamo():
     import subprocess
     import sys

@@ -31,6 +31,8 @@ register_inductor_prims()
 PROGRAMS: dict[str, Callable] = {}
 
 _KNOWN_OPTIONS = {"buckets"}
+# torch.compile's modes (inductor's names): accepted, as they change nothing XLA does
+_MODES = ("default", "lite", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
 
 
 def _decompositions() -> dict:
@@ -90,6 +92,8 @@ def tpu_backend(
     mode: str | None = None,
 ) -> Callable:
     """The Dynamo backend. ``options``: ``{"buckets": ...}`` (see compile/buckets.py)."""
+    if mode is not None and mode not in _MODES:
+        raise RuntimeError(f"Unrecognized mode={mode}, should be one of: {', '.join(_MODES)}")
     options = dict(options or {})
     unknown = set(options) - _KNOWN_OPTIONS
     if unknown:
