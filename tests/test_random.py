@@ -59,9 +59,12 @@ def test_a_generator_reproduces_its_draws_and_leaves_the_default_stream_alone():
 def test_rng_state_round_trip():
     torch.manual_seed(5)
     state = torch.tpu.get_rng_state()
+    assert state.dtype == torch.uint8 and state.device.type == "cpu"  # a ByteTensor, as cuda's
     x = torch.rand(4, device="tpu")
     torch.tpu.set_rng_state(state)
     assert torch.equal(x.cpu(), torch.rand(4, device="tpu").cpu())
+    with pytest.raises(RuntimeError, match="expected the 16-byte ByteTensor"):
+        torch.tpu.set_rng_state(torch.get_rng_state())  # CPU's state
 
 
 def test_dropout_scales_and_zeroes():

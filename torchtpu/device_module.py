@@ -131,11 +131,19 @@ def initial_seed() -> int:
 
 
 def get_rng_state(device=None) -> torch.Tensor:
-    return _random.get_state()
+    """The device's random stream (seed and counter) as a CPU ByteTensor, as cuda's is."""
+    return _random.get_state().view(torch.uint8)
 
 
 def set_rng_state(new_state: torch.Tensor, device=None) -> None:
-    _random.set_state(new_state)
+    state = new_state.detach().cpu().contiguous()
+    if state.dtype == torch.uint8 and state.numel() == 16:
+        state = state.view(torch.int64)
+    if state.dtype != torch.int64 or state.numel() != 2:  # (int64[2]: this module's old form)
+        raise RuntimeError(
+            f"torch.tpu.set_rng_state: expected the 16-byte ByteTensor torch.tpu.get_rng_state "
+            f"gives, got {str(state.dtype).removeprefix('torch.')}{list(new_state.shape)}")
+    _random.set_state(state)
 
 
 def get_rng_state_all() -> list[torch.Tensor]:
