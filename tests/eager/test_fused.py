@@ -128,6 +128,27 @@ def test_a_loop_without_syncs_is_cut_at_optimizer_steps(monkeypatch):
     assert losses["fused"] == pytest.approx(losses["strict"], rel=1e-5)
 
 
+def test_a_loop_without_syncs_or_optimizer_steps_repeats_its_programs(monkeypatch):
+    # An eval loop summing its losses: only the size limit cuts it. Once a cut has shown the
+    # loop's period, the cuts fall at one place in the loop body: the programs repeat.
+    monkeypatch.setenv("TORCHTPU_FUSED_MAX_OPS", "300")
+    torchtpu.reset_metrics()
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=61, block_size=16, n_layer=1, n_head=2, n_embd=16)).eval()
+    x = torch.randint(0, 61, (2, 9))
+    with torch.no_grad():
+        expected = sum(model(x[:, :-1], x[:, 1:])[1] for _ in range(40))
+    model.to("tpu")
+    with torchtpu.set_eager_mode("fused"), torch.no_grad():
+        x = x.to("tpu")
+        total, compiles = torch.zeros((), device="tpu"), []
+        for _ in range(40):
+            total = total + model(x[:, :-1], x[:, 1:])[1]
+            compiles.append(_programs("compile"))
+        assert total.item() == pytest.approx(expected.item(), rel=1e-5)
+    assert compiles[20] == compiles[-1] <= 3  # the first trace, the first cut's, the rest's
+
+
 def test_one_program_per_sync_point_without_the_split(monkeypatch):
     monkeypatch.setenv("TORCHTPU_FUSED_SPLIT", "0")
     with torchtpu.set_eager_mode("fused"):

@@ -11,7 +11,10 @@ one value and much of the trace does not lead to it (``loss.item()`` after backw
 optimizer step), the part it needs runs first and the rest after it, without waiting.
 A loop that does not sync every step is cut at optimizer steps instead: once a second step
 is pending, what was recorded runs (without waiting), so its programs repeat step for step
-rather than being cut wherever the size limit falls, a new program each time.
+rather than being cut wherever the size limit falls, a new program each time. A loop with
+no optimizer step (evaluation, generation) is cut by size; once a cut has shown the period
+its ops repeat with, later cuts fall where that cut fell in the loop body (the last period
+before the limit ending as it ended), so from the second cut on the programs repeat.
 Only outputs some tensor still references are returned; intermediates never leave the
 device program.
 
@@ -56,6 +59,10 @@ _PROGRAMS: dict = {}
 _stored_shapes: tuple = (None, {})  # (store folder, its shapes) as last read
 _new_shapes: dict = {}  # found by tracing since the last write to the store
 _max_ops = 0
+# The loop body's ops as the last size cut found them (a period of hashes ending where it
+# cut), and the trace length from which a trace ending so is cut (a period before the limit).
+_anchor: tuple = ()
+_window = 0
 _split_forced = True
 _steps_pending = 0  # optimizer steps recorded since the last flush
 _step_hook = None
@@ -115,9 +122,37 @@ def record(exe: Executable, args: tuple, kwargs: dict):
     t.nodes.append((exe, statics, kw_statics, treedef, wiring))
     t.outs.append([weakref.ref(p) for p in outs])
     t.out_avals.append(out_avals)
-    if node + 1 >= _max_ops:
+    if node + 1 >= _window and (node + 1 >= _max_ops or _ends_as_anchor(t.nodes)):
+        _set_anchor(t.nodes)
         flush(cut=True)
     return tree_unflatten(out_treedef, outs)
+
+
+def _op(node: tuple) -> int:
+    return hash(node[:4])  # the op and its static arguments, not where its inputs come from
+
+
+def _ends_as_anchor(nodes: list[tuple]) -> bool:
+    n = len(_anchor)
+    return _op(nodes[-1]) == _anchor[-1] and tuple(_op(x) for x in nodes[-n:]) == _anchor
+
+
+def _set_anchor(nodes: list[tuple]) -> None:
+    global _anchor, _window
+    ops = [_op(x) for x in nodes]
+    period = _period(ops)
+    _anchor = tuple(ops[-period:]) if period else ()
+    _window = _max_ops - len(_anchor)
+
+
+def _period(ops: list[int]) -> int | None:
+    """The smallest p with ``ops[-2p:-p] == ops[-p:]`` (the last p ops repeat), if any."""
+    n = len(ops)
+    last = ops[-1]
+    for p in range(1, n // 2 + 1):
+        if ops[n - 1 - p] == last and ops[n - 2 * p:n - p] == ops[n - p:]:
+            return p
+    return None
 
 
 def _shapes(sig, exe, args, kwargs):
@@ -468,8 +503,9 @@ def _after_optimizer_step(optimizer, args, kwargs) -> None:
 
 
 def enable() -> None:
-    global _max_ops, _split_forced, _step_hook
-    _max_ops = int(config.get("fused_max_ops"))
+    global _max_ops, _window, _anchor, _split_forced, _step_hook
+    _max_ops = _window = int(config.get("fused_max_ops"))
+    _anchor = ()
     _split_forced = bool(config.get("fused_split"))
     execute.set_recorder(record, flush)
     if _step_hook is None:
