@@ -262,6 +262,13 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     return True
 
 
+# Queries whose answer never changes in a process: torch.compile folds them to constants,
+# as Dynamo folds torch.cuda's (what torch.compiler.assume_constant_result marks, without
+# importing Dynamo here).
+for _query in (is_available, is_initialized, device_count, current_device, get_device_name,
+               get_amp_supported_dtype, is_bf16_supported):
+    _query._dynamo_marked_constant = True
+
 __all__ = [
     "Event", "OutOfMemoryError", "Stream", "StreamContext", "amp", "current_device",
     "current_stream", "default_stream", "device", "device_of", "get_rng_state_all",

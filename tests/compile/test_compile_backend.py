@@ -670,3 +670,15 @@ def test_a_conjugate_view_of_an_output_stays_conjugated():
     x = torch.tensor([1 + 2j, 3 - 4j])
     _, conj = torch.compile(f, backend="tpu")(x.to(TPU))
     assert torch.equal(conj.cpu().resolve_conj(), f(x)[1].resolve_conj())
+
+
+def test_device_queries_fold_to_constants_in_a_full_graph():
+    # as Dynamo folds torch.cuda.is_available() and friends
+    def f(t):
+        if torch.tpu.is_available() and torch.tpu.is_bf16_supported():
+            t = t * torch.tpu.device_count() + torch.tpu.current_device()
+        with torch.tpu.amp.autocast():
+            return t @ t
+
+    x = torch.randn(4, 4).to(TPU)
+    assert_same(torch.compile(f, backend="tpu", fullgraph=True)(x), f(x))

@@ -42,7 +42,7 @@ from ..tensor import TpuTensor
 # Frames Dynamo must run as they are: our runtime, and JAX under it.
 _SKIPPED = (
     "torchtpu.eager", "torchtpu.ops", "torchtpu.runtime", "torchtpu.compile", "torchtpu.debug",
-    "torchtpu.tensor", "torchtpu.backend", "torchtpu.device_module", "torchtpu._print",
+    "torchtpu.tensor", "torchtpu.backend", "torchtpu._print",
     "torchtpu.config", "jax", "jaxlib", "ml_dtypes", "opt_einsum",
 )
 
