@@ -56,6 +56,8 @@ class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return self.loader.create_module(spec)
 
     def exec_module(self, module) -> None:
+        # the module keeps its own loader (source lookups, reloads)
+        module.__loader__ = module.__spec__.loader = self.loader
         self.loader.exec_module(module)
         sys.meta_path.remove(self)
         self.then(module)
