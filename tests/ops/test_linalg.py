@@ -38,6 +38,27 @@ def test_deprecated_cholesky_raises_as_linalg_cholesky():
                       torch.linalg.LinAlgError)
 
 
+_SINGULAR = torch.zeros(3, 3)
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.linalg.cholesky_ex(torch.tensor([[1.0, 2.0], [2.0, 1.0]], device=d),
+                                       check_errors=True),
+    lambda d: torch.linalg.cholesky_ex(torch.stack([torch.eye(2), -torch.eye(2)]).to(d),
+                                       check_errors=True),
+    lambda d: torch.linalg.inv_ex(_SINGULAR.to(d), check_errors=True),
+    lambda d: torch.linalg.lu_factor_ex(_SINGULAR.to(d), check_errors=True),
+    lambda d: torch.linalg.solve_ex(_SINGULAR.to(d), torch.ones(3, 1, device=d),
+                                    check_errors=True),
+], ids=["cholesky", "cholesky_batch", "inv", "lu_factor", "solve"])
+def test_ex_ops_raise_with_check_errors_as_cpu(bad, mode):
+    import torchtpu
+
+    with torchtpu.set_eager_mode(mode):
+        raises_as_cpu(bad)
+
+
 def test_complex_symmetric_ldl_pivots_as_lapack():
     # csytf2 pivots on |re| + |im|, not the modulus: other pivots, other factors.
     g = torch.Generator().manual_seed(0)

@@ -103,7 +103,31 @@ def _strict_handler(func) -> Handler:
 
 def _build(func, fused: bool = False) -> Handler:
     handler = _build_here(func, fused)
+    if func in _CHECKS_ERRORS:
+        handler = _checking_errors(handler, _CHECKS_ERRORS[func])
     return _on_requested_device(func, handler) if func in _TEMPLATE_FACTORIES else handler
+
+
+# The *_ex linear-algebra ops: with check_errors=True, CPU raises on their info as the
+# non-_ex op does (their rules are traced: the check reads the info afterwards).
+_CHECKS_ERRORS = {
+    torch.ops.aten.linalg_cholesky_ex.default: "linalg.cholesky_ex",
+    torch.ops.aten.linalg_inv_ex.default: "linalg.inv_ex",
+    torch.ops.aten.linalg_lu_factor_ex.default: "torch.linalg.lu_factor_ex",
+    torch.ops.aten._linalg_solve_ex.default: "torch.linalg.solve_ex",
+    torch.ops.aten.linalg_ldl_factor_ex.default: "torch.linalg.ldl_factor_ex",
+}
+
+
+def _checking_errors(inner: Handler, api_name: str) -> Handler:
+    def handler(args, kwargs):
+        if not kwargs.get("check_errors"):
+            return inner(args, kwargs)
+        out = inner(args, {**kwargs, "check_errors": False})
+        torch._linalg_check_errors(out[-1], api_name, is_matrix=args[0].dim() == 2)
+        return out
+
+    return handler
 
 
 def functional_handler(func) -> Handler | None:
