@@ -454,3 +454,14 @@ def test_an_eager_rule_works_on_its_own_programs_results(fused, driver):
     got = torch.linalg.lstsq(a.to("tpu") * 1, b.to("tpu"), driver=driver)
     for g, c in zip(got, torch.linalg.lstsq(a, b, driver=driver), strict=True):
         torch.testing.assert_close(g.cpu(), c)
+
+
+def test_a_program_larger_than_the_device_raises_out_of_memory(fused):
+    # XLA:CPU failed such a program after dispatch and the wait for its results never ended
+    h = torch.randn(8, 8).to("tpu") * 2
+    big = torch.zeros(torch.tpu.mem_get_info()[1] // 2, device="tpu") + h.sum()  # 2x the device
+    with pytest.raises(torch.OutOfMemoryError):
+        h.sum().item()
+    with pytest.raises(torch.OutOfMemoryError):
+        big.sum().item()  # its op failed: reading it raises again
+    assert h.sum().item() == pytest.approx(h.cpu().sum().item(), rel=1e-5)  # the rest computed

@@ -25,7 +25,9 @@ same loop neither traces nor compiles: it loads.
 
 from __future__ import annotations
 
+import functools
 import gc
+import math
 import sys
 import weakref
 from collections import Counter
@@ -37,7 +39,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from .. import config
 from ..debug import counters
-from ..runtime import execute, program_store
+from ..runtime import execute, memory, program_store
 from ..runtime.execute import Executable, Pending
 from ..runtime.program_store import Unstable, stable
 from ..tensor import forget_pending_views
@@ -382,6 +384,7 @@ def _run(t: _Trace, keep: tuple = ()) -> list:
     sig = (tuple(t.nodes), tuple(t.leaf_avals), needed, donated, torch.get_default_dtype())
     entry = _PROGRAMS.get(sig)
     if entry is None:
+        _refuse_outputs_larger_than_the_device(t, needed)
         order = _alias_order(t, needed, donated)
         entry = _PROGRAMS[sig] = (_loaded_or_traced(t, order, donated), order)
     else:
@@ -399,6 +402,24 @@ def _run(t: _Trace, keep: tuple = ()) -> list:
         return []
     at = {ij: k for k, ij in enumerate(order)}
     return [results[at[ij]] for ij in keep]
+
+
+def _refuse_outputs_larger_than_the_device(t: _Trace, needed: tuple) -> None:
+    """XLA:CPU fails such a program after dispatch, and a wait on its results never ends
+    (strict eager's single op fails at dispatch): raised here, the ops run one by one and the
+    one that cannot fit raises, as in strict eager."""
+    total = sum(math.prod(a.shape) * a.dtype.itemsize
+                for a in (t.out_avals[i][j] for i, j in needed))
+    device = _device_bytes()
+    if total > device:
+        raise torch.OutOfMemoryError(
+            f"tpu out of memory: a fused program's results need {total / 2**30:.1f} GiB, the "
+            f"device has {device / 2**30:.1f} GiB")
+
+
+@functools.cache
+def _device_bytes() -> int:
+    return memory.mem_get_info()[1]
 
 
 def _alias_order(t: _Trace, needed: tuple, donated: tuple) -> tuple:
