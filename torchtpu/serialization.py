@@ -42,12 +42,12 @@ def _rebuilt_onto_device(rebuild):
         t = rebuild(storage, *args, **kwargs)
         untyped = getattr(storage, "_untyped_storage", storage)
         device = getattr(untyped, "_torchtpu_onto", None)
-        return t if device is None else _moved(t, untyped, device)
+        return t if device is None else _moved(t, untyped, device, t.requires_grad)
 
     return rebuilt
 
 
-def _moved(t: torch.Tensor, storage, device: str) -> torch.Tensor:
+def _moved(t: torch.Tensor, storage, device: str, requires_grad: bool) -> torch.Tensor:
     # The first tensor of a storage moves whole (a plain device tensor when it spans the
     # storage, as a state_dict's do); the others are views of it, so tied weights stay tied.
     bases = storage.__dict__.setdefault("_torchtpu_bases", {})
@@ -63,7 +63,7 @@ def _moved(t: torch.Tensor, storage, device: str) -> torch.Tensor:
             base = bases[t.dtype] = whole.to(device)
         with torch.no_grad():
             moved = base.as_strided(t.shape, t.stride(), t.storage_offset())
-    return moved.requires_grad_(t.requires_grad)
+    return moved.requires_grad_(requires_grad)
 
 
 _rebuild_location = torch._utils._get_restore_location
@@ -182,7 +182,7 @@ def _rebuild_device_tensor(data, dtype, device, requires_grad):
     if not device.startswith("tpu") or data.dtype != dtype or data.device.type == "tpu":
         # (on tpu already: map_location='tpu' moved it from its marked storage)
         return _rebuild_from_cpu(data, dtype, device, requires_grad)
-    return _moved(data, data.untyped_storage(), device).requires_grad_(requires_grad)
+    return _moved(data, data.untyped_storage(), device, requires_grad)
 
 
 _rebuild_from_cpu = torch._utils._rebuild_device_tensor_from_cpu_tensor

@@ -15,7 +15,7 @@ from torch.utils._pytree import tree_leaves
 from ..ops.dtypes import cast, scalar_type_name, to_jax_dtype
 from ..ops.registry import LOWERINGS, is_functional
 from ..runtime.transfer import to_device
-from ..tensor import TpuTensor, is_dense, read, write
+from ..tensor import DEVICE, TpuTensor, is_dense, read, write
 from . import strict, views
 from .meta_errors import checking_number, cpp_name
 from .values import call_unwrapped, wrap_out
@@ -323,7 +323,7 @@ def _out_handler(func, compute, out_names, takes_dtype=False, pointwise=False):
             outs += out if isinstance(out, (list, tuple)) else [out]
         for out in outs:
             if not isinstance(out, TpuTensor):  # structured kernels' resize_out check
-                raise RuntimeError(f"Expected out tensor to have device {_device_of(args)}, "
+                raise RuntimeError(f"Expected out tensor to have device {DEVICE}, "
                                    f"but got {out.device} instead")
         for out in outs if check is not None else ():
             if message := check(args[0], out):
@@ -354,11 +354,6 @@ def _out_handler(func, compute, out_names, takes_dtype=False, pointwise=False):
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     return handler
-
-
-def _device_of(args) -> torch.device:
-    return next((x.device for x in tree_leaves(args) if isinstance(x, TpuTensor)),
-                torch.device("tpu", 0))
 
 
 def rule_with_mutations(func, compute, names: tuple[str, ...] = ()):
