@@ -496,3 +496,37 @@ def test_conj_and_neg_views_alias_their_base():
 def test_view_as_real_of_an_unresolved_conj_is_refused():
     raises_as_cpu(lambda d: torch.view_as_real(torch.ones(2, dtype=torch.complex64,
                                                           device=d).conj()))
+
+
+def test_a_view_repeated_on_bases_of_other_geometries_is_each_bases_own():
+    # The same view call (op and arguments) on 4x4 bases that differ in strides, offset,
+    # storage size or math bits: each answers as on CPU, the second time round as the first.
+    def bases(device):
+        wide = torch.arange(24.0, device=device).reshape(4, 6)
+        square = torch.arange(16.0, device=device).reshape(4, 4)
+        z = torch.arange(8.0, device=device).view(torch.complex64)
+        short = torch.arange(22.0, device=device).as_strided((4, 4), (6, 1))  # as wide[:, :4]
+        return [square, wide[:, :4], wide[:, 2:], square.t(), short], [z, z.conj()]
+
+    def run(device):
+        out = []
+        for _ in range(2):
+            reals, complexes = bases(device)
+            for v in reals:
+                out += [(tuple(w.shape), w.stride(), w.storage_offset(), w.cpu())
+                        for w in (v.diagonal(), v.select(0, 1), v.unsqueeze(0), v.t())]
+            out += [(w.is_conj(), w.resolve_conj().cpu()) for w in (z.unsqueeze(0) for z in complexes)]
+        return out
+
+    assert_same(run(TPU), run("cpu"))
+    def outcome(view, device):
+        try:
+            return view(device).cpu()
+        except RuntimeError as e:
+            return str(e).splitlines()[0]  # (debug mode adds where the op ran)
+
+    for _ in range(2):  # valid for one base, invalid for the next: as on CPU each time
+        for i in range(5):
+            for view in (lambda d: bases(d)[0][i].view(16),
+                         lambda d: bases(d)[0][i].as_strided((4, 4), (1, 4), 8)):
+                assert_same(outcome(view, TPU), outcome(view, "cpu"))

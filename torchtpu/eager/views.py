@@ -44,43 +44,89 @@ def handler(func):
 
     def view(args, kwargs):
         base = args[0]
-        meta_base = meta_like(base)
-        meta = func(meta_base, *[meta_like(a) for a in args[1:]], **kwargs)
-        if func is aten.as_strided.default:
-            # The functional meta kernel does not check the storage's bounds; its in-place
-            # twin raises CPU's error.
-            aten.as_strided_.default(_meta_base(base), *args[1:], **kwargs)
+        key = _key(func, base, args, kwargs)
+        found = _VIEWS.get(key) if key is not None else None
+        if found is None:
+            found = _view_of(func, base, args, kwargs)
+            if key is not None:
+                if len(_VIEWS) >= _MAX_VIEWS:
+                    _VIEWS.clear()
+                _VIEWS[key] = found
+        same, aliases, outs = found
         storage = base._storage
-        if (isinstance(meta, torch.Tensor) and meta.dtype == meta_base.dtype
-                and _geometry(meta) == _geometry(meta_base)
-                and meta.is_conj() == meta_base.is_conj() and meta.is_neg() == meta_base.is_neg()):
+        if same:
             # alias, detach, a view to its own shape: the base's value as it is, which costs
             # no program (a jitted identity copies its input).
             value = unwrap(base)
         elif run is not None:
             value = call_unwrapped(run, args, kwargs)
-        elif isinstance(meta, torch.Tensor):
-            value = _gathered(storage, meta)
+        elif type(outs) is tuple:
+            value = _gathered(storage, *outs)
         else:
-            value = [_gathered(storage, m) for m in meta]
-        if isinstance(meta, torch.Tensor) and not torch._C._is_alias_of(meta, meta_base):
+            value = [_gathered(storage, *o) for o in outs]
+        if not aliases:
             return wrap(value)  # what an aliasing-if-possible op returned as a copy
         if torch.is_inference_mode_enabled() != base.is_inference():
             # A view is an inference tensor exactly when its base is, whatever the mode:
             # autograd gives it its base's version counter, which only an inference tensor
             # may lack.
             with torch.inference_mode(base.is_inference()):
-                return _aliasing(storage, value, meta)
-        return _aliasing(storage, value, meta)
+                return _aliasing(storage, value, outs)
+        return _aliasing(storage, value, outs)
 
     return view
 
 
-def _aliasing(storage: Storage, value, meta):
-    if isinstance(meta, torch.Tensor):
-        return make_view(storage, value, *_geometry(meta), _bits(meta))
-    return [make_view(storage, v, *_geometry(m), _bits(m))
-            for v, m in zip(value, meta, strict=True)]
+def _view_of(func, base: TpuTensor, args, kwargs) -> tuple:
+    """What the view is, from PyTorch's meta kernel (its error, for an invalid view):
+    whether it is its base as it is, whether it aliases at all, and each output's geometry
+    and math bits."""
+    meta_base = meta_like(base)
+    meta = func(meta_base, *[meta_like(a) for a in args[1:]], **kwargs)
+    if func is aten.as_strided.default:
+        # The functional meta kernel does not check the storage's bounds; its in-place
+        # twin raises CPU's error.
+        aten.as_strided_.default(_meta_base(base), *args[1:], **kwargs)
+    if not isinstance(meta, torch.Tensor):
+        return False, True, [(_geometry(m), _bits(m)) for m in meta]
+    same = (meta.dtype == meta_base.dtype and _geometry(meta) == _geometry(meta_base)
+            and meta.is_conj() == meta_base.is_conj() and meta.is_neg() == meta_base.is_neg())
+    return same, torch._C._is_alias_of(meta, meta_base), (_geometry(meta), _bits(meta))
+
+
+# What each view op made of a base of a given geometry with given arguments (_view_of), so
+# that repeating a view (every step of a training loop) skips the meta kernel.
+_VIEWS: dict = {}
+_MAX_VIEWS = 8192
+_PLAIN = (int, bool, float, type(None), torch.dtype, torch.memory_format, str)
+
+
+def _key(func, base: TpuTensor, args, kwargs) -> tuple | None:
+    """``_VIEWS``'s key for this call; None if an argument is not a plain value."""
+    rest = []
+    for a in args[1:]:
+        if type(a) is list or type(a) is tuple:
+            if not all(type(v) is int for v in a):
+                return None
+            a = tuple(a)
+        elif not isinstance(a, _PLAIN):
+            return None
+        rest.append(a)
+    if kwargs:
+        for k, v in kwargs.items():
+            if not isinstance(v, _PLAIN):
+                return None
+            rest.append((k, v))
+    storage = base._storage
+    return (func, base.dtype, base.shape, base.stride(), base.storage_offset(), base._bits,
+            storage.shape, storage.dtype, tuple(rest))
+
+
+def _aliasing(storage: Storage, value, outs):
+    if type(outs) is tuple:
+        return make_view(storage, value, *outs[0], outs[1])
+    return [make_view(storage, v, *geometry, bits)
+            for v, (geometry, bits) in zip(value, outs, strict=True)]
 
 
 def _bits(m: torch.Tensor) -> tuple[bool, bool] | None:
@@ -88,10 +134,9 @@ def _bits(m: torch.Tensor) -> tuple[bool, bool] | None:
     return (conj, neg) if conj or neg else None
 
 
-def _gathered(storage: Storage, m: torch.Tensor):
-    """The value of a view with ``m``'s geometry and math bits, from its storage."""
-    value = gather_view(storage.value, _geometry(m))
-    bits = _bits(m)
+def _gathered(storage: Storage, geometry: tuple, bits):
+    """The value of a view with this geometry and math bits, from its storage."""
+    value = gather_view(storage.value, geometry)
     return value if bits is None else math_bits(value, *bits)
 
 
