@@ -515,7 +515,8 @@ def test_a_view_repeated_on_bases_of_other_geometries_is_each_bases_own():
             for v in reals:
                 out += [(tuple(w.shape), w.stride(), w.storage_offset(), w.cpu())
                         for w in (v.diagonal(), v.select(0, 1), v.unsqueeze(0), v.t())]
-            out += [(w.is_conj(), w.resolve_conj().cpu()) for w in (z.unsqueeze(0) for z in complexes)]
+            out += [(w.is_conj(), w.resolve_conj().cpu())
+                    for w in (z.unsqueeze(0) for z in complexes)]
         return out
 
     assert_same(run(TPU), run("cpu"))
@@ -527,6 +528,6 @@ def test_a_view_repeated_on_bases_of_other_geometries_is_each_bases_own():
 
     for _ in range(2):  # valid for one base, invalid for the next: as on CPU each time
         for i in range(5):
-            for view in (lambda d: bases(d)[0][i].view(16),
-                         lambda d: bases(d)[0][i].as_strided((4, 4), (1, 4), 8)):
+            for view in (lambda d, i=i: bases(d)[0][i].view(16),
+                         lambda d, i=i: bases(d)[0][i].as_strided((4, 4), (1, 4), 8)):
                 assert_same(outcome(view, TPU), outcome(view, "cpu"))
