@@ -222,6 +222,25 @@ def test_dropout_draws_from_the_seeded_stream():
     assert torch.equal(compiled(x).cpu(), a)
 
 
+@pytest.mark.parametrize("factory", [
+    lambda: torch.randn(64, 32, device=TPU),
+    lambda: torch.randn(64, 32, device=TPU, dtype=torch.bfloat16),
+    lambda: torch.rand(64, 32, device=TPU),
+    lambda: torch.randint(3, 9, (64, 32), device=TPU),
+    lambda: torch.randint(9, (64, 32), device=TPU, dtype=torch.int32),
+    lambda: torch.normal(2.0, 3.0, (64, 32), device=TPU),
+], ids=["randn", "randn_bf16", "rand", "randint_low", "randint_int32", "normal"])
+def test_random_factories_lower_and_draw_as_eager(factory):
+    compiled = torch.compile(lambda: factory() * 1, backend="tpu")
+    torch.manual_seed(5)
+    a, b = compiled().cpu(), compiled().cpu()
+    torch.manual_seed(5)
+    eager = factory().cpu()
+    assert torch.equal(a, eager)  # same seed, same draw and dtype as eager tpu
+    assert not torch.equal(a, b)
+    assert _count("graph", "eager_graph") == 0
+
+
 def test_graph_breaks_print_and_item(capsys):
     def f(x):
         y = x.sin() * 2

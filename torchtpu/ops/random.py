@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ..runtime.execute import executable
-from .dtypes import scalar_type_name, to_jax_dtype
+from .dtypes import default_float, scalar_type_name, to_jax_dtype
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -457,3 +457,40 @@ def _randint_like(self, low, high=None, *, generator=None, dtype=None, layout=No
     if high is None:
         low, high = 0, low
     return _random(_like(self, dtype), int(low), int(high), generator=generator)
+
+
+# Factories: eagerly PyTorch runs them as an empty tensor and an in-place draw (the rules
+# above); a compiled graph holds them whole (AOTAutograd makes randn prims.normal).
+def _new(size, dtype, default=None):
+    dtype = to_jax_dtype(dtype) if dtype is not None else default or default_float()
+    return jax.ShapeDtypeStruct(tuple(size), dtype)
+
+
+@lowering(aten.rand.default, aten.rand.generator, eager=True, records=True)
+def _rand(size, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None):
+    return _uniform(_new(size, dtype), generator=generator)
+
+
+@lowering(aten.randn.default, aten.randn.generator, eager=True, records=True)
+def _randn(size, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None):
+    return _normal(_new(size, dtype), generator=generator)
+
+
+@lowering(aten.normal.float_float, eager=True, records=True)
+def _normal_sized(mean, std, size, *, generator=None, dtype=None, layout=None, device=None,
+                  pin_memory=None):
+    return _normal(_new(size, dtype), mean, std, generator=generator)
+
+
+@lowering(torch.ops.prims.normal.default, eager=True, records=True)
+def _prims_normal(shape, *, mean, std, dtype, device, requires_grad, generator=None):
+    return _normal(_new(shape, dtype), mean, std, generator=generator)
+
+
+@lowering(aten.randint.default, aten.randint.generator, aten.randint.low,
+          aten.randint.low_generator, eager=True, records=True)
+def _randint(*args, generator=None, dtype=None, layout=None, device=None, pin_memory=None):
+    *bounds, size = args
+    low, high = (0, *bounds) if len(bounds) == 1 else bounds
+    return _random(_new(size, dtype, np.dtype(jnp.int64)), int(low), int(high),
+                   generator=generator)
