@@ -435,7 +435,14 @@ def _binomial(count, prob, generator=None):
 
 def _like(self, dtype):
     # The random rules read only shape and dtype: no array is made for the template.
-    return jax.ShapeDtypeStruct(self.shape, self.dtype if dtype is None else to_jax_dtype(dtype))
+    return _new(self.shape, dtype, self.dtype)
+
+
+def _new(size, dtype, default=None):
+    """A template of this size: ``dtype``'s, else ``default``, else the default float."""
+    if dtype is not None:
+        return jax.ShapeDtypeStruct(tuple(size), to_jax_dtype(dtype))
+    return jax.ShapeDtypeStruct(tuple(size), default_float() if default is None else default)
 
 
 @lowering(aten.rand_like, eager=True, records=True)
@@ -461,11 +468,6 @@ def _randint_like(self, low, high=None, *, generator=None, dtype=None, layout=No
 
 # Factories: eagerly PyTorch runs them as an empty tensor and an in-place draw (the rules
 # above); a compiled graph holds them whole (AOTAutograd makes randn prims.normal).
-def _new(size, dtype, default=None):
-    dtype = to_jax_dtype(dtype) if dtype is not None else default or default_float()
-    return jax.ShapeDtypeStruct(tuple(size), dtype)
-
-
 @lowering(aten.rand.default, aten.rand.generator, eager=True, records=True)
 def _rand(size, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None):
     return _uniform(_new(size, dtype), generator=generator)
