@@ -411,6 +411,56 @@ def test_views_returned_under_symbolic_sizes_keep_their_layout():
         assert_same(out, expected)
 
 
+def test_views_of_an_input_with_symbolic_bounds_read_the_right_elements():
+    # AOTAutograd cannot replay a view whose arguments are symbolic: it rebuilds it from the
+    # input with our output's geometry, which must be the view's (an offset, a row stride).
+    views = [lambda x: x[:, : x.shape[1] // 2], lambda x: x[:, x.shape[1] - 2:],
+             lambda x: x.narrow(1, 1, x.shape[1] - 2), lambda x, p=1: x[:, p:p + 4:2]]
+    for view in views:
+        compiled = torch.compile(view, backend="tpu")
+        for n in (5, 6, 7):
+            x = torch.arange(3.0 * n).view(3, n)
+            out, expected = compiled(x.to(TPU)), view(x)
+            assert (out.stride(), out.storage_offset()) == (expected.stride(),
+                                                            expected.storage_offset())
+            assert_same(out, expected)
+    compiled = torch.compile(lambda x, p: x[:, p:p + 4:2], backend="tpu")
+    x = torch.arange(24.0).view(3, 8)
+    for p in range(1, 5):
+        assert_same(compiled(x.to(TPU), p), x[:, p:p + 4:2])
+
+
+def test_an_int_input_no_shape_depends_on_is_traced_once():
+    # A decode loop's position: after Dynamo's one recompile, one program serves every value.
+    def f(x, pos):
+        window = torch.narrow(x, 1, pos, 2) + pos
+        strided = x[:, pos:pos + 3:2] * 2
+        mask = torch.arange(8, device=x.device) > pos
+        scaled = x.to(torch.int8) * 40 + pos * 3  # int8 stays int8: pos is a Python int
+        return window, strided, x.masked_fill(mask, -1.0), scaled, torch.select(x, 1, -pos)
+
+    compiled = torch.compile(f, backend="tpu")
+    x = torch.randn(4, 8)
+    compiled(x.to(TPU), 1)
+    traces = _count("graph", "trace")
+    for pos in range(2, 6):
+        assert_same(compiled(x.to(TPU), pos), f(x, pos))
+    assert _count("graph", "trace") == traces + 1
+
+
+def test_an_int_input_a_rule_needs_as_a_value_falls_back_to_static():
+    # tril's diagonal is a static argument of its jitted rule: each value gets its program.
+    def f(x, n):
+        return x.tril(n) + n
+
+    compiled = torch.compile(f, backend="tpu")
+    x = torch.randn(5, 5)
+    fallbacks = _count("graph", "static_ints")
+    for n in range(1, 5):
+        assert_same(compiled(x.to(TPU), n), f(x, n))
+    assert _count("graph", "static_ints") == fallbacks + 1
+
+
 def test_outputs_that_view_another_output_alias_it():
     # An inference graph returns a result and views of it (a graph break returns what the
     # code after it uses); AOTAutograd leaves their aliasing to the compiler.

@@ -5,8 +5,10 @@ its non-tensor arguments as the Python values the graph holds. The whole walk ha
 one ``jax.jit`` trace, so the graph becomes a single XLA program.
 
 Shapes are static inside a program. A graph traced with symbolic sizes (Dynamo's automatic
-dynamic shapes) still lowers: its SymInt inputs arrive as Python ints and become static jit
-arguments, so each concrete shape is one program (see compile/buckets.py to bound them).
+dynamic shapes) still lowers: its SymInt inputs that are sizes arrive as Python ints and become
+static jit arguments, so each concrete shape is one program (see compile/buckets.py to bound
+them). A SymInt input that no shape depends on (a decode loop's position) is a traced argument
+instead: one program serves every value.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 import torch
 from torch import fx
 
@@ -191,6 +194,22 @@ def _conform(node: fx.Node, out):
     return out
 
 
+def _traced(values) -> bool:
+    return any(isinstance(v, jax.core.Tracer) for v in values)
+
+
+def _traced_slice(node: fx.Node, x, dim=0, start=None, end=None, step=1):
+    """``x[start:end]`` where a bound is a traced int (``cache[:, pos:pos + 1]``): its length
+    is the one PyTorch's meta computed, the start read at run time."""
+    dim = dim % x.ndim
+    n, length = x.shape[dim], node.meta["val"].shape[dim]
+    if length == 0:
+        return lax.slice_in_dim(x, 0, 0, 1, dim)
+    start = 0 if start is None else jnp.where(start < 0, start + n, start)
+    span = lax.dynamic_slice_in_dim(x, start, (length - 1) * step + 1, dim)
+    return lax.slice_in_dim(span, 0, None, step, dim)
+
+
 def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None) -> list:
     """Evaluate the graph on jax values (inside a trace): the graph's outputs, flattened.
     ``copy_`` into an input (AOTAutograd keeps an inference graph's input mutations in it)
@@ -233,6 +252,8 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None) -> 
                 env[node] = env[node.args[0]] = value  # later reads see the new value
                 if written is not None:
                     written[node.args[0]] = value
+            elif t is aten.slice.Tensor and _traced(args[2:4]):
+                env[node] = _traced_slice(node, *args)
             elif isinstance(t, torch._ops.OpOverload):
                 check_as_cpu(t, args, kwargs)  # the checks eager runs that meta kernels skip
                 if t in NUMBER_OPS:
@@ -255,14 +276,43 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None) -> 
 
 
 def _arg_kinds(gm: fx.GraphModule) -> list[str]:
-    """'array' for tensor placeholders, 'static' for ints (symbolic sizes) and the like."""
+    """'array' for tensor placeholders; 'int' for a SymInt no size, stride or int output
+    depends on (traced: one program for all its values); 'static' for the rest."""
+    sized = _size_symbols(gm)
     kinds = []
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             val = node.meta.get("val")
-            is_tensor = val is None or isinstance(val, torch.Tensor)
-            kinds.append("array" if is_tensor else "static")
+            if val is None or isinstance(val, torch.Tensor):
+                kinds.append("array")
+            elif (isinstance(val, torch.SymInt) and val.node.expr.is_Symbol
+                  and val.node.expr not in sized):
+                kinds.append("int")
+            else:
+                kinds.append("static")
     return kinds
+
+
+def _size_symbols(gm: fx.GraphModule) -> set:
+    """The symbols a program's shapes are made of: those in a tensor's sizes or strides, and
+    in the ints the graph returns (an int output computed from a traced one would be an
+    array). A returned input itself is handed back as it came."""
+    def symbols(n) -> set:
+        return n.node.expr.free_symbols if isinstance(n, torch.SymInt) else set()
+
+    found = set()
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        vals = val if isinstance(val, (list, tuple)) else [val]
+        for v in vals:
+            if isinstance(v, torch.Tensor):
+                for n in (*v.shape, *v.stride()):
+                    found |= symbols(n)
+        if node.op == "output":
+            for o in node.args[0]:
+                if isinstance(o, fx.Node) and o.op != "placeholder":
+                    found |= symbols(o.meta.get("val"))
+    return found
 
 
 def _to_array(x) -> jax.Array:
@@ -304,6 +354,9 @@ class Program:
         # Outputs that view another output: (position, (that output's position, geometry)).
         self._views = [(i, view) for i, o in enumerate(output.args[0])
                        if (view := _view_of_output(o, output.args[0])) is not None]
+        # Outputs that view an input with symbolic geometry: (position, the nodes to replay).
+        self._input_views = [(i, nodes) for i, o in enumerate(output.args[0])
+                             if (nodes := _symbolic_input_view(gm, o)) is not None]
         # Per static-argument signature: the draws the program makes, its non-array outputs.
         self._draws: dict[tuple, int] = {}
         self._layout: dict[tuple, list] = {}
@@ -313,7 +366,7 @@ class Program:
         metrics.count("compile", f"graph:{self.name}")
         metrics.count("graph", "trace")
         it_arrays, it_statics = iter(arrays), iter(statics)
-        inputs = [next(it_arrays) if k == "array" else next(it_statics) for k in self.kinds]
+        inputs = [next(it_statics) if k == "static" else next(it_arrays) for k in self.kinds]
         inputs += list(it_arrays)  # the constants
         written: dict = {}
         with unrecorded():
@@ -327,13 +380,14 @@ class Program:
         # An output that is an input, unchanged (a weight a forward saves for its backward),
         # is that input tensor itself, as inductor returns it: as a program output XLA
         # would copy it.
-        position = {id(inputs[i]): i for i, k in enumerate(self.kinds) if k == "array"}
+        position = {id(inputs[i]): i for i, k in enumerate(self.kinds) if k != "static"}
         layout, arrays_out = [], []
         for o in outs:
             if not isinstance(o, jax.Array):
                 layout.append(("const", o))
             elif id(o) in position:
-                layout.append(("input", position[id(o)]))
+                i = position[id(o)]
+                layout.append(("input" if self.kinds[i] == "array" else "int", i))
             else:
                 layout.append(None)
                 arrays_out.append(o)
@@ -351,6 +405,8 @@ class Program:
         for kind, a in zip(self.kinds, args, strict=True):
             if kind == "array":
                 arrays.append(_to_array(a))
+            elif kind == "int":
+                arrays.append(a)  # a Python int: jax traces it weakly typed, as a scalar
             else:
                 statics.append(a)
         targets = [args[i] for i in self.mutated]
@@ -364,6 +420,14 @@ class Program:
             outs = self._jit(arrays, statics, stream)
         except jax.errors.JaxRuntimeError as e:
             memory.raise_as_torch(e)
+        except (TypeError, ValueError):  # jax's errors for a tracer used as a Python int
+            if "int" not in self.kinds:
+                raise
+            # A rule needed a traced int as a Python value (a loop bound, a jitted helper's
+            # static argument): those ints are static from now on, one program per value.
+            metrics.count("graph", "static_ints")
+            self.kinds = ["static" if k == "int" else k for k in self.kinds]
+            return self(inputs)
         if stream is not None:
             rng.advance(self._draws[statics])
         if targets:  # the inputs the graph wrote: their new values are the last outputs
@@ -373,9 +437,13 @@ class Program:
         it = iter(outs)
         results = [(to_host(next(it)) if host else _as_tensor(next(it), stride))
                    if slot is None else _returned_input(inputs[slot[1]], stride, host)
-                   if slot[0] == "input" else slot[1]
+                   if slot[0] == "input" else inputs[slot[1]] if slot[0] == "int" else slot[1]
                    for slot, stride, host in zip(self._layout[statics], self._strides,
                                                  self._on_host, strict=True)]
+        for i, nodes in self._input_views:
+            # AOTAutograd rebuilds such an output from its input with the geometry of ours
+            # (it cannot replay views with symbolic arguments): ours must be the real view.
+            results[i] = _replay(nodes, self._placeholders, inputs)
         for i, view in self._views:
             # The program returned the view's values; the tensor aliases its base, as an
             # inference graph's outputs do in eager (AOTAutograd leaves that to the compiler).
@@ -429,6 +497,40 @@ def _view_of_output(node, outputs) -> tuple | None:
             return outputs.index(base), (tuple(val.shape), tuple(val.stride()),
                                          val.storage_offset())
     return None
+
+
+def _symbolic_input_view(gm: fx.GraphModule, node) -> list[fx.Node] | None:
+    """The nodes computing output ``node``, in graph order, when it is a chain of views of a
+    tensor input with symbolic geometry (``x[:, :n // 2]``, ``x[:, p:p + 4:2]``)."""
+    if not isinstance(node, fx.Node) or not isinstance(node.meta.get("val"), torch.Tensor):
+        return None
+    if _is_static(node):
+        return None
+    needed, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if n in needed:
+            continue
+        needed.add(n)
+        val = n.meta.get("val")
+        is_view = n.op == "call_function" and getattr(n.target, "is_view", False)
+        if n.op == "call_function" and isinstance(val, torch.Tensor) and not is_view:
+            return None  # computed, not a view of an input
+        stack.extend(n.all_input_nodes)
+    if not any(n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)
+               for n in needed) or node.op == "placeholder":
+        return None
+    return [n for n in gm.graph.nodes if n in needed]
+
+
+def _replay(nodes: list[fx.Node], placeholders: list[fx.Node], inputs: list):
+    """Run view nodes (and the int arithmetic they read) on the runtime inputs, eagerly."""
+    env = {p: inputs[i] for i, p in enumerate(placeholders)}
+    for n in nodes:
+        if n.op != "placeholder":
+            env[n] = n.target(*fx.node.map_arg(n.args, env.__getitem__),
+                              **fx.node.map_arg(n.kwargs, env.__getitem__))
+    return env[nodes[-1]]
 
 
 def _is_static(node: fx.Node) -> bool:

@@ -189,6 +189,9 @@ def _expand(self, size, *, implicit=False):
 @lowering(aten.select.int)
 def _select(self, dim, index):
     dim = _dim(dim, self.ndim)
+    if isinstance(index, jax.Array):  # a traced int (torch.compile: a position in a loop)
+        index = jnp.where(index < 0, index + self.shape[dim], index)
+        return lax.dynamic_index_in_dim(self, index, dim, keepdims=False)
     index = index + self.shape[dim] if index < 0 else index
     return lax.index_in_dim(self, index, dim, keepdims=False)
 
