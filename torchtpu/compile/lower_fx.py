@@ -19,8 +19,8 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 import torch
+from jax import lax
 from torch import fx
 
 from ..debug import counters as metrics
