@@ -499,7 +499,41 @@ def test_torch_cond_eager_compiled_and_differentiated():
         expected.sum().backward()
         assert_same(out, expected)
         assert_same(on_tpu.grad, cpu.grad)
+        eager_graphs = _count("graph", "eager_graph")
         assert_same(torch.compile(f, backend="tpu")(x.to(TPU)), expected)
+        assert _count("graph", "eager_graph") == eager_graphs  # lax.cond, in the program
+
+
+def test_nested_cond_trains_compiled_as_on_cpu():
+    # Branches that call the module's layers: AOTAutograd's forward and backward graphs both
+    # hold conds, lowered into their programs.
+    class Gate(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+        def forward(self, x):
+            def other(v):
+                return torch.cond(v.sum() < -1, lambda u: self.b(u), lambda u: u * 3, (v,))
+            return torch.cond(x.mean() > 0, lambda v: self.a(v).relu(), other, (x,)).pow(2).sum()
+
+    torch.manual_seed(0)
+    cpu = Gate()
+    tpu = Gate().to(TPU)
+    tpu.load_state_dict(cpu.state_dict())
+    compiled = torch.compile(tpu, backend="tpu")
+    eager_graphs = _count("graph", "eager_graph")
+    for sign in (1.0, -1.0, -0.01):
+        x = torch.linspace(0.1, 1.2, 12).view(3, 4) * sign
+        cpu.zero_grad()
+        tpu.zero_grad()
+        loss, expected = compiled(x.to(TPU)), cpu(x)
+        loss.backward()
+        expected.backward()
+        assert_same(loss, expected, rtol=1e-5)
+        for p, q in zip(tpu.parameters(), cpu.parameters(), strict=True):
+            assert_same(p.grad if q.grad is not None else None, q.grad, rtol=1e-5, atol=1e-6)
+    assert _count("graph", "eager_graph") == eager_graphs
 
 
 def _while(x):
@@ -526,7 +560,23 @@ def test_loop_higher_order_ops_eager_and_compiled(fn):
     # They asked TpuTensor for a rule and found none (only torch.cond had one).
     x = torch.linspace(-1, 1, 24).reshape(6, 4)
     assert_same(fn(x.to(TPU)), fn(x))
+    eager_graphs = _count("graph", "eager_graph")
     assert_same(torch.compile(fn, backend="tpu")(x.to(TPU)), fn(x))
+    assert _count("graph", "eager_graph") == eager_graphs  # its lax form, in the program
+
+
+def test_while_loop_over_a_tensor_made_in_the_function():
+    # FakeTensorMode kept torch.tensor(0, device="tpu") as a real constant and ran the body's
+    # `i + 1` on it for real: "could not find kernel for aten.add.out at PrivateUse1".
+    from torch._higher_order_ops.while_loop import while_loop
+
+    def f(x, n):
+        start = torch.tensor(0, device=x.device)
+        return while_loop(lambda i, v: (i < n) & (v.sum() < 1e4),
+                          lambda i, v: (i + 1, v.abs() * 1.5 + i), (start, x))
+
+    x, n = torch.linspace(-1, 1, 12).view(3, 4), torch.tensor(7)
+    assert_same(torch.compile(f, backend="tpu")(x.to(TPU), n.to(TPU)), f(x, n))
 
 
 def test_scan_differentiated():

@@ -66,6 +66,7 @@ def install() -> None:
     for trace_numpy in (False, True):
         dispatch_impl(trace_numpy)[TpuTensor] = VariableBuilder.wrap_tensor
     _not_a_subclass()
+    _no_constants_on_tpu()
     _register_fake_rules()
     if transfer.device_put is jax.device_put:
         transfer.device_put = torch._dynamo.disable(jax.device_put)
@@ -88,6 +89,24 @@ def _not_a_subclass() -> None:
 
     infer_subclass_type._torchtpu = True
     builder.infer_subclass_type = infer_subclass_type
+
+
+def _no_constants_on_tpu() -> None:
+    """FakeTensorMode keeps small tensors made from constants as real tensors and runs ops on
+    them for real, with dispatch disabled. A tpu one then reached PyTorch's PrivateUse1
+    kernels, which a Python backend does not have: ``torch.while_loop`` over
+    ``torch.tensor(0, device="tpu")`` failed ("could not find kernel for aten.add.out")."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    may_turn_const = FakeTensorMode.may_turn_const
+    if getattr(may_turn_const, "_torchtpu", False):
+        return
+
+    def cpu_only(self, t: torch.Tensor) -> bool:
+        return t.device.type != "tpu" and may_turn_const(self, t)
+
+    cpu_only._torchtpu = True
+    FakeTensorMode.may_turn_const = cpu_only
 
 
 _registered = False

@@ -42,6 +42,7 @@ from ..tensor import (
     wrap,
     write,
 )
+from .control_flow import CONTROL_FLOW, subgraphs
 
 aten = torch.ops.aten
 
@@ -112,6 +113,10 @@ def check(gm: fx.GraphModule) -> None:
             if not _is_own_storage(node.args[0]):
                 raise Unlowerable(f"{t} of a tensor that is not its own dense storage")
             continue
+        if t in CONTROL_FLOW:
+            for sub in subgraphs(gm, node):
+                _check_subgraph(sub)
+            continue
         if isinstance(t, torch._ops.OpOverload):
             rule = LOWERINGS.get(t)
             if rule is None:
@@ -120,6 +125,17 @@ def check(gm: fx.GraphModule) -> None:
                 raise Unlowerable(f"{t} has a data-dependent output shape")
         elif isinstance(t, torch._ops.HigherOrderOperator) or not callable(t):
             raise Unlowerable(f"call of {t!r}")
+
+
+def _check_subgraph(gm: fx.GraphModule) -> None:
+    """A branch or loop body lowers as a graph does, but draws no random numbers (a branch not
+    taken would still advance the stream), writes no input and holds no tensor constant."""
+    check(gm)
+    for node in gm.graph.nodes:
+        if node.op == "get_attr" and not isinstance(getattr(gm, node.target), fx.GraphModule):
+            raise Unlowerable("a tensor constant inside a torch.cond branch or loop body")
+        if node.target is aten.copy_.default or has_random(gm):
+            raise Unlowerable("a write or a random draw inside a torch.cond branch or loop body")
 
 
 def _stays_on_device(node: fx.Node) -> bool:
@@ -235,7 +251,9 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None) -> 
         if node.op == "placeholder":
             env[node] = next(it)
         elif node.op == "get_attr":
-            env[node] = next(it)  # constants are passed in as inputs, after placeholders
+            sub = getattr(gm, node.target)
+            # Constants are passed in as inputs, after placeholders; a subgraph is called.
+            env[node] = sub if isinstance(sub, fx.GraphModule) else next(it)
         elif node.op == "call_function":
             t = node.target
             args, kwargs = load(node.args), load(node.kwargs)
@@ -260,6 +278,8 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None) -> 
                     check_number_fits(t, [as_meta(a) if isinstance(a, jax.Array) else a
                                           for a in args], kwargs)
                 env[node] = _conform(node, LOWERINGS[t].fn(*args, **kwargs))
+            elif t in CONTROL_FLOW:
+                env[node] = CONTROL_FLOW[t](interpret, *args, **kwargs)
             elif t is _SAVE_RNG:
                 state = rng.saved_state()
                 env[node] = (state, LOWERINGS[args[0]].fn(*args[1:], **kwargs))
@@ -269,7 +289,8 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None) -> 
             else:  # operator.getitem, operator.mul on sizes, math functions, ...
                 env[node] = t(*args, **kwargs)
         elif node.op == "output":
-            return list(load(node.args[0]))
+            out = node.args[0]  # a loop's condition graph returns its one value bare
+            return list(load(out)) if isinstance(out, (list, tuple)) else [load(out)]
         else:
             raise Unlowerable(f"FX node kind {node.op}")
     raise AssertionError("graph without an output node")
@@ -338,7 +359,8 @@ class Program:
         self.name = name
         self.kinds = _arg_kinds(gm)
         self.constants = [
-            _to_array(getattr(gm, n.target)) for n in gm.graph.nodes if n.op == "get_attr"
+            _to_array(value) for n in gm.graph.nodes if n.op == "get_attr"
+            and not isinstance(value := getattr(gm, n.target), fx.GraphModule)
         ]
         self.random = has_random(gm)
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
