@@ -272,15 +272,21 @@ def test_assigning_data_replaces_values_shape_and_dtype():
     assert_same(torch.nn.utils.parameters_to_vector(layer.parameters()), 2 * vec)
 
 
-def test_deepcopy_of_views_copies_their_values():
+def test_deepcopy_of_views_copies_their_storage_once():
     import copy
 
     x = torch.arange(6.0, device=TPU)
-    base, view = copy.deepcopy([x, x[1:3]])
+    base, view, t = copy.deepcopy([x, x[1:3], x.view(2, 3).t()])
     assert_same(view, torch.tensor([1.0, 2.0]))
     assert_same(base, torch.arange(6.0))
-    view.add_(10)
+    view.add_(10)  # as on CPU: the copies share one copied storage
+    assert_same(base, torch.tensor([0.0, 11.0, 12.0, 3.0, 4.0, 5.0]))
+    assert_same(t, torch.tensor([[0.0, 3.0], [11.0, 4.0], [12.0, 5.0]]))
+    assert (view.storage_offset(), t.stride()) == (1, (1, 3))
     assert_same(x, torch.arange(6.0))  # the copy is its own
+    alone = copy.deepcopy(x[2:])  # a view alone: its whole storage, its offset
+    assert alone.storage_offset() == 2 and alone.untyped_storage().nbytes() == 24
+    assert_same(alone, torch.arange(2.0, 6.0))
     t = torch.ones(2, device=TPU, requires_grad=True)
     t.grad = torch.full((2,), 3.0, device=TPU)
     t.note = "kept"

@@ -153,12 +153,10 @@ class TpuTensor(torch.Tensor):
         return storage
 
     def __deepcopy__(self, memo):
-        # PyTorch's own deepcopy copies a view with a storage offset through its storage,
-        # which a wrapper tensor does not have: a copy of the values, as a fresh tensor.
         if not self.is_leaf or id(self) in memo:
             return super().__deepcopy__(memo)
         with torch.no_grad():
-            new = self.clone()
+            new = _storage_copy(self, memo)
         new.requires_grad_(self.requires_grad)
         if getattr(self, "_is_param", False):
             # Parameter.__deepcopy__: a new Parameter of the values, without grad or attributes
@@ -210,6 +208,22 @@ class TpuTensor(torch.Tensor):
         # copy and its device, which torch.load(weights_only=True) accepts.
         return (torch._utils._rebuild_device_tensor_from_cpu_tensor,
                 (_host_copy(self), self.dtype, str(self.device), self.requires_grad))
+
+
+def _storage_copy(t: TpuTensor, memo: dict) -> TpuTensor:
+    """``t`` on a copy of its storage, as PyTorch's deepcopy makes it through the storage
+    (which a wrapper tensor does not have): tensors sharing a storage in one deepcopy share
+    the copy (``[x, x[2:]]``), and a view keeps its offset and strides."""
+    if t._bitcast is not None or t._bits is not None:
+        return t.clone()  # a copy of the values, a fresh tensor
+    key = ("torchtpu.Storage", id(t._storage))  # (t keeps the storage alive, so its id)
+    if key not in memo:
+        shape = t._storage.shape
+        memo[key] = torch.as_strided(t, shape, contiguous_strides(shape), 0).clone()
+    whole = memo[key]
+    size, stride, offset = t.size(), t.stride(), t.storage_offset()
+    return make_view(whole._storage, read(whole.as_strided(size, stride, offset)), size,
+                     stride, offset)
 
 
 _saving = threading.local()
