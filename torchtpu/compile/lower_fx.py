@@ -376,9 +376,14 @@ class Program:
         # Outputs that view another output: (position, (that output's position, geometry)).
         self._views = [(i, view) for i, o in enumerate(output.args[0])
                        if (view := _view_of_output(o, output.args[0])) is not None]
-        # Outputs that view an input with symbolic geometry: (position, the nodes to replay).
-        self._input_views = [(i, nodes) for i, o in enumerate(output.args[0])
-                             if (nodes := _symbolic_input_view(gm, o)) is not None]
+        # Outputs that view an input or another output with symbolic geometry: (position,
+        # the nodes to replay), in graph order.
+        self._outputs = list(output.args[0])
+        order = {n: k for k, n in enumerate(gm.graph.nodes)}
+        self._symbolic_views = sorted(
+            ((i, nodes) for i, o in enumerate(self._outputs)
+             if (nodes := _symbolic_view(gm, o, self._outputs)) is not None),
+            key=lambda view: order[view[1][-1]])
         # Per static-argument signature: the draws the program makes, its non-array outputs.
         self._draws: dict[tuple, int] = {}
         self._layout: dict[tuple, list] = {}
@@ -442,7 +447,7 @@ class Program:
             outs = self._jit(arrays, statics, stream)
         except jax.errors.JaxRuntimeError as e:
             memory.raise_as_torch(e)
-        except (TypeError, ValueError):  # jax's errors for a tracer used as a Python int
+        except (TypeError, ValueError, IndexError):  # jax's, for a tracer used as an int
             if "int" not in self.kinds:
                 raise
             # A rule needed a traced int as a Python value (a loop bound, a jitted helper's
@@ -462,10 +467,14 @@ class Program:
                    if slot[0] == "input" else inputs[slot[1]] if slot[0] == "int" else slot[1]
                    for slot, stride, host in zip(self._layout[statics], self._strides,
                                                  self._on_host, strict=True)]
-        for i, nodes in self._input_views:
-            # AOTAutograd rebuilds such an output from its input with the geometry of ours
-            # (it cannot replay views with symbolic arguments): ours must be the real view.
-            results[i] = _replay(nodes, self._placeholders, inputs)
+        if self._symbolic_views:
+            # AOTAutograd rebuilds a view of an input from the input with the geometry of ours
+            # (it cannot replay views with symbolic arguments), and leaves views among
+            # outputs to us: ours must be the real views.
+            env = dict(zip(self._placeholders, inputs, strict=True))
+            for i, nodes in self._symbolic_views:
+                env.update(zip(self._outputs, results, strict=True))
+                results[i] = _replay(nodes, env)
         for i, view in self._views:
             # The program returned the view's values; the tensor aliases its base, as an
             # inference graph's outputs do in eager (AOTAutograd leaves that to the compiler).
@@ -521,35 +530,42 @@ def _view_of_output(node, outputs) -> tuple | None:
     return None
 
 
-def _symbolic_input_view(gm: fx.GraphModule, node) -> list[fx.Node] | None:
-    """The nodes computing output ``node``, in graph order, when it is a chain of views of a
-    tensor input with symbolic geometry (``x[:, :n // 2]``, ``x[:, p:p + 4:2]``)."""
-    if not isinstance(node, fx.Node) or not isinstance(node.meta.get("val"), torch.Tensor):
+def _symbolic_view(gm: fx.GraphModule, node, outputs) -> list[fx.Node] | None:
+    """The nodes computing output ``node``, in graph order, when it is a chain of views with
+    symbolic geometry (``x[:, :n // 2]``, ``x[:, p:p + 4:2]``, ``x.split(n // 2)[1]``) of a
+    tensor input or of another output; the chain starts at that base."""
+    if (not isinstance(node, fx.Node) or not isinstance(node.meta.get("val"), torch.Tensor)
+            or node.op == "placeholder" or _is_static(node)):
         return None
-    if _is_static(node):
-        return None
-    needed, stack = set(), [node]
+    needed, stack, bases = set(), [node], 0
     while stack:
         n = stack.pop()
         if n in needed:
             continue
         needed.add(n)
-        val = n.meta.get("val")
-        is_view = n.op == "call_function" and getattr(n.target, "is_view", False)
-        if n.op == "call_function" and isinstance(val, torch.Tensor) and not is_view:
-            return None  # computed, not a view of an input
+        is_tensor = isinstance(n.meta.get("val"), torch.Tensor)
+        if is_tensor and (n.op == "placeholder" or n is not node and n in outputs):
+            bases += 1
+            continue
+        if n.op == "call_function" and is_tensor and not _is_view(n):
+            return None  # computed, not a view
         stack.extend(n.all_input_nodes)
-    if not any(n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)
-               for n in needed) or node.op == "placeholder":
-        return None
-    return [n for n in gm.graph.nodes if n in needed]
+    return [n for n in gm.graph.nodes if n in needed] if bases else None
 
 
-def _replay(nodes: list[fx.Node], placeholders: list[fx.Node], inputs: list):
-    """Run view nodes (and the int arithmetic they read) on the runtime inputs, eagerly."""
-    env = {p: inputs[i] for i, p in enumerate(placeholders)}
+def _is_view(node: fx.Node) -> bool:
+    """A view op's node, or one piece of a view op's list (``split``'s, ``unbind``'s)."""
+    if node.target is operator.getitem and isinstance(node.args[0], fx.Node):
+        node = node.args[0]
+    return node.op == "call_function" and getattr(node.target, "is_view", False)
+
+
+def _replay(nodes: list[fx.Node], env: dict):
+    """Run view nodes (and the int arithmetic they read) eagerly on ``env``'s tensors: the
+    runtime inputs and the outputs they view."""
+    env = dict(env)
     for n in nodes:
-        if n.op != "placeholder":
+        if n not in env or n is nodes[-1]:  # (the output itself holds the program's value)
             env[n] = n.target(*fx.node.map_arg(n.args, env.__getitem__),
                               **fx.node.map_arg(n.kwargs, env.__getitem__))
     return env[nodes[-1]]

@@ -391,7 +391,14 @@ def _select_scatter(self, src, dim, index):
 @lowering(aten.slice_scatter)
 def _slice_scatter(self, src, dim=0, start=None, end=None, step=1):
     dim = dim % self.ndim
-    return self.at[(slice(None),) * dim + (slice(start, end, step),)].set(src.astype(self.dtype))
+    src = src.astype(self.dtype)
+    if isinstance(start, jax.Array):  # traced (torch.compile: ``cache[:, pos:pos + 1] = x``)
+        start = jnp.where(start < 0, start + self.shape[dim], start)
+        if step == 1:
+            return lax.dynamic_update_slice_in_dim(self, src, start, dim)
+        rows = start + step * jnp.arange(src.shape[dim])
+        return self.at[(slice(None),) * dim + (rows,)].set(src)
+    return self.at[(slice(None),) * dim + (slice(start, end, step),)].set(src)
 
 
 @lowering(aten.select_backward)
