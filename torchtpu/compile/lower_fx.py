@@ -409,9 +409,10 @@ class Program:
         # would copy it.
         position = {id(inputs[i]): i for i, k in enumerate(self.kinds) if k != "static"}
         layout, arrays_out = [], []
-        for o in outs:
-            if not isinstance(o, jax.Array):
-                layout.append(("const", o))
+        replayed = {i for i, _ in self._symbolic_views}
+        for k, o in enumerate(outs):
+            if not isinstance(o, jax.Array) or k in replayed:  # (a replayed view: made later)
+                layout.append(("const", None if k in replayed else o))
             elif id(o) in position:
                 i = position[id(o)]
                 layout.append(("input" if self.kinds[i] == "array" else "int", i))
