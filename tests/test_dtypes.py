@@ -6,7 +6,9 @@ import warnings
 
 import pytest
 import torch
-from conftest import assert_same, raises_as_cpu, run_both
+from conftest import TPU, assert_same, raises_as_cpu, run_both
+
+import torchtpu
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16,
           torch.int32, torch.int64, torch.uint8, torch.bool, torch.complex64]
@@ -396,3 +398,22 @@ def test_division_by_a_broadcast_and_inverse_roots_are_cpus_bit_for_bit(fn):
     # CPU's correctly rounded quotient on about a third of the values.
     x = torch.randn(64, 96, generator=torch.Generator().manual_seed(0)) + 4
     assert torch.equal(fn(x.to("tpu")).cpu(), fn(x))
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused", "compile"])
+def test_a_bool_mask_times_nan_and_inf_keeps_them_as_cpu(mode):
+    # XLA rewrote convert(mask) * y as select(mask, y, 0): `loss * mask` hid NaN and inf.
+    mask = torch.tensor([True, False, False, False])
+    x = torch.tensor([float("nan"), float("inf"), -3.0, float("nan")])
+
+    def f(m, v):
+        return m * v, m.float() * v, v.bfloat16() * m, (v * m).sum()
+
+    fn = torch.compile(f, backend="tpu") if mode == "compile" else f
+    with torchtpu.set_eager_mode("fused" if mode == "fused" else "strict"):
+        out = fn(mask.to(TPU), x.to(TPU))
+    for o, e in zip(out, f(mask, x), strict=True):
+        o = o.cpu()
+        assert torch.equal(o.isnan(), e.isnan())
+        assert torch.equal(torch.nan_to_num(o), torch.nan_to_num(e))
+        assert torch.equal(o[~o.isnan()].signbit(), e[~e.isnan()].signbit())  # -3 * 0 is -0.0

@@ -122,7 +122,8 @@ def _refuse_float8_promotion(metas: list) -> None:
 def promote(*operands):
     """Cast arrays and scalars to their PyTorch result dtype."""
     dtype = result_type(*operands)
-    return [None if x is None else jnp.asarray(wrapped(x, dtype), dtype) for x in operands]
+    return [None if x is None else astype(x, dtype) if getattr(x, "dtype", None) == np.bool_
+            else jnp.asarray(wrapped(x, dtype), dtype) for x in operands]
 
 
 def wrapped(x, dtype: np.dtype):
@@ -174,6 +175,10 @@ def astype(x, dtype):
         x = jnp.clip(jnp.real(x) if jnp.iscomplexobj(x) else x, -top, top)
     if jnp.iscomplexobj(x) and dtype.kind not in "cb":
         x = jnp.real(x)  # what PyTorch keeps; jax deprecates casting the complex itself
+    if x.dtype == np.bool_ and dtype.kind in "fc":
+        # A select, not a convert: XLA rewrites ``convert(mask) * y`` as ``select(mask, y, 0)``,
+        # which drops y's NaN, inf and -0.0 where CPU keeps them (``loss * mask``).
+        return jnp.where(x, jnp.ones((), dtype), jnp.zeros((), dtype))
     return x.astype(dtype)
 
 
