@@ -633,6 +633,46 @@ def test_torchscript_save_and_load_with_tpu(tmp_path):
     assert_same(torch.jit.load(path)(x), expected)
 
 
+def test_torchscript_conv_and_rnn_modules_move_to_tpu():
+    # A trace records aten::_convolution, which asks a backend of its own for
+    # convolution_overrideable; a scripted RNN reads the weight list it was scripted with.
+    torch.manual_seed(0)
+    x, seq = torch.randn(2, 3, 8, 8), torch.randn(3, 5, 8)
+    for net, inp in ((torch.nn.Conv2d(3, 4, 3), x), (torch.nn.ConvTranspose2d(3, 4, 3, 2), x),
+                     (torch.nn.Conv1d(3, 4, 3), x[:, :, 0])):
+        traced = torch.jit.trace(net, (inp,)).to("tpu")
+        assert_same(traced(inp.to("tpu")), net(inp), rtol=1e-5)
+    conv = torch.nn.Conv2d(3, 4, 3)
+    on_tpu = [t.to("tpu").requires_grad_() for t in (x, conv.weight.detach(), conv.bias.detach())]
+    on_cpu = [t.detach().clone().requires_grad_() for t in (x, conv.weight, conv.bias)]
+    args = ([1, 1], [0, 0], [1, 1], False, [0, 0], 1, False, False, True, True)
+    for tensors in (on_tpu, on_cpu):
+        torch._convolution(*tensors, *args).square().sum().backward()
+    for a, e in zip(on_tpu, on_cpu, strict=True):
+        assert_same(a.grad, e.grad, rtol=1e-5, atol=1e-4)
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = torch.nn.LSTM(8, 16, batch_first=True)
+
+        def forward(self, x):
+            return self.rnn(x)[0]
+
+    net = Wrapper()
+    scripted = torch.jit.script(net).to("tpu")
+    assert_same(scripted(seq.to("tpu")), net(seq), rtol=1e-5)
+
+
+def test_tolist_with_dispatch_off():
+    # Inductor reads small constants this way (AOTInductor on a tpu ExportedProgram).
+    from torch.utils._mode_utils import no_dispatch
+
+    x = torch.arange(3.0, device="tpu")
+    with no_dispatch():
+        assert x.tolist() == [0.0, 1.0, 2.0]
+
+
 class _Rows(torch.utils.data.Dataset):
     def __init__(self, device):
         self.device = device

@@ -211,6 +211,8 @@ def _apply_to_script_module(self, fn):
         for name, b in list(module._buffers.items()):
             if b is not None:
                 module._buffers[name] = fn(b)
+        if hasattr(module, "_flat_weights_names"):  # a scripted RNN reads its weights' list
+            module._flat_weights = [getattr(module, n) for n in module._flat_weights_names]
     return self
 
 

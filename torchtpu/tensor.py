@@ -188,7 +188,9 @@ class TpuTensor(torch.Tensor):
         return self
 
     def tolist(self):
-        return self.detach().cpu().tolist()
+        # (no detach: with dispatch off, as inductor reads small constants, it would return
+        # a bare tensor without our payload)
+        return self.cpu().tolist()
 
     def __format__(self, format_spec: str) -> str:
         # PyTorch formats a 0-d tensor as its number only for exact torch.Tensor

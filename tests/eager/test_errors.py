@@ -266,8 +266,13 @@ def test_out_checks_as_cpu(bad):
     # copy_: sizes that do not broadcast, a broadcast shape larger than the destination
     lambda d: torch.empty(2, 3, device=d).copy_(torch.ones(4)),
     lambda d: torch.empty(3, device=d).copy_(torch.ones(1, 3)),
+    # addmm: self against mat2 first, then mat1 against mat2 (a float64 input to a Linear)
+    lambda d: torch.addmm(torch.zeros(4, 8, device=d), torch.ones(4, 16, device=d).double(),
+                          torch.ones(16, 8, device=d)),
+    lambda d: torch.addmm(torch.zeros(4, 8, device=d).double(),
+                          torch.ones(4, 16, device=d).double(), torch.ones(16, 8, device=d)),
 ], ids=["index_add_1d", "index_add_negative", "index_add_0d", "index_add_2d_negative",
-        "copy_sizes", "copy_larger"])
+        "copy_sizes", "copy_larger", "addmm_mat1", "addmm_self"])
 def test_errors_of_cpus_own_kernels(bad):
     raises_as_cpu(bad, Exception)
 

@@ -355,7 +355,10 @@ def _addmm_check(self, mat1, mat2, *_):
     if self.dtype != mat2.dtype:
         return (f"self and mat2 must have the same dtype, but got "
                 f"{scalar_type_name(self.dtype)} and {scalar_type_name(mat2.dtype)}")
-    return _same_mm_dtypes(mat1, mat2)
+    if mat1.dtype != mat2.dtype:
+        return (f"mat1 and mat2 must have the same dtype, but got "
+                f"{scalar_type_name(mat1.dtype)} and {scalar_type_name(mat2.dtype)}")
+    return None
 
 
 def _addmv_dtypes(result, mat, vec):

@@ -93,6 +93,18 @@ def _convolution_backward(grad_output, input, weight, bias_sizes, stride, paddin
     return (gx if output_mask[0] else None, gw if output_mask[1] else None, gb)
 
 
+# What ``aten._convolution`` (a TorchScript trace's conv) calls on a backend of its own.
+lowering(aten.convolution_overrideable)(_convolution)
+
+
+@lowering(aten.convolution_backward_overrideable)
+def _convolution_backward_overrideable(grad_output, input, weight, stride, padding,  # noqa: A002
+                                       dilation, transposed, output_padding, groups,
+                                       output_mask):
+    return _convolution_backward(grad_output, input, weight, None, stride, padding, dilation,
+                                 transposed, output_padding, groups, output_mask)
+
+
 def _pool_cfg(x, kernel_size, stride, padding, dilation, nd):
     k = tuple(kernel_size) * (nd if len(kernel_size) == 1 else 1)
     s = tuple(stride) if stride else k
