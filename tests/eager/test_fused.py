@@ -177,6 +177,19 @@ def test_shape_inference_records_nothing(fused, monkeypatch):
     assert y.cpu().eq(0).all() and z.cpu().eq(1.5).all()
 
 
+def test_an_op_that_fails_to_record_leaves_the_trace_as_it_was(fused):
+    # The number (jax takes Python ints as int64) was kept as an input and failed the next,
+    # unrelated program.
+    from torchtpu.eager import fused as recorder
+
+    x = torch.ones(2, device="tpu") * 3
+    before = len(recorder._trace.leaves)
+    with pytest.raises(OverflowError):
+        torch.full((2,), 2**64 - 1, dtype=torch.uint64, device="tpu")
+    assert len(recorder._trace.leaves) == before
+    assert (x + 1).tolist() == [4.0, 4.0]
+
+
 def test_nothing_runs_until_a_sync_point(fused):
     torchtpu.reset_metrics()
     x = torch.arange(6.0, device="tpu")

@@ -95,6 +95,7 @@ def record(exe: Executable, args: tuple, kwargs: dict):
     dyn_kw = {k: v for k, v in kwargs.items() if k not in names} if kwargs else {}
     leaves, treedef = tree_flatten((dyn, dyn_kw))
     t = _trace
+    first_new_leaf = len(t.leaves)
     wiring, avals = [], []
     for leaf in leaves:
         if type(leaf) is Pending:
@@ -117,7 +118,15 @@ def record(exe: Executable, args: tuple, kwargs: dict):
     key = (sig, torch.get_default_dtype())  # rules read it as they are traced
     shape_info = _AVALS.get(key)
     if shape_info is None:
-        shape_info = _AVALS[key] = _shapes(sig, exe, args, kwargs)
+        try:
+            shape_info = _AVALS[key] = _shapes(sig, exe, args, kwargs)
+        except BaseException:
+            # The op is not recorded: nor are the inputs it added (a number jax cannot take
+            # would fail the next program).
+            for leaf in t.leaves[first_new_leaf:]:
+                del t.leaf_index[id(leaf)]
+            del t.leaves[first_new_leaf:], t.leaf_avals[first_new_leaf:]
+            raise
     out_treedef, out_avals = shape_info
     node = len(t.nodes)
     outs = [Pending(a.shape, a.dtype, (node, j)) for j, a in enumerate(out_avals)]
