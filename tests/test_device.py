@@ -673,6 +673,30 @@ def test_tolist_with_dispatch_off():
         assert x.tolist() == [0.0, 1.0, 2.0]
 
 
+def test_a_forked_child_exits_and_refuses_what_fused_eager_recorded():
+    # The child has the parent's XLA clients but not their threads: destroying them at exit
+    # crashed (SIGSEGV) or hung, and computing the parent's recorded ops hung.
+    import subprocess
+    import sys
+
+    script = """
+import os, sys, torch, torchtpu
+torchtpu.set_eager_mode("fused")
+x = torch.ones(2, device="tpu") + 1
+pid = os.fork()
+if pid == 0:
+    try:
+        torch.tpu.synchronize()
+    except RuntimeError as e:
+        sys.exit(3 if "forked" in str(e) else 4)
+    sys.exit(5)
+print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), x.tolist())
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.split("\n")[0] == "3 [2.0, 2.0]"
+
+
 class _Rows(torch.utils.data.Dataset):
     def __init__(self, device):
         self.device = device

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import ctypes
 import os
 import warnings
 
@@ -344,17 +345,30 @@ def _guard_forks() -> None:
     """As cuda refuses a forked subprocess ("Cannot re-initialize CUDA in forked
     subprocess"): a child that touches tpu raises instead of hanging in XLA's runtime. That
     makes JAX's warning at every fork (DataLoader(num_workers=...) forks each epoch) moot."""
-    from .runtime import transfer
+    from .runtime import execute, transfer
 
     def in_child():
         set_executor(_refuse_in_child)
         refuse_in_forked_child(_refuse_in_child)
         transfer.device_put = _refuse_in_child
+        execute.refuse_in_forked_child(_refuse_in_child)
+        _keep_the_parents_clients()
 
     os.register_at_fork(after_in_child=in_child)
     warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called\. os\.fork\(\) is "
                             r"incompatible with multithreaded code, and JAX",
                             category=RuntimeWarning)
+
+
+def _keep_the_parents_clients() -> None:
+    """A forked child has the parent's XLA clients but not their threads: destroying one at
+    exit (jax's exit handler, or the interpreter's teardown) waits on those threads forever
+    or crashes. The child never uses them; they are left alive and never destroyed."""
+    from jax._src import xla_bridge
+
+    for client in list(xla_bridge._backends.values()):
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(client))
+    xla_bridge._default_backend = None  # jax's exit handler then clears nothing
 
 
 def register() -> None:

@@ -127,6 +127,16 @@ def set_recorder(recorder: Callable | None, flush: Callable | None = None) -> No
     _flush = flush or (lambda target=None: None)
 
 
+def refuse_in_forked_child(raise_error: Callable) -> None:
+    """After os.fork(), in the child: computing what fused eager recorded before the fork (a
+    synchronize, a value read) calls ``raise_error`` instead of waiting on the parent's
+    runtime forever."""
+    global _recorder, _flush
+    _flush = raise_error
+    if _recorder is not None:
+        _recorder = raise_error
+
+
 @contextlib.contextmanager
 def unrecorded():
     """Executables called inside a jax trace (a compiled graph's program) run on its traced
