@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import importlib
 import ctypes
+import importlib
 import os
 import warnings
 
