@@ -697,6 +697,30 @@ print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), x.tolist())
     assert out.stdout.split("\n")[0] == "3 [2.0, 2.0]"
 
 
+def test_tpu_tensors_passed_to_a_spawned_process(tmp_path):
+    # Pickled as a CPU copy shared through a file descriptor, gone (the copy freed) by the
+    # time the spawned child read it: "unable to resize file", and a parent waiting forever.
+    import subprocess
+    import sys
+
+    script = """
+import torch, torchtpu, torch.multiprocessing as mp
+def child(rank, t, p, q):
+    q.put((t.device.type, t.dtype, (t * 2).cpu().tolist(), isinstance(p, torch.nn.Parameter),
+           p.device.type))
+if __name__ == "__main__":
+    q = mp.get_context("spawn").Queue()
+    t = torch.arange(4.0).to("tpu").bfloat16()
+    mp.spawn(child, args=(t[1:], torch.nn.Parameter(torch.ones(2, device="tpu")), q))
+    print(q.get(timeout=60))
+"""
+    path = tmp_path / "spawns.py"  # a spawned child imports its function from the file
+    path.write_text(script)
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                         timeout=300, check=True)
+    assert out.stdout.strip() == "('tpu', torch.bfloat16, [2.0, 4.0, 6.0], True, 'tpu')"
+
+
 class _Rows(torch.utils.data.Dataset):
     def __init__(self, device):
         self.device = device

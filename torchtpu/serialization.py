@@ -188,7 +188,39 @@ def _rebuild_device_tensor(data, dtype, device, requires_grad):
 _rebuild_from_cpu = torch._utils._rebuild_device_tensor_from_cpu_tensor
 
 
+def _reduce_for_another_process(t: torch.Tensor):
+    """A tpu tensor sent to another process (``mp.spawn``'s arguments, a Queue): its bytes,
+    by value. As a CPU copy it was shared through a file descriptor that was gone (the copy
+    freed) by the time a spawned child opened it."""
+    if t.requires_grad and not t.is_leaf:  # torch.multiprocessing's own refusal
+        raise RuntimeError(
+            "Cowardly refusing to serialize non-leaf tensor which requires_grad, since "
+            "autograd does not support crossing process boundaries.  If you just want to "
+            "transfer the data, call detach() on the tensor before serializing (e.g., "
+            "putting it on the queue).")
+    host = t.detach().cpu().contiguous()
+    data = host.reshape(-1).view(torch.uint8).numpy().tobytes() if host.numel() else b""
+    return _rebuild_in_another_process, (data, host.dtype, tuple(host.shape), str(t.device),
+                                         t.requires_grad, getattr(t, "_is_param", False))
+
+
+def _rebuild_in_another_process(data: bytes, dtype, shape, device, requires_grad, is_param):
+    if data:
+        host = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape)
+    else:
+        host = torch.empty(shape, dtype=dtype)
+    t = host.to(device)
+    if is_param:
+        return torch.nn.Parameter(t, requires_grad)
+    return t.requires_grad_(requires_grad)
+
+
 def install() -> None:
+    from multiprocessing.reduction import ForkingPickler
+
+    from .tensor import TpuTensor
+
+    ForkingPickler.register(TpuTensor, _reduce_for_another_process)
     torch.UntypedStorage.__new__ = _storage_new
     if not getattr(torch._utils._rebuild_tensor, "_torchtpu", False):
         # (_rebuild_tensor_v2 calls _rebuild_tensor; v3 builds its own)
