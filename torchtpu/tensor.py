@@ -118,6 +118,10 @@ class TpuTensor(torch.Tensor):
         fake = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
         if fake is not None:
             return _as_fake(fake, func, args, kwargs or {})
+        if len(types) > 1 and _NJT is not None and _NJT in types:
+            # A nested tensor's op (building one from tpu values): its own dispatch runs it,
+            # as over cuda tensors, calling ours on the values.
+            return NotImplemented
         return _executor(func, args, kwargs)
 
     def __repr__(self, *, tensor_contents=None) -> str:
@@ -418,3 +422,8 @@ def _no_executor(func, args, kwargs):
 
 
 _executor = _no_executor
+
+try:  # (PyTorch imports it with torch.nested)
+    from torch.nested._internal.nested_tensor import NestedTensor as _NJT
+except ImportError:
+    _NJT = None

@@ -27,6 +27,7 @@ from . import (  # noqa: F401  (registration side effects)
     nn_embedding_bag,
     nn_random,
     nn_rnn,
+    nested,
     optim_fused,
     pooling_fractional,
     quantize,
