@@ -111,11 +111,15 @@ def result_type(*operands) -> np.dtype:
     return to_jax_dtype(dtype)
 
 
+_UNPROMOTED_UINTS = (torch.uint16, torch.uint32, torch.uint64)
+
+
 def _refuse_float8_promotion(metas: list) -> None:
-    """CPU's error for a float8 tensor beside a tensor of another dtype (elementwise_dtypes
-    would promote them)."""
+    """CPU's error for a float8 or a uint16/32/64 tensor beside a tensor of a dtype PyTorch
+    does not promote it with (elementwise_dtypes would promote them)."""
     dtypes = list(dict.fromkeys(m.dtype for m in metas if isinstance(m, torch.Tensor) and m.dim()))
-    if len(dtypes) > 1 and any(d.itemsize == 1 and d.is_floating_point for d in dtypes):
+    if len(dtypes) > 1 and any(d.itemsize == 1 and d.is_floating_point
+                               or d in _UNPROMOTED_UINTS for d in dtypes):
         functools.reduce(torch.promote_types, dtypes)  # raises CPU's RuntimeError
 
 
