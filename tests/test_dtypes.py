@@ -350,6 +350,16 @@ def test_uint16_beside_an_integer_dtype_is_refused_as_cpu(other):
         == torch.float32
 
 
+def test_uint64_numbers_past_int64(eager_mode):
+    # jax reads a Python int as int64: OverflowError for these.
+    big = 2**64 - 1
+    assert torch.full((2,), big, dtype=torch.uint64, device="tpu").tolist() == [big, big]
+    filled = torch.zeros(2, dtype=torch.uint64, device="tpu").fill_(2**63)
+    assert filled.tolist() == [2**63, 2**63]
+    a = torch.tensor([2**63 + 5, 3], dtype=torch.uint64).to("tpu")
+    assert (a == 2**63 + 5).tolist() == [True, False]
+
+
 def test_float8_e5m2_into_e4m3fn_saturates_as_cpu():
     every = torch.arange(256, dtype=torch.uint8).view(torch.float8_e5m2)
     expected = every.to(torch.float8_e4m3fn).float()

@@ -178,16 +178,18 @@ def test_shape_inference_records_nothing(fused, monkeypatch):
 
 
 def test_an_op_that_fails_to_record_leaves_the_trace_as_it_was(fused):
-    # The number (jax takes Python ints as int64) was kept as an input and failed the next,
-    # unrelated program.
+    # Its inputs stayed in the trace: a number jax could not take failed the next, unrelated
+    # program.
     from torchtpu.eager import fused as recorder
 
-    x = torch.ones(2, device="tpu") * 3
+    x, w = torch.ones(1, 2, 5, device="tpu"), torch.ones(3, 2, 2, device="tpu")
+    x.cpu(), w.cpu()  # computed: arrays the next op takes as inputs
+    y = x * 3
     before = len(recorder._trace.leaves)
-    with pytest.raises(OverflowError):
-        torch.full((2,), 2**64 - 1, dtype=torch.uint64, device="tpu")
+    with pytest.raises(RuntimeError, match="negative padding"):  # raised as its rule traces
+        torch.nn.functional.conv1d(x, w, padding=-1)
     assert len(recorder._trace.leaves) == before
-    assert (x + 1).tolist() == [4.0, 4.0]
+    assert (y + 1).sum().item() == 40.0
 
 
 def test_nothing_runs_until_a_sync_point(fused):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ..runtime.transfer import to_device
@@ -19,6 +20,8 @@ def unwrap(x):
         return tuple(x)
     if isinstance(x, torch.Tensor):
         return _foreign(x)
+    if t is int and x >= 2**63:
+        return np.uint64(x)  # (jax reads a Python int as int64: a uint64 past its range)
     return x
 
 
