@@ -192,6 +192,19 @@ def test_an_op_that_fails_to_record_leaves_the_trace_as_it_was(fused):
     assert (y + 1).sum().item() == 40.0
 
 
+def test_ops_recorded_under_another_default_dtype_compute_in_it(fused):
+    # Rules read the default dtype as they are traced, at the flush: recorded under float64
+    # and flushed under float32, a division gave float64 with float32's values.
+    try:
+        torch.set_default_dtype(torch.float64)
+        third = torch.tensor([1, 3], device="tpu") / 3
+        root = torch.arange(3, device="tpu").sqrt()
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert third.tolist() == [1 / 3, 1.0]
+    assert root.tolist() == [0.0, 1.0, 2**0.5]
+
+
 def test_nothing_runs_until_a_sync_point(fused):
     torchtpu.reset_metrics()
     x = torch.arange(6.0, device="tpu")

@@ -540,6 +540,22 @@ def enable() -> None:
     execute.set_recorder(record, flush)
     if _step_hook is None:
         _step_hook = register_optimizer_step_post_hook(_after_optimizer_step)
+    if not getattr(torch.set_default_dtype, "_torchtpu", False):
+        torch.set_default_dtype = _flushing_first(torch.set_default_dtype)
+
+
+def _flushing_first(set_default_dtype):
+    """A change of the default dtype is a sync point: rules read it as they are traced, at
+    the flush, and must see the one the ops were recorded under (``tensor([1, 3]) / 3``
+    recorded under float64 came out float64 with float32's values)."""
+    @functools.wraps(set_default_dtype)
+    def set_then(d):
+        if execute.recording() and d != torch.get_default_dtype():
+            flush()
+        set_default_dtype(d)
+
+    set_then._torchtpu = True
+    return set_then
 
 
 def disable() -> None:
