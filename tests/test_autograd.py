@@ -213,3 +213,15 @@ def test_cdist_gradient_where_points_coincide_is_cpus(p):
         (d * torch.arange(9.0, device=device).reshape(3, 3)).sum().backward()
         grads.append(a.grad)
     assert_same(grads[1], grads[0])
+
+
+def test_a_cpu_gradient_for_a_tpu_output_is_refused_as_on_cuda():
+    # The engine skips its device check for a Python-dispatch tensor: the leaf got a CPU .grad.
+    x = torch.ones(2, device="tpu", requires_grad=True)
+    for call in (lambda: (x * 2).backward(torch.ones(2)),
+                 lambda: torch.autograd.grad(x * 2, x, torch.ones(2))):
+        with pytest.raises(RuntimeError, match="invalid gradient at index 0 - expected device "
+                                               "tpu:0 but got cpu"):
+            call()
+    (x.sum() * 2).backward(torch.tensor(1.0))  # a 0-d one moves, as the engine moves it
+    assert x.grad.device.type == "tpu" and x.grad.tolist() == [2.0, 2.0]

@@ -48,6 +48,8 @@ def _reraising_op_errors(run_backward):
     @functools.wraps(run_backward)
     def run(*args, **kwargs):
         _pop_taken()
+        if len(args) > 1:
+            _check_root_gradients(args[0], args[1])
         try:
             return run_backward(*args, **kwargs)
         except SystemError:
@@ -58,6 +60,17 @@ def _reraising_op_errors(run_backward):
 
     run._torchtpu_wrapped = True
     return run
+
+
+def _check_root_gradients(outputs, grads) -> None:
+    """The engine's device check on the gradients handed to ``backward``, which it skips for
+    a Python-dispatch tensor: a CPU gradient for a tpu output gave a tpu leaf a CPU .grad. A
+    0-d one moves (the engine does that too)."""
+    for i, (out, grad) in enumerate(zip(outputs, grads, strict=False)):
+        if (isinstance(grad, torch.Tensor) and grad.dim() and out.device.type == "tpu"
+                and grad.device != out.device):
+            raise RuntimeError(f"invalid gradient at index {i} - expected device {out.device} "
+                               f"but got {grad.device}")
 
 
 def install() -> None:
