@@ -780,3 +780,19 @@ def test_dlpack_refuses_a_tpu_tensor_as_a_meta_one(share):
         share(torch.ones(2, device="tpu"))
     assert torch.equal(torch.from_dlpack(torch.utils.dlpack.to_dlpack(torch.ones(2))),
                        torch.ones(2))
+
+
+def test_matmul_precision_follows_torch_after_import():
+    # Read once at start-up: a later torch.set_float32_matmul_precision("high") was ignored.
+    import jax
+
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        assert jax.config.jax_default_matmul_precision == "tensorfloat32"
+        torch.set_float32_matmul_precision("medium")
+        assert jax.config.jax_default_matmul_precision == "bfloat16"
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert jax.config.jax_default_matmul_precision == {
+        "highest": "highest", "high": "tensorfloat32", "medium": "bfloat16"}[before]

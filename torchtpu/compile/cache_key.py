@@ -36,6 +36,7 @@ def graph_key(gm: fx.GraphModule, kind: str, options: tuple = ()) -> str:
         "flags": repr(config.compile_key()),
         "options": repr(options),
         "default_dtype": str(torch.get_default_dtype()),  # read by rules as they are traced
+        "matmul_precision": torch.get_float32_matmul_precision(),
     }
     h = hashlib.sha256()
     for label, value in parts.items():

@@ -390,7 +390,8 @@ def _run(t: _Trace, keep: tuple = ()) -> list:
     donated = _donatable(t.leaves, [p for p in outputs if p is not None])
     del outputs
     # A node's executable hashes by identity, so the nodes themselves are the trace's key.
-    sig = (tuple(t.nodes), tuple(t.leaf_avals), needed, donated, torch.get_default_dtype())
+    sig = (tuple(t.nodes), tuple(t.leaf_avals), needed, donated, torch.get_default_dtype(),
+           jax.config.jax_default_matmul_precision)
     entry = _PROGRAMS.get(sig)
     if entry is None:
         _refuse_outputs_larger_than_the_device(t, needed)

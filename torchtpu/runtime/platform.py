@@ -21,8 +21,7 @@ def init() -> jax.Device:
     jax.config.update("jax_enable_x64", True)
     # PyTorch computes float32 matmuls and convolutions in float32 unless asked otherwise
     # (torch.set_float32_matmul_precision); XLA on GPU/TPU would use TF32/bf16 passes.
-    jax.config.update("jax_default_matmul_precision", _MATMUL_PRECISION[
-        torch.get_float32_matmul_precision()])
+    _follow_matmul_precision()
     # PyTorch rounds every bfloat16/float16 result; XLA would skip roundings inside a program,
     # so fused eager's and compiled programs would differ from strict eager's and CPU's.
     # (Read when the backend starts: a user who set the flag, or started JAX, keeps theirs.)
@@ -41,6 +40,24 @@ def init() -> jax.Device:
         raise RuntimeError(f"torchtpu: no {wanted!r} platform available to JAX ({e})") from e
     jax.config.update("jax_default_device", device)
     return device
+
+
+def _follow_matmul_precision() -> None:
+    """JAX's default matmul precision as torch's, now and whenever the user changes it."""
+    jax.config.update("jax_default_matmul_precision", _MATMUL_PRECISION[
+        torch.get_float32_matmul_precision()])
+    setter = torch.set_float32_matmul_precision
+    if getattr(setter, "_torchtpu", False):
+        return
+
+    @functools.wraps(setter)
+    def set_float32_matmul_precision(precision: str) -> None:
+        setter(precision)
+        jax.config.update("jax_default_matmul_precision", _MATMUL_PRECISION[
+            torch.get_float32_matmul_precision()])
+
+    set_float32_matmul_precision._torchtpu = True
+    torch.set_float32_matmul_precision = set_float32_matmul_precision
 
 
 def platform() -> str:
