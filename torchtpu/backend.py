@@ -366,9 +366,10 @@ def _keep_the_parents_clients() -> None:
     or crashes. The child never uses them; they are left alive and never destroyed."""
     from jax._src import xla_bridge
 
-    for client in list(xla_bridge._backends.values()):
+    for client in list(getattr(xla_bridge, "_backends", {}).values()):
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(client))
-    xla_bridge._default_backend = None  # jax's exit handler then clears nothing
+    if hasattr(xla_bridge, "_default_backend"):
+        xla_bridge._default_backend = None  # jax's exit handler then clears nothing
 
 
 def register() -> None:

@@ -198,7 +198,7 @@ def _reduce_for_another_process(t: torch.Tensor):
             "autograd does not support crossing process boundaries.  If you just want to "
             "transfer the data, call detach() on the tensor before serializing (e.g., "
             "putting it on the queue).")
-    host = t.detach().cpu().contiguous()
+    host = t.detach().cpu().resolve_conj().resolve_neg().contiguous()
     data = host.reshape(-1).view(torch.uint8).numpy().tobytes() if host.numel() else b""
     return _rebuild_in_another_process, (data, host.dtype, tuple(host.shape), str(t.device),
                                          t.requires_grad, getattr(t, "_is_param", False))
