@@ -664,6 +664,18 @@ def test_torchscript_conv_and_rnn_modules_move_to_tpu():
     assert_same(scripted(seq.to("tpu")), net(seq), rtol=1e-5)
 
 
+def test_an_op_error_inside_torchscript_keeps_its_message():
+    # The interpreter reported "...RuntimeError: " with nothing after it.
+    torch.manual_seed(0)
+    traced = torch.jit.trace(torch.nn.Embedding(10, 4), (torch.tensor([[1, 2]]),))
+    with pytest.raises(RuntimeError) as on_cpu:
+        traced(torch.tensor([[1, 12]]))
+    with pytest.raises(RuntimeError) as on_tpu:
+        traced.to("tpu")(torch.tensor([[1, 12]], device="tpu"))
+    assert str(on_tpu.value).endswith("RuntimeError: index out of range in self")
+    assert str(on_cpu.value).rstrip().endswith("RuntimeError: index out of range in self")
+
+
 def test_tolist_with_dispatch_off():
     # Inductor reads small constants this way (AOTInductor on a tpu ExportedProgram).
     from torch.utils._mode_utils import no_dispatch

@@ -1,4 +1,5 @@
-"""Carrying an op's exception out of a C++ backward formula instead of aborting.
+"""Carrying an op's exception out of a C++ backward formula instead of aborting, and its
+message out of TorchScript's interpreter.
 
 When an op raised inside a C++ autograd formula (``SinBackward0`` calling ``aten.cos``), its
 Python exception is still pending while the engine unwinds. The unwinding restores the
@@ -73,9 +74,35 @@ def _check_root_gradients(outputs, grads) -> None:
                                f"but got {grad.device}")
 
 
+def _with_op_messages(module_call):
+    """TorchScript's interpreter reports an op's Python exception without its message
+    ("...\nRuntimeError: "): the message is put back, as CPU's kernels' errors read."""
+    from .tensor import op_errors
+
+    @functools.wraps(module_call)
+    def call(self, *args, **kwargs):
+        op_errors.last = None
+        try:
+            return module_call(self, *args, **kwargs)
+        except RuntimeError as e:
+            message, op_errors.last = getattr(op_errors, "last", None), None
+            text = str(e).rstrip()
+            if not message or not text.endswith("Error:"):
+                raise
+            raise RuntimeError(f"{text} {message}") from e
+
+    call._torchtpu_wrapped = True
+    return call
+
+
 def install() -> None:
-    """Wrap the autograd engine's entry point (``backward`` and ``grad`` both call it)."""
+    """Wrap the autograd engine's entry point (``backward`` and ``grad`` both call it), and
+    TorchScript modules' calls."""
     import torch.autograd.graph as graph
+
+    script_call = torch.jit.ScriptModule.__call__
+    if not getattr(script_call, "_torchtpu_wrapped", False):
+        torch.jit.ScriptModule.__call__ = _with_op_messages(script_call)
 
     if getattr(graph._engine_run_backward, "_torchtpu_wrapped", False):
         return

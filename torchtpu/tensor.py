@@ -122,7 +122,13 @@ class TpuTensor(torch.Tensor):
             # A nested tensor's op (building one from tpu values): its own dispatch runs it,
             # as over cuda tensors, calling ours on the values.
             return NotImplemented
-        return _executor(func, args, kwargs)
+        try:
+            return _executor(func, args, kwargs)
+        except Exception as e:
+            # TorchScript's interpreter drops the message (backward_errors); the text only,
+            # so no traceback keeps the failed op's tensors alive.
+            op_errors.last = str(e)
+            raise
 
     def __repr__(self, *, tensor_contents=None) -> str:
         from ._print import tensor_repr
@@ -233,6 +239,7 @@ def _storage_copy(t: TpuTensor, memo: dict) -> TpuTensor:
 
 
 _saving = threading.local()
+op_errors = threading.local()  # .last: the message of the error an op raised last, here
 
 
 @contextlib.contextmanager
