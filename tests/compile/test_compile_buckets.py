@@ -103,6 +103,16 @@ READS_PADDING = {
 _DEFAULT_READS = {"mean", "attention, no mask", "length as a number"}
 
 
+def test_an_output_slicing_cannot_cut_back_runs_unpadded_and_says_so():
+    # Its size is one more than the input's (a decode step's grown cache): it was run
+    # unpadded without a count or a note.
+    from torchtpu.debug import explain_recompile
+
+    graph = _compare_lengths(lambda x: torch.cat([x, x[:, :1]], dim=1) * 2, _sequences)
+    assert graph["bucket_unpadded"] == 1
+    assert "cannot be cut back by slicing" in explain_recompile()
+
+
 @pytest.mark.parametrize("case", [
     pytest.param(case, id=name, marks=() if name in _DEFAULT_READS else pytest.mark.slow)
     for name, case in READS_PADDING.items()])

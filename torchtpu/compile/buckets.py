@@ -123,10 +123,16 @@ class Bucketed:
         # it is (unless it is also a tensor's size).
         self.padded = padded = {s for _, dims, _ in self.tensor_dims for _, s in dims}
         self.int_inputs = [(i, s) for i, s in self.int_inputs if s in padded]
-        self.output_dims, self.sliceable = self._output_dims(gm)
+        self.output_dims, why_not = self._output_dims(gm)
         # Every symbol an output is cut by must be readable from the inputs.
-        self.sliceable &= all(s in self.readers for d in self.output_dims for _, s in d)
-        if self.sliceable:
+        unread = [s for d in self.output_dims for _, s in d if s not in self.readers]
+        if unread and why_not is None:
+            why_not = f"output size {unread[0]} is not read from an input"
+        self.sliceable = why_not is None
+        if not self.sliceable:
+            metrics.count("graph", "bucket_unpadded")
+            explain.note(f"buckets off for this graph, each size runs unpadded: {why_not}")
+        else:
             try:
                 bucket_safety.check(gm, padded, {i: v for i, _, v in self.tensor_dims})
             except bucket_safety.Unsafe as e:
@@ -137,17 +143,19 @@ class Bucketed:
 
     def _output_dims(self, gm: fx.GraphModule):
         out = next(n for n in gm.graph.nodes if n.op == "output")
-        dims, ok = [], True
+        dims, why_not = [], None
         for v in out.args[0]:
             val = v.meta.get("example_value", v.meta.get("val")) if isinstance(v, fx.Node) else v
             if isinstance(val, torch.Tensor):
                 d = [(k, _symbol(n)) for k, n in enumerate(val.shape) if _symbol(n) is not None]
                 # A dimension like s0 * 4 cannot be cut back by slicing; run such graphs unpadded.
-                ok &= all(_symbol(n) is not None or not _has_symbols(n) for n in val.shape)
+                uncut = [n for n in val.shape if _symbol(n) is None and _has_symbols(n)]
+                if uncut and why_not is None:
+                    why_not = f"output size {uncut[0]} cannot be cut back by slicing"
                 dims.append(d)
             else:
                 dims.append([])
-        return dims, ok
+        return dims, why_not
 
     def __call__(self, *args):
         values = {}
