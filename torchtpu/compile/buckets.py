@@ -128,17 +128,15 @@ class Bucketed:
         unread = [s for d in self.output_dims for _, s in d if s not in self.readers]
         if unread and why_not is None:
             why_not = f"output size {unread[0]} is not read from an input"
+        if why_not is None:
+            try:
+                bucket_safety.check(gm, padded, {i: v for i, _, v in self.tensor_dims})
+            except bucket_safety.Unsafe as e:
+                why_not = str(e)
         self.sliceable = why_not is None
         if not self.sliceable:
             metrics.count("graph", "bucket_unpadded")
             explain.note(f"buckets off for this graph, each size runs unpadded: {why_not}")
-        else:
-            try:
-                bucket_safety.check(gm, padded, {i: v for i, _, v in self.tensor_dims})
-            except bucket_safety.Unsafe as e:
-                self.sliceable = False
-                metrics.count("graph", "bucket_unpadded")
-                explain.note(f"buckets off for this graph, each size runs unpadded: {e}")
         self.programs: dict[tuple, Callable] = {}
 
     def _output_dims(self, gm: fx.GraphModule):

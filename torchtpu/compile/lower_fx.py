@@ -131,11 +131,11 @@ def _check_subgraph(gm: fx.GraphModule) -> None:
     """A branch or loop body lowers as a graph does, but draws no random numbers (a branch not
     taken would still advance the stream), writes no input and holds no tensor constant."""
     check(gm)
+    if has_random(gm) or any(n.target is aten.copy_.default for n in gm.graph.nodes):
+        raise Unlowerable("a write or a random draw inside a torch.cond branch or loop body")
     for node in gm.graph.nodes:
         if node.op == "get_attr" and not isinstance(getattr(gm, node.target), fx.GraphModule):
             raise Unlowerable("a tensor constant inside a torch.cond branch or loop body")
-        if node.target is aten.copy_.default or has_random(gm):
-            raise Unlowerable("a write or a random draw inside a torch.cond branch or loop body")
 
 
 def _stays_on_device(node: fx.Node) -> bool:

@@ -352,12 +352,11 @@ def _mm_check(self, mat2):
 def _addmm_check(self, mat1, mat2, *_):
     if error := _not_for_bool("addmm_impl_cpu_", self, mat1, mat2):
         return error
-    if self.dtype != mat2.dtype:
-        return (f"self and mat2 must have the same dtype, but got "
-                f"{scalar_type_name(self.dtype)} and {scalar_type_name(mat2.dtype)}")
-    if mat1.dtype != mat2.dtype:
-        return (f"mat1 and mat2 must have the same dtype, but got "
-                f"{scalar_type_name(mat1.dtype)} and {scalar_type_name(mat2.dtype)}")
+    # CPU compares self with mat2 first, then mat1 with mat2
+    for name, t in (("self", self), ("mat1", mat1)):
+        if t.dtype != mat2.dtype:
+            return (f"{name} and mat2 must have the same dtype, but got "
+                    f"{scalar_type_name(t.dtype)} and {scalar_type_name(mat2.dtype)}")
     return None
 
 

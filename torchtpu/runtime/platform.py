@@ -44,8 +44,11 @@ def init() -> jax.Device:
 
 def _follow_matmul_precision() -> None:
     """JAX's default matmul precision as torch's, now and whenever the user changes it."""
-    jax.config.update("jax_default_matmul_precision", _MATMUL_PRECISION[
-        torch.get_float32_matmul_precision()])
+    def copy() -> None:
+        jax.config.update("jax_default_matmul_precision", _MATMUL_PRECISION[
+            torch.get_float32_matmul_precision()])
+
+    copy()
     setter = torch.set_float32_matmul_precision
     if getattr(setter, "_torchtpu", False):
         return
@@ -53,8 +56,7 @@ def _follow_matmul_precision() -> None:
     @functools.wraps(setter)
     def set_float32_matmul_precision(precision: str) -> None:
         setter(precision)
-        jax.config.update("jax_default_matmul_precision", _MATMUL_PRECISION[
-            torch.get_float32_matmul_precision()])
+        copy()
 
     set_float32_matmul_precision._torchtpu = True
     torch.set_float32_matmul_precision = set_float32_matmul_precision
