@@ -17,3 +17,8 @@ def fresh_dynamo():
     torchtpu.reset_metrics()  # counts asserted by one test never come from another
     yield
     torch._dynamo.reset()
+
+
+def count(kind: str, key: str) -> int:
+    """A metric's count so far (0 if never counted)."""
+    return torchtpu.metrics()[kind].get(key, 0)

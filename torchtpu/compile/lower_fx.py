@@ -24,7 +24,8 @@ from jax import lax
 from torch import fx
 
 from ..debug import counters as metrics
-from ..eager.meta_errors import NUMBER_OPS, check_as_cpu, check_number_fits
+from ..eager.meta_errors import check_as_cpu
+from ..eager.number_checks import NUMBER_OPS, check_number_fits
 from ..ops import random as rng
 from ..ops.dtypes import as_meta, astype, to_jax_dtype
 from ..ops.registry import LOWERINGS

@@ -20,7 +20,7 @@ from ..runtime import memory
 from ..runtime.execute import Pending, unrecorded
 from ..tensor import DEVICE, TpuTensor, is_dense, read, set_executor, with_layout
 from ..tensor import wrap as wrap_tensor
-from . import bounds, fallback, meta_errors, mutation, special, strict, views
+from . import bounds, fallback, meta_errors, mutation, number_checks, special, strict, views
 from .values import MIXED_DEVICES, unwrap, wrap_out
 
 Handler = Callable[[tuple, dict], object]
@@ -155,14 +155,14 @@ def _build_here(func, fused: bool) -> Handler:
             return _following_memory_format(
                 func, mutation.rule_with_mutations(func, inner, rule.mutates))
         if func.overloadpacket in _LIKE:
-            return meta_errors.checking_number(func, _keeping_layout(_rule_handler(rule, fused)))
+            return number_checks.checking_number(func, _keeping_layout(_rule_handler(rule, fused)))
         if func in _STRIDE_ARG:
             return _strided(_rule_handler(rule, fused), _STRIDE_ARG[func])
         if func in _LU_OF_TRANSPOSE:
             return _factoring_a_itself(_rule_handler(rule, fused))
         if func in _HOST_ARGS:
             return _taking_host_arguments(_rule_handler(rule, fused), _HOST_ARGS[func])
-        return meta_errors.checking_number(
+        return number_checks.checking_number(
             func, _following_memory_format(func, _rule_handler(rule, fused)))
     derived = mutation.derived_handler(func, functional_handler)
     if derived is not None:

@@ -17,7 +17,8 @@ from ..ops.registry import LOWERINGS, is_functional
 from ..runtime.transfer import to_device
 from ..tensor import DEVICE, TpuTensor, is_dense, read, write
 from . import strict, views
-from .meta_errors import checking_number, cpp_name
+from .meta_errors import cpp_name
+from .number_checks import checking_number
 from .values import call_unwrapped, wrap_out
 
 aten = torch.ops.aten

@@ -1,0 +1,108 @@
+"""CPU's checks of Python-number arguments by value (c10's checked_convert and the like).
+
+Rules see numbers traced, so these run on the values before the rule: a number an op would
+convert to the tensor's dtype that does not fit (``masked_fill(mask, -1e9)`` on float16), an
+integer tensor to a negative integer power.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+_C_TYPES = {"float32": "float", "float64": "double", "float16": "c10::Half",
+            "bfloat16": "c10::BFloat16", "int8": "int8_t", "int16": "int16_t", "int32": "int",
+            "int64": "int64_t", "uint8": "uint8_t", "bool": "bool"}
+
+
+# Ops that convert a Python number to the tensor's dtype, checked (c10's checked_convert):
+# the argument's position. Their rules see the number traced, so this runs on the value.
+_NUMBER_AT = {torch.ops.aten.masked_fill.Scalar: 2, torch.ops.aten.fill.Scalar: 1,
+              torch.ops.aten.index_fill.int_Scalar: 3}
+
+
+def _integer_power(self, exponent) -> str | None:
+    integral = not (self.dtype.is_floating_point or self.dtype.is_complex
+                    or self.dtype == torch.bool)
+    if integral and type(exponent) is int and exponent < 0:
+        return "Integers to negative integer powers are not allowed."
+    return _fill_fits(exponent, self.dtype) if integral and type(exponent) is int else None
+
+
+def _fill_fits(value, dtype: torch.dtype) -> str | None:
+    """CPU's overflow error if the Python number ``value`` does not convert into ``dtype``."""
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or dtype == torch.bool
+            or dtype.is_complex or _fits(value, dtype)):
+        return None
+    return str(overflow_error(str(dtype).removeprefix("torch.")))
+
+
+def _integer_bounds(self, *bounds) -> str | None:
+    """clamp of an integer tensor by integers converts them to its dtype, checked (a float
+    bound makes the result float instead)."""
+    numbers = [b for b in bounds if b is not None]
+    if self.dtype.is_floating_point or not all(type(b) is int for b in numbers):
+        return None
+    return next(filter(None, (_fill_fits(b, self.dtype) for b in numbers)), None)
+
+
+# Ops whose Python-number arguments CPU checks by value (rules see numbers traced).
+_NUMBER_CHECKS = {
+    torch.ops.aten.pow.Tensor_Scalar: _integer_power,
+    torch.ops.aten.clamp.default: _integer_bounds,
+    torch.ops.aten.clamp_min.default: _integer_bounds,
+    torch.ops.aten.clamp_max.default: _integer_bounds,
+    torch.ops.aten.full_like.default:
+        lambda self, value, *, dtype=None, **_: _fill_fits(value, dtype or self.dtype),
+    torch.ops.aten.new_full.default:
+        lambda self, size, value, *, dtype=None, **_: _fill_fits(value, dtype or self.dtype),
+    # (with no dtype, the number's own: it fits)
+    torch.ops.aten.full.default:
+        lambda size, value, *, dtype=None, **_: dtype and _fill_fits(value, dtype),
+    torch.ops.aten.scalar_tensor.default:
+        lambda value, *, dtype=None, **_: dtype and _fill_fits(value, dtype),
+}
+
+NUMBER_OPS = frozenset(_NUMBER_AT) | frozenset(_NUMBER_CHECKS)
+
+
+def check_number_fits(op, args: Sequence, kwargs: dict | None = None) -> None:
+    """CPU's errors for Python numbers: one its op would convert to the tensor's dtype that
+    does not fit (``masked_fill(mask, -1e9)`` on float16, NaN into an integer tensor), and
+    the value checks of ``_NUMBER_CHECKS``."""
+    if (check := _NUMBER_CHECKS.get(op)) and (message := check(*args, **(kwargs or {}))):
+        raise RuntimeError(message)
+    at = _NUMBER_AT.get(op)
+    if at is not None and len(args) > at and (message := _fill_fits(args[at], args[0].dtype)):
+        raise RuntimeError(message)
+
+
+def _fits(value: int | float, dtype: torch.dtype) -> bool:
+    """Whether c10's checked_convert takes ``value`` into a real ``dtype``."""
+    if dtype.is_floating_point:
+        return not math.isfinite(value) or abs(value) <= torch.finfo(dtype).max
+    info = torch.iinfo(dtype)
+    # An unsigned type takes a negative number it can wrap.
+    low = -info.max if info.min == 0 else info.min
+    return math.isfinite(value) and low <= value <= info.max
+
+
+def checking_number(op, compute):
+    """``compute`` (args, kwargs) with ``check_number_fits`` first, if ``op`` takes such a
+    number."""
+    if op not in NUMBER_OPS:
+        return compute
+
+    def checked(args, kwargs):
+        check_number_fits(op, args, kwargs)
+        return compute(args, kwargs)
+
+    return checked
+
+
+def overflow_error(dtype_name: str) -> RuntimeError:
+    """c10's error for a number that does not convert into the dtype named ``dtype_name``."""
+    ctype = _C_TYPES.get(dtype_name, dtype_name)
+    return RuntimeError(f"value cannot be converted to type {ctype} without overflow")
