@@ -99,7 +99,7 @@ def synchronize(device=None) -> None:
     from . import tensor
 
     execute.flush_pending()
-    last = execute.concrete(tensor.last_value)
+    last = tensor.last_value()
     if last is not None:
         jax.block_until_ready(last)
 

@@ -21,7 +21,7 @@ def _last_queued():
     """The value the device computes last of everything queued so far (recorded fused ops
     are dispatched first)."""
     execute.flush_pending()
-    return execute.concrete(tensor.last_value)
+    return tensor.last_value()
 
 
 class Stream(torch.Stream):

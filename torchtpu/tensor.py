@@ -37,8 +37,28 @@ from .runtime.transfer import to_host
 DEVICE = torch.device("privateuseone", 0)
 
 _make = torch.Tensor._make_wrapper_subclass
-# The newest result: waiting for it waits for everything queued before it.
-last_value = None
+# The newest results: waiting for one waits for everything queued before it. A fused
+# program's are held weakly, so an input it updates can still be donated to the next.
+_newest: list = []
+
+
+def note_last(value: jax.Array) -> None:
+    """``value`` is the newest result dispatched."""
+    _newest[:] = [value]
+
+
+def note_last_program(results: list) -> None:
+    """``results`` are the newest program's (they become ready together)."""
+    _newest[:] = [weakref.ref(r) for r in results]
+
+
+def last_value() -> jax.Array | None:
+    """The newest result still held, if any."""
+    for v in _newest:
+        v = v() if type(v) is weakref.ref else v
+        if v is not None:
+            return v
+    return None
 
 
 class Storage:
@@ -303,8 +323,8 @@ def _as_fake(mode, func, args, kwargs):
 
 def wrap(value: jax.Array) -> TpuTensor:
     """A fresh tensor that owns ``value``."""
-    global last_value
-    last_value = value
+    if type(value) is not Pending:  # held, a recorded value would become a program output
+        note_last(value)
     t = _make(TpuTensor, value.shape, dtype=JAX_TO_TORCH[value.dtype], device=DEVICE)
     t._storage = Storage(value)
     t._direct = True

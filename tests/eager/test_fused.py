@@ -352,6 +352,48 @@ def test_an_input_updated_in_place_keeps_its_buffer(fused):
     assert p.sum().item() == -5000 and g.sum().item() == 6000
 
 
+@pytest.mark.parametrize("reader", ["dot", "view_then_dot"])
+def test_a_weight_read_then_updated_is_not_copied(reader, fused, monkeypatch):
+    # A weight the backward's dot reads and the optimizer step then updates: unordered, XLA
+    # copies the whole weight first to update it in place (twice its memory, every step).
+    from torchtpu.eager import fused as fused_mode
+
+    monkeypatch.setattr(fused_mode, "_PROGRAMS", {})
+    monkeypatch.setenv("TORCHTPU_CACHE_DIR", "")  # traced here, not loaded
+    built = []
+    build = fused_mode._loaded_or_traced
+    monkeypatch.setattr(fused_mode, "_loaded_or_traced",
+                        lambda t, *a: built.append((t, build(t, *a))) or built[-1][1])
+    torch.manual_seed(0)
+    p_cpu, x_cpu = torch.randn(64, 32), torch.randn(16, 64)
+    p, x = p_cpu.to("tpu"), x_cpu.to("tpu")
+    torch.tpu.synchronize()
+    reads = {"dot": lambda w, a: a @ w, "view_then_dot": lambda w, a: w.t() @ a.t()}[reader]
+    y = reads(p, x)
+    p.sub_(p * 0.5 + 1.0)
+    torch.tpu.synchronize()
+    assert_same(y, reads(p_cpu, x_cpu), rtol=1e-5)
+    assert_same(p, p_cpu - (p_cpu * 0.5 + 1.0))
+    t, program = built[-1]
+    text = program.lower(*map(fused_mode._abstract, t.leaves)).compile().as_text()
+    assert "f32[64,32]{1,0} copy(" not in text
+
+
+def test_ordering_an_update_after_other_reads_keeps_every_value(fused):
+    # The update waits on the other readers' results through a comparison that is never
+    # true, whatever they hold (NaN, inf); the leaf goes through unchanged, -0.0 included.
+    special = torch.tensor([-0.0, float("nan"), float("inf"), -float("inf"), 3.0])
+    p = special.to("tpu")
+    torch.tpu.synchronize()
+    readers = [p * float("inf"), p.sum(), p.nan_to_num() @ torch.ones(5, device="tpu")]
+    p.mul_(1.0)
+    torch.tpu.synchronize()
+    assert_same(p, special * 1.0)
+    assert torch.equal(torch.signbit(p.cpu()), torch.signbit(special))
+    assert_same(readers[0], special * float("inf"))
+    assert_same(readers[1], special.sum())
+
+
 def test_a_forced_value_leaves_views_of_inputs_to_the_rest(fused, monkeypatch):
     # A linear layer's weight.t(), read by the forward and again by the backward: the
     # backward's program transposes the weight again (free inside its dot) rather than

@@ -42,7 +42,7 @@ from ..debug import counters
 from ..runtime import execute, memory, program_store
 from ..runtime.execute import Executable, Pending
 from ..runtime.program_store import Unstable, stable
-from ..tensor import forget_pending_views
+from ..tensor import forget_pending_views, note_last_program
 
 
 class _Trace:
@@ -203,15 +203,72 @@ def _eval_shape(exe, args, kwargs, nums, names):
 
 def _program(nodes, needed, donated):
     """The recorded trace as one function of its external leaves."""
+    fences = _fences(nodes, donated)
 
     def program(*leaves):
         env = []
-        for node in nodes:
-            env.append(_call(node, [leaves[w] if type(w) is int else env[w[0]][w[1]]
-                                    for w in node[4]]))
+        for i, node in enumerate(nodes):
+            values = [leaves[w] if type(w) is int else env[w[0]][w[1]] for w in node[4]]
+            for leaf, after in fences.get(i, {}).items():
+                fenced = _after(leaves[leaf], [v for k in after for v in env[k]])
+                values = [fenced if w == leaf else v for w, v in zip(node[4], values)]
+            env.append(_call(node, values))
         return [env[i][j] for i, j in needed]
 
     return jax.jit(program, donate_argnums=donated)
+
+
+def _fences(nodes: list[tuple], donated: tuple) -> dict[int, dict[int, list[int]]]:
+    """For each donated leaf more than one op reads (a weight the backward's dots read and
+    the optimizer step updates): its other readers, whose outputs the last reader's read
+    must follow.
+
+    XLA writes a donated buffer's new value in place only if it can prove every other read
+    of the buffer comes first; unordered, it copies the leaf first (every weight, each step).
+    XLA:CPU drops optimization barriers before it looks, so the order is a data dependency
+    (``_after``). A view's readers read its leaf. Keyed by the last reader's node."""
+    consumers: dict[int, set[int]] = {}
+    for i, node in enumerate(nodes):
+        for w in node[4]:
+            if type(w) is tuple:
+                consumers.setdefault(w[0], set()).add(i)
+
+    def readers(i):  # the node, or for a view what reads it
+        if not nodes[i][0].is_view:
+            return {i}
+        return set().union(*(readers(k) for k in consumers.get(i, ())))
+
+    donated, direct = set(donated), {}
+    for i, node in enumerate(nodes):
+        for w in node[4]:
+            if type(w) is int and w in donated:
+                direct.setdefault(w, set()).add(i)
+    fences: dict[int, dict[int, list[int]]] = {}
+    ancestors: dict[int, set[int]] = {}  # a last reader's: their reads come first already
+    for leaf, nodes_reading in direct.items():
+        every = sorted(set().union(*(readers(i) for i in nodes_reading)))
+        last = every[-1] if every else None
+        if last not in nodes_reading or len(every) < 2:
+            continue  # no other reader, or the last reads it through a view
+        if last not in ancestors:
+            ancestors[last] = _ancestors(nodes, last)
+        after = [k for k in every[:-1] if k not in ancestors[last]]
+        if after:
+            fences.setdefault(last, {})[leaf] = after
+    return fences
+
+
+def _after(leaf, values: list):
+    """``leaf``, unchanged, as a value XLA computes only once ``values`` are: a select on
+    a comparison that is never true (no number exceeds infinity, NaN included)."""
+    if not jax.numpy.issubdtype(leaf.dtype, jax.numpy.floating):
+        return leaf
+    firsts = [jax.numpy.real(v.reshape(-1)[0]).astype(jax.numpy.float32)
+              for v in values if hasattr(v, "shape") and v.size]
+    if not firsts:
+        return leaf
+    never = sum(firsts[1:], firsts[0]) > jax.numpy.inf
+    return jax.numpy.where(never, leaf + 1, leaf)
 
 
 def _call(node: tuple, values: list) -> list:
@@ -258,7 +315,7 @@ def flush(target: Pending | None = None, *, cut: bool = False) -> None:
         return
     _trace = _Trace()
     t.leaf_index.clear()
-    first = _ancestors(t, target.src[0]) if target is not None and _split_forced else None
+    first = _ancestors(t.nodes, target.src[0]) if target is not None and _split_forced else None
     if first is None or len(t.nodes) - len(first) < _MIN_TAIL:
         _, error = _run_or_each(t)
     else:
@@ -321,11 +378,11 @@ def _run_each(t: _Trace, keep: tuple = ()) -> list:
 _MIN_TAIL = 64
 
 
-def _ancestors(t: _Trace, node: int) -> set[int]:
+def _ancestors(nodes: list[tuple], node: int) -> set[int]:
     """The nodes ``node`` depends on, itself included."""
     seen, stack = {node}, [node]
     while stack:
-        for w in t.nodes[stack.pop()][4]:
+        for w in nodes[stack.pop()][4]:
             if type(w) is tuple and w[0] not in seen:
                 seen.add(w[0])
                 stack.append(w[0])
@@ -404,6 +461,7 @@ def _run(t: _Trace, keep: tuple = ()) -> list:
     if donated:
         counters.count("execute", "donated_buffers", len(donated))
     results = prog(*t.leaves)
+    note_last_program(results)
     for (i, j), value in zip(order, results, strict=False):
         p = t.outs[i][j]()
         if p is not None:
