@@ -211,7 +211,7 @@ def _program(nodes, needed, donated):
             values = [leaves[w] if type(w) is int else env[w[0]][w[1]] for w in node[4]]
             for leaf, after in fences.get(i, {}).items():
                 fenced = _after(leaves[leaf], [v for k in after for v in env[k]])
-                values = [fenced if w == leaf else v for w, v in zip(node[4], values)]
+                values = [fenced if w == leaf else v for w, v in zip(node[4], values, strict=True)]
             env.append(_call(node, values))
         return [env[i][j] for i, j in needed]
 
