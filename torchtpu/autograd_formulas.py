@@ -144,14 +144,15 @@ def _attention_setup(ctx, inputs, output):
     ctx.save_for_backward(query, key, value, attn_mask, *output)
 
 
-def _attention_backward(ctx, grad_out, _grad_logsumexp):
-    query, key, value, attn_mask, out, logsumexp = ctx.saved_tensors
+def _attention_backward(ctx, grad_out, _grad_logsumexp, _grad_probs):
+    query, key, value, attn_mask, out, logsumexp, probs = ctx.saved_tensors
     if torch.is_grad_enabled():  # create_graph: a backward that is itself differentiable
         grads = _attention_grads_composite(grad_out, query, key, value, attn_mask,
                                            ctx.is_causal, ctx.scale)
     else:
         grads = torch.ops.torchtpu.attention_backward(
-            grad_out, query, key, value, attn_mask, out, logsumexp, ctx.is_causal, ctx.scale)
+            grad_out, query, key, value, attn_mask, out, logsumexp, probs, ctx.is_causal,
+            ctx.scale)
     return *grads, None, None, None
 
 

@@ -63,6 +63,18 @@ def test_flash_cases_run_as_one_op_and_match_cpu(case, dtype):
     assert _fused(_both(fn, _inputs(dtype, **shape)))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("length, kept", [(12, True), (64, False)])
+def test_the_backward_reads_kept_probabilities_or_recomputes_them(length, kept, dtype):
+    # Kept while no larger than the query, key, value and output the op saves anyway.
+    inputs = [torch.randn(1, 2, length, 8, dtype=dtype) for _ in range(3)]
+    fn = CASES["causal"][0]
+    assert _fused(_both(fn, inputs))
+    q, k, v = (x.to(TPU) for x in inputs)
+    probs = torch.ops.torchtpu.attention(q, k, v, None, True, 0.3)[2]
+    assert probs.shape == ((1, 2, length, length) if kept else (0,))
+
+
 def test_grouped_low_precision_key_and_value_gradients_round_as_cpus():
     # CPU's flash kernel adds each query head's part into a bfloat16 gradient in turn
     q, k, v = _inputs(torch.bfloat16, heads_kv=2)
