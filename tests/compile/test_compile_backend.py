@@ -416,6 +416,39 @@ def test_outputs_that_view_another_output_alias_it():
         assert_same(outs, expected)
 
 
+@pytest.mark.parametrize("grad", [False, True])
+def test_outputs_that_view_an_intermediate_are_views_of_it_as_on_cpu(grad):
+    # The graph does not return the intermediate: the outputs still have CPU's strides,
+    # offsets and storage, and overlapping ones share it (a write shows through the other).
+    def last(x):
+        return x.cumsum(1)[:, -1]
+
+    def overlapping(x):
+        y = x * 2
+        return y[1:], y[:-1]
+
+    def geometry(t):
+        return t.shape, t.stride(), t.storage_offset(), t.untyped_storage().nbytes()
+
+    x = torch.randn(3, 4)
+    for fn in (last, overlapping):
+        torch._dynamo.reset()
+        xt = x.to(TPU).requires_grad_(grad)
+        xc = x.clone().requires_grad_(grad)
+        outs, expected = torch.compile(fn, backend="tpu")(xt), fn(xc)
+        outs, expected = (outs, expected) if fn is overlapping else ((outs,), (expected,))
+        assert [geometry(o) for o in outs] == [geometry(e) for e in expected]
+        assert_same(outs, expected)
+        if grad:
+            sum(o.sum() for o in outs).backward()
+            sum(e.sum() for e in expected).backward()
+            assert_same(xt.grad, xc.grad)
+        elif fn is overlapping:
+            outs[0].mul_(10)
+            expected[0].mul_(10)
+            assert_same(outs, expected)
+
+
 def test_torch_cond_eager_compiled_and_differentiated():
     # A higher-order op asks each tensor subclass for a rule; tpu takes the dense kernel's.
     def f(x):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from torch import fx
 
 from ..debug import counters as metrics
@@ -52,7 +53,7 @@ def _graph_compiler(kind: str, options: tuple) -> Callable:
             return program
         metrics.count("cache", "miss")
         try:
-            program = Program(gm, kind)
+            program = Program(gm, kind, _returned_to_the_caller(kind))
         except Unlowerable as e:
             # Correct, just slower: every op goes through the eager executor.
             metrics.count("graph", "eager_graph")
@@ -67,6 +68,18 @@ def _graph_compiler(kind: str, options: tuple) -> Callable:
         # Dynamo's skip list already (dynamo_tensor.py), so that wrapper is not needed.
         compile_graph._is_wrapped_bw_compiler = True
     return compile_graph
+
+
+def _returned_to_the_caller(kind: str) -> range | None:
+    """Positions of a graph's outputs the caller receives (None: all): a forward graph's
+    user outputs come after the inputs it writes, and its saved activations after them."""
+    if kind != "forward":
+        return None
+    metadata = getattr(torch._guards.TracingContext.try_get(), "fw_metadata", None)
+    if metadata is None:
+        return range(0)
+    first = metadata.num_mutated_inp_runtime_indices
+    return range(first, first + len(metadata.output_info))
 
 
 def compile_aten(gm: fx.GraphModule, example_inputs: list, options: tuple = ()) -> Callable:

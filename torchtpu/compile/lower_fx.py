@@ -354,7 +354,7 @@ def _to_array(x) -> jax.Array:
 class Program:
     """A lowered graph: call it with the graph's runtime inputs, get its outputs as tensors."""
 
-    def __init__(self, gm: fx.GraphModule, name: str):
+    def __init__(self, gm: fx.GraphModule, name: str, returned: range | None = None):
         check(gm)
         self.gm = gm
         self.name = name
@@ -371,6 +371,16 @@ class Program:
                                for u in n.users)]
         self._placeholders = placeholders
         output = next(n for n in gm.graph.nodes if n.op == "output")
+        # Outputs the caller receives that view an intermediate the graph does not return
+        # (``x.cumsum(1)[:, -1]``) are made views of it, as CPU's are: the program returns it
+        # too, after the graph's outputs. (Not the activations a forward saves: it would keep
+        # both the view's value and its base.)
+        self._returned = len(output.args[0])
+        returned = range(self._returned) if returned is None else returned
+        bases = _viewed_intermediates(output.args[0], [output.args[0][i] for i in returned])
+        if bases:
+            output.args = ((*output.args[0], *bases),)
+            gm.recompile()
         self._strides = [_dense_layout(o) for o in output.args[0]]
         # Outputs PyTorch puts on the CPU (computed from CPU inputs only) go back there.
         self._on_host = [_on_host(o) for o in output.args[0]]
@@ -482,7 +492,7 @@ class Program:
             # inference graph's outputs do in eager (AOTAutograd leaves that to the compiler).
             if type(results[i]) is TpuTensor and _is_wrapped(results[view[0]]):
                 results[i] = make_view(results[view[0]]._storage, read(results[i]), *view[1])
-        return results
+        return results[:self._returned]
 
 
 def _returned_input(t: torch.Tensor, layout: tuple | None, host: bool) -> torch.Tensor:
@@ -530,6 +540,30 @@ def _view_of_output(node, outputs) -> tuple | None:
             return outputs.index(base), (tuple(val.shape), tuple(val.stride()),
                                          val.storage_offset())
     return None
+
+
+def _viewed_intermediates(outputs, candidates) -> list[fx.Node]:
+    """The intermediates ``candidates`` (some of the outputs) are views of: chains of
+    static views, not covering the whole of it densely, with no output or input among them."""
+    bases = []
+    for node in candidates:
+        if not isinstance(node, fx.Node) or not _is_static(node):
+            continue
+        base = node
+        while (base.op == "call_function" and isinstance(base.target, torch._ops.OpOverload)
+               and base.target.is_view and isinstance(base.args[0], fx.Node)):
+            base = base.args[0]
+            if base in outputs:
+                break
+        if base is node or base in outputs or base.op != "call_function" or base in bases:
+            continue
+        val, of = node.meta["val"], base.meta["val"]
+        whole = (val.storage_offset() == 0 and val.numel() == of.numel()
+                 and is_dense(val.shape, val.stride()))
+        if not whole and _is_own_storage(base) and _is_static(base) and of.dtype == val.dtype \
+                and not (val.is_conj() or val.is_neg()):
+            bases.append(base)
+    return bases
 
 
 def _symbolic_view(gm: fx.GraphModule, node, outputs) -> list[fx.Node] | None:
