@@ -723,3 +723,17 @@ def test_division_by_zero_that_cpu_allows():
     for op in (lambda t: t // 0, lambda t: t % 0.0, lambda t: torch.div(t.long(), 0),
                lambda t: t.long() // 2):
         assert_same(op(x.to("tpu")), op(x))
+
+
+def test_deterministic_mode_takes_cpus_deterministic_kernels():
+    # Their meta kernels raise cuda's determinism alerts: CPU's kernels have none to raise.
+    x = torch.tensor([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]])
+    ops = [lambda t: torch.median(t, 1), lambda t: torch.nanmedian(t, 1),
+           lambda t: torch.mode(t, 1), lambda t: torch.histc(t, bins=3)]
+    torch.use_deterministic_algorithms(True)
+    try:
+        for op in ops:
+            assert_same(op(x.to("tpu")), op(x))
+        assert torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)

@@ -6,6 +6,7 @@ static arguments, so the Python side of a cache hit is an argument walk and one 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import jax
@@ -49,7 +50,8 @@ def pytorch_outputs(op, args, kwargs):
         # No device given means the default one, CPU: a real allocation of the full size.
         kwargs["device"] = torch.device("meta")
     try:
-        return op(*as_cpu_accepts(op, _meta_tree(args)), **kwargs)
+        with _without_cuda_alerts(op):
+            return op(*as_cpu_accepts(op, _meta_tree(args)), **kwargs)
     except NotImplementedError:
         return None
     except AssertionError as e:  # a Python meta kernel's assert: CPU's TORCH_CHECK raises
@@ -60,6 +62,27 @@ def pytorch_outputs(op, args, kwargs):
         if "meta" in text or "data-dependent" in text or "data dependent" in text:
             return None
         raise
+
+
+# Their meta kernels take a meta tensor for a cuda one, and raise cuda's determinism alerts
+# under torch.use_deterministic_algorithms; CPU's kernels are deterministic.
+_CUDA_ALERTS = {
+    torch.ops.aten.histc.default, torch.ops.aten.median.dim, torch.ops.aten.nanmedian.dim,
+    torch.ops.aten.mode.default,
+}
+
+
+@contextlib.contextmanager
+def _without_cuda_alerts(op):
+    if op not in _CUDA_ALERTS or not torch.are_deterministic_algorithms_enabled():
+        yield
+        return
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(False)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(True, warn_only=warn_only)
 
 
 def _is_factory(op) -> bool:
