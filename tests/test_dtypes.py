@@ -341,10 +341,12 @@ def test_float8_beside_another_dtype_is_refused_as_cpu():
     raises_as_cpu(mix)
 
 
-@pytest.mark.parametrize("other", [torch.uint8, torch.int64])
+@pytest.mark.parametrize("other", [torch.uint8, torch.int64, torch.uint32])
 def test_uint16_beside_an_integer_dtype_is_refused_as_cpu(other):
     raises_as_cpu(lambda d: torch.ones(2, dtype=torch.uint16, device=d)
                   + torch.ones(2, dtype=other, device=d))
+    raises_as_cpu(lambda d: torch.eq(torch.ones(2, dtype=torch.uint16, device=d),
+                                     torch.ones(2, dtype=other, device=d)))
     # (a float beside it promotes, as on CPU)
     assert (torch.ones(2, dtype=torch.uint16, device="tpu") + torch.ones(2, device="tpu")).dtype \
         == torch.float32

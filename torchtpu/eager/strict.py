@@ -49,9 +49,10 @@ def pytorch_outputs(op, args, kwargs):
     if "device" not in kwargs and _is_factory(op):
         # No device given means the default one, CPU: a real allocation of the full size.
         kwargs["device"] = torch.device("meta")
+    meta_args = as_cpu_accepts(op, _meta_tree(args))
     try:
         with _without_cuda_alerts(op):
-            return op(*as_cpu_accepts(op, _meta_tree(args)), **kwargs)
+            return op(*meta_args, **kwargs)
     except NotImplementedError:
         return None
     except AssertionError as e:  # a Python meta kernel's assert: CPU's TORCH_CHECK raises
@@ -61,6 +62,10 @@ def pytorch_outputs(op, args, kwargs):
         text = str(e).lower()
         if "meta" in text or "data-dependent" in text or "data dependent" in text:
             return None
+        if text == "unexpected termination!":  # the refs' promotion of two uint16/32/64s
+            dtypes = list(dict.fromkeys(a.dtype for a in _tensors(meta_args)))
+            if len(dtypes) > 1:
+                functools.reduce(torch.promote_types, dtypes)  # CPU's error, if it has one
         raise
 
 
@@ -83,6 +88,14 @@ def _without_cuda_alerts(op):
         yield
     finally:
         torch.use_deterministic_algorithms(True, warn_only=warn_only)
+
+
+def _tensors(args):
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            yield a
+        elif isinstance(a, (list, tuple)):
+            yield from _tensors(a)
 
 
 def _is_factory(op) -> bool:
