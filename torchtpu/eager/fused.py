@@ -33,6 +33,7 @@ import weakref
 from collections import Counter
 
 import jax
+import jax.numpy as jnp
 import torch
 from jax.tree_util import tree_flatten, tree_unflatten
 from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -261,14 +262,14 @@ def _fences(nodes: list[tuple], donated: tuple) -> dict[int, dict[int, list[int]
 def _after(leaf, values: list):
     """``leaf``, unchanged, as a value XLA computes only once ``values`` are: a select on
     a comparison that is never true (no number exceeds infinity, NaN included)."""
-    if not jax.numpy.issubdtype(leaf.dtype, jax.numpy.floating):
+    if not jnp.issubdtype(leaf.dtype, jnp.floating):
         return leaf
-    firsts = [jax.numpy.real(v.reshape(-1)[0]).astype(jax.numpy.float32)
+    firsts = [jnp.real(v.reshape(-1)[0]).astype(jnp.float32)
               for v in values if hasattr(v, "shape") and v.size]
     if not firsts:
         return leaf
-    never = sum(firsts[1:], firsts[0]) > jax.numpy.inf
-    return jax.numpy.where(never, leaf + 1, leaf)
+    never = sum(firsts[1:], firsts[0]) > jnp.inf
+    return jnp.where(never, leaf + 1, leaf)
 
 
 def _call(node: tuple, values: list) -> list:
