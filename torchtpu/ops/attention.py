@@ -19,6 +19,8 @@ A row with every key masked gives 0, as CPU does.
 
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 import torch
 
@@ -64,15 +66,8 @@ def probs_shape(query, key, value) -> tuple[int, ...]:
     they take no more bytes than the query, key, value and output already saved."""
     shape = (*query.shape[:-1], key.shape[-2])
     itemsize = query.dtype.itemsize  # a torch or a jax dtype
-    saved = 2 * _numel(query.shape) + _numel(key.shape) + _numel(value.shape)
-    return shape if _numel(shape) * max(itemsize, 4) <= saved * itemsize else (0,)
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+    saved = 2 * math.prod(query.shape) + math.prod(key.shape) + math.prod(value.shape)
+    return shape if math.prod(shape) * max(itemsize, 4) <= saved * itemsize else (0,)
 
 
 def _opmath(dtype):
