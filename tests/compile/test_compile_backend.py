@@ -138,6 +138,22 @@ def test_as_strided_runs_in_the_program_when_its_source_is_dense():
     assert _count("graph", "eager_graph") >= 1
 
 
+def test_a_graph_run_op_by_op_views_results_laid_out_otherwise_than_cpus():
+    # PyTorch checked the graph's views against its strides; a tpu result may be laid out
+    # otherwise (a scatter into a transposed tensor comes out contiguous): Longformer's
+    # chunking (as_strided of a view keeps its graph eager) raised "view size is not
+    # compatible".
+    def f(x):
+        z = torch.zeros(4, 6, device=x.device).t()
+        z[:, :2] = x
+        w = z.t().view(24)
+        return w, (x + 1)[1:].as_strided((2, 2), (1, 1))
+
+    x = torch.randn(6, 2)
+    assert_same(torch.compile(f, backend="tpu")(x.to(TPU)), f(x))
+    assert _count("graph", "eager_graph") >= 1
+
+
 def test_addcdiv_and_addcmul_with_a_value():
     # Dynamo traces them (single-tensor Adam/AdamW, foreach=False) into inductor's prims.fma.
     def f(p, a, b):

@@ -198,6 +198,19 @@ def test_the_output_is_laid_out_as_the_query_as_cpus_flash_kernel():
     torch.testing.assert_close(compiled.cpu(), out_cpu, rtol=1e-5, atol=1e-6)
 
 
+def test_the_gradients_are_laid_out_as_their_inputs_as_cpus_flash_kernel():
+    # A graph torch.compile runs op by op views them as PyTorch's meta laid them out.
+    grads = []
+    for device in ("cpu", TPU):
+        qkv = torch.linspace(-1, 1, 2 * 5 * 3 * 8).reshape(2, 5, 3, 2, 4).to(device)
+        q, k, v = (t.transpose(1, 2).requires_grad_() for t in qkv.unbind(2))
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        grads.append(torch.autograd.grad(out, (q, k, v), torch.ones_like(out)))
+    for a, e in zip(*reversed(grads), strict=True):
+        assert a.stride() == e.stride()
+        torch.testing.assert_close(a.cpu(), e, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("empty", ["query", "key"])
 def test_an_empty_sequence_under_the_flash_backend_as_cpu(empty):
     # CPU returns before choosing a kernel: an empty output, or zeros for no keys.

@@ -659,6 +659,7 @@ def _write_input(t: torch.Tensor, value: jax.Array) -> None:
 def eager_runner(gm: fx.GraphModule) -> Callable:
     """Run the graph op by op on the eager tpu executor (for graphs a program cannot hold)."""
     _call_effects_directly(gm)
+    _views_as_reshapes(gm)
 
     def run(*args):
         if len(args) == 1 and type(args[0]) is list:
@@ -668,6 +669,19 @@ def eager_runner(gm: fx.GraphModule) -> Callable:
 
     run._boxed_call = True
     return run
+
+
+def _views_as_reshapes(gm: fx.GraphModule) -> None:
+    """The graph's ``view`` nodes as ``reshape``: PyTorch checked them against its strides,
+    and an eager tpu result may be laid out otherwise (an elementwise result of a transposed
+    input is contiguous), where ``view`` would refuse what ``reshape`` copies. A functional
+    graph writes through none of them, so the values are the same."""
+    views = [n for n in gm.graph.nodes if n.op == "call_function"
+             and n.target in (aten.view.default, aten._unsafe_view.default)]
+    for node in views:
+        node.target = aten.reshape.default
+    if views:
+        gm.recompile()
 
 
 def _call_effects_directly(gm: fx.GraphModule) -> None:

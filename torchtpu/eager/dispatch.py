@@ -303,7 +303,7 @@ def _following_memory_format(func, inner: Handler) -> Handler:
     def handler(args, kwargs):
         out = inner(args, kwargs)
         if not (any(_channels_last(x) for x in tree_leaves(args))  # cat's are in a list
-                or func in _QUERY_LAYOUT and not args[0].is_contiguous()):
+                or not all(args[i].is_contiguous() for i in _QUERY_LAYOUT.get(func, ()))):
             return out
         try:
             meta = func(*tree_map(views.meta_like, args), **tree_map(views.meta_like, kwargs))
@@ -320,8 +320,10 @@ def _following_memory_format(func, inner: Handler) -> Handler:
 
 
 _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
-# Its output is laid out as its query (its fake kernel says how; ops/attention.py).
-_QUERY_LAYOUT = {torch.ops.torchtpu.attention.default}
+# Their outputs are laid out as these inputs (the query; the query, key and value for the
+# gradients), as CPU's flash kernels lay them out (the fake kernels say how; ops/attention.py).
+_QUERY_LAYOUT = {torch.ops.torchtpu.attention.default: (0,),
+                 torch.ops.torchtpu.attention_backward.default: (1, 2, 3)}
 
 
 def _laid_out_as(out, meta):
