@@ -154,6 +154,25 @@ def test_a_graph_run_op_by_op_views_results_laid_out_otherwise_than_cpus():
     assert _count("graph", "eager_graph") >= 1
 
 
+def test_a_masked_scalar_assignment_runs_inside_the_program():
+    # A padding mask's h[~mask] = 0 (Wav2Vec2, HuBERT): a select, no data-dependent shape.
+    def f(h, mask):
+        h = h * 3
+        h[~mask] = 0
+        h[h > 2] = 2.0
+        return h
+
+    torch.manual_seed(0)
+    h, mask = torch.randn(2, 5, 3, requires_grad=True), torch.rand(2, 5) > 0.4
+    ht = h.detach().to(TPU).requires_grad_()
+    out, expected = torch.compile(f, backend="tpu")(ht, mask.to(TPU)), f(h, mask)
+    out.sum().backward()
+    expected.sum().backward()
+    assert_same(out, expected)
+    assert_same(ht.grad, h.grad)
+    assert _count("graph", "eager_graph") == 0
+
+
 def test_addcdiv_and_addcmul_with_a_value():
     # Dynamo traces them (single-tensor Adam/AdamW, foreach=False) into inductor's prims.fma.
     def f(p, a, b):

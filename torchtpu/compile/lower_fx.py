@@ -122,7 +122,8 @@ def check(gm: fx.GraphModule) -> None:
             rule = LOWERINGS.get(t)
             if rule is None:
                 raise Unlowerable(f"{t} has no lowering rule")
-            if rule.eager and not is_random(rule) and not _integer_indexing(node):
+            if rule.eager and not (is_random(rule) or _integer_indexing(node)
+                                   or _masked_scalar_set(node)):
                 raise Unlowerable(f"{t} has a data-dependent output shape")
         elif isinstance(t, torch._ops.HigherOrderOperator) or not callable(t):
             raise Unlowerable(f"call of {t!r}")
@@ -175,6 +176,22 @@ def _integer_indexing(node: fx.Node) -> bool:
     indices = [i for i in node.args[1] if i is not None]
     return all(isinstance(i, fx.Node) and isinstance(i.meta.get("val"), torch.Tensor)
                and i.meta["val"].dtype != torch.bool for i in indices)
+
+
+def _masked_scalar_set(node: fx.Node) -> bool:
+    """``x[mask] = scalar`` (a padding mask's ``h[~mask] = 0``): a select, with no
+    data-dependent shape (ops/indexing.py)."""
+    if node.target not in (aten.index_put.default, aten._unsafe_index_put.default):
+        return False
+    _, indices, values, *rest = (*node.args, *node.kwargs.values())
+    index, value = (indices[0] if len(indices) == 1 else None), values
+    return (not (rest and rest[0]) and isinstance(index, fx.Node)
+            and isinstance(value, fx.Node) and _meta_dtype(index) in (torch.bool, torch.uint8)
+            and getattr(value.meta.get("val"), "ndim", None) == 0)
+
+
+def _meta_dtype(node: fx.Node):
+    return getattr(node.meta.get("val"), "dtype", None)
 
 
 def has_random(gm: fx.GraphModule) -> bool:
