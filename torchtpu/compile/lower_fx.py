@@ -183,15 +183,11 @@ def _masked_scalar_set(node: fx.Node) -> bool:
     data-dependent shape (ops/indexing.py)."""
     if node.target not in (aten.index_put.default, aten._unsafe_index_put.default):
         return False
-    _, indices, values, *rest = (*node.args, *node.kwargs.values())
-    index, value = (indices[0] if len(indices) == 1 else None), values
-    return (not (rest and rest[0]) and isinstance(index, fx.Node)
-            and isinstance(value, fx.Node) and _meta_dtype(index) in (torch.bool, torch.uint8)
+    _, indices, value, *accumulate = (*node.args, *node.kwargs.values())
+    index = indices[0] if len(indices) == 1 else None
+    return (not any(accumulate) and isinstance(index, fx.Node) and isinstance(value, fx.Node)
+            and getattr(index.meta.get("val"), "dtype", None) in (torch.bool, torch.uint8)
             and getattr(value.meta.get("val"), "ndim", None) == 0)
-
-
-def _meta_dtype(node: fx.Node):
-    return getattr(node.meta.get("val"), "dtype", None)
 
 
 def has_random(gm: fx.GraphModule) -> bool:
