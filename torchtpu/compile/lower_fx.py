@@ -537,22 +537,11 @@ def _dense_layout(node) -> tuple | None:
 def _view_of_output(node, outputs) -> tuple | None:
     """(k, geometry) when output ``node`` is a chain of views of output k, a dense tensor
     from offset 0 (``y, y.view(4)``; a graph break returns what code after it still uses)."""
-    if not isinstance(node, fx.Node) or not _is_static(node):
+    base = _viewed_base(node, outputs)
+    if base is None or base not in outputs or not _can_alias(node, base):
         return None
-    base = node
-    while (base.op == "call_function" and isinstance(base.target, torch._ops.OpOverload)
-           and base.target.is_view and isinstance(base.args[0], fx.Node)):
-        base = base.args[0]
-        if base in outputs and base is not node:
-            val, of = node.meta["val"], base.meta["val"]
-            # A conj or neg view (y.conj()) reads its base's memory through a math bit the
-            # geometry does not carry: it keeps the value the program computed.
-            if not (_is_own_storage(base) and _is_static(base) and of.dtype == val.dtype
-                    and of.is_conj() == val.is_conj() and of.is_neg() == val.is_neg()):
-                return None
-            return outputs.index(base), (tuple(val.shape), tuple(val.stride()),
-                                         val.storage_offset())
-    return None
+    val = node.meta["val"]
+    return outputs.index(base), (tuple(val.shape), tuple(val.stride()), val.storage_offset())
 
 
 def _viewed_intermediates(outputs, candidates) -> list[fx.Node]:
@@ -560,23 +549,38 @@ def _viewed_intermediates(outputs, candidates) -> list[fx.Node]:
     static views, not covering the whole of it densely, with no output or input among them."""
     bases = []
     for node in candidates:
-        if not isinstance(node, fx.Node) or not _is_static(node):
-            continue
-        base = node
-        while (base.op == "call_function" and isinstance(base.target, torch._ops.OpOverload)
-               and base.target.is_view and isinstance(base.args[0], fx.Node)):
-            base = base.args[0]
-            if base in outputs:
-                break
-        if base is node or base in outputs or base.op != "call_function" or base in bases:
+        base = _viewed_base(node, outputs)
+        if base is None or base in outputs or base.op != "call_function" or base in bases:
             continue
         val, of = node.meta["val"], base.meta["val"]
         whole = (val.storage_offset() == 0 and val.numel() == of.numel()
                  and is_dense(val.shape, val.stride()))
-        if not whole and _is_own_storage(base) and _is_static(base) and of.dtype == val.dtype \
-                and not (val.is_conj() or val.is_neg()):
+        if not whole and _can_alias(node, base):
             bases.append(base)
     return bases
+
+
+def _viewed_base(node, outputs) -> fx.Node | None:
+    """For an output with static geometry made by view ops: the first output along its chain
+    of views, else the chain's start; None for any other output."""
+    if not isinstance(node, fx.Node) or not _is_static(node):
+        return None
+    base = node
+    while (base.op == "call_function" and isinstance(base.target, torch._ops.OpOverload)
+           and base.target.is_view and isinstance(base.args[0], fx.Node)):
+        base = base.args[0]
+        if base in outputs:
+            return base
+    return None if base is node else base
+
+
+def _can_alias(node, base) -> bool:
+    """Whether output ``node`` can be a view of ``base``'s storage with its own geometry.
+    A conj or neg view (y.conj()) reads its base's memory through a math bit the geometry
+    does not carry: it keeps the value the program computed."""
+    val, of = node.meta["val"], base.meta["val"]
+    return (_is_own_storage(base) and _is_static(base) and of.dtype == val.dtype
+            and of.is_conj() == val.is_conj() and of.is_neg() == val.is_neg())
 
 
 def _symbolic_view(gm: fx.GraphModule, node, outputs) -> list[fx.Node] | None:

@@ -11,9 +11,10 @@ import functools
 
 import jax
 import torch
+from torch.utils._pytree import tree_leaves
 
 from ..debug import counters as metrics
-from ..ops.dtypes import as_meta, to_jax_dtype
+from ..ops.dtypes import as_meta, refuse_unpromoted_dtypes, to_jax_dtype
 from ..ops.registry import Lowering
 from ..runtime.execute import Executable
 from .meta_errors import as_cpu_accepts, check_as_cpu, cpu_wording, has_cpu_check
@@ -63,9 +64,7 @@ def pytorch_outputs(op, args, kwargs):
         if "meta" in text or "data-dependent" in text or "data dependent" in text:
             return None
         if text == "unexpected termination!":  # the refs' promotion of two uint16/32/64s
-            dtypes = list(dict.fromkeys(a.dtype for a in _tensors(meta_args)))
-            if len(dtypes) > 1:
-                functools.reduce(torch.promote_types, dtypes)  # CPU's error, if it has one
+            refuse_unpromoted_dtypes(tree_leaves(meta_args))  # CPU's error, if it has one
         raise
 
 
@@ -88,14 +87,6 @@ def _without_cuda_alerts(op):
         yield
     finally:
         torch.use_deterministic_algorithms(True, warn_only=warn_only)
-
-
-def _tensors(args):
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            yield a
-        elif isinstance(a, (list, tuple)):
-            yield from _tensors(a)
 
 
 def _is_factory(op) -> bool:

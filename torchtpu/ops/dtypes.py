@@ -106,7 +106,7 @@ def check_with_meta(op, *args, **kwargs) -> None:
 def result_type(*operands) -> np.dtype:
     """PyTorch's result dtype for these arrays and scalars (tensors > 0-d > scalars)."""
     metas = [as_meta(x) for x in operands if x is not None]
-    _refuse_unpromoted_dtypes(metas)
+    refuse_unpromoted_dtypes(metas)
     _, dtype = elementwise_dtypes(*metas, type_promotion_kind=_KIND.NO_OPMATH)
     return to_jax_dtype(dtype)
 
@@ -114,7 +114,7 @@ def result_type(*operands) -> np.dtype:
 _UNPROMOTED_UINTS = (torch.uint16, torch.uint32, torch.uint64)
 
 
-def _refuse_unpromoted_dtypes(metas: list) -> None:
+def refuse_unpromoted_dtypes(metas: list) -> None:
     """CPU's error for a float8 or a uint16/32/64 tensor beside a tensor of a dtype PyTorch
     does not promote it with (elementwise_dtypes would promote them)."""
     dtypes = list(dict.fromkeys(m.dtype for m in metas if isinstance(m, torch.Tensor) and m.dim()))
