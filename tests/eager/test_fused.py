@@ -359,7 +359,7 @@ def test_a_weight_read_then_updated_is_not_copied(reader, fused, monkeypatch):
     from torchtpu.eager import fused as fused_mode
 
     monkeypatch.setattr(fused_mode, "_PROGRAMS", {})
-    monkeypatch.setenv("TORCHTPU_CACHE_DIR", "")  # traced here, not loaded
+    monkeypatch.setattr(fused_mode.program_store, "enabled", lambda: False)  # traced, not loaded
     built = []
     build = fused_mode._loaded_or_traced
     monkeypatch.setattr(fused_mode, "_loaded_or_traced",

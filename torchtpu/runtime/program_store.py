@@ -36,7 +36,6 @@ from . import compile_cache
 from .compile_cache import CheckedFileCache
 from .platform import platform
 
-_SHAPES = "shapes"
 _MAX_SHAPES = 100_000  # op signatures kept; past it the file starts over (it is rewritten whole)
 _stores: dict[Path, CheckedFileCache] = {}
 
@@ -179,10 +178,16 @@ def save_program(k: str, serialized: bytearray) -> None:
         _put(store, k, bytes(serialized))
 
 
+def _shapes_key() -> str:
+    # An op's key names the op, not its rule's code: the source digest in this key is what
+    # keeps an edited rule (one more output, say) from reading the old rule's shapes.
+    return key("shapes")
+
+
 def load_shapes() -> dict:
     """Every op signature's output shapes the store holds ({} when off or unreadable)."""
     store = _store()
-    blob = store.get(_SHAPES) if store is not None else None
+    blob = store.get(_shapes_key()) if store is not None else None
     if blob is None:
         return {}
     try:
@@ -200,7 +205,7 @@ def save_shapes(new: dict) -> None:
     if len(shapes) + len(new) > _MAX_SHAPES:
         shapes = {}
     shapes.update(new)
-    _put(store, _SHAPES, pickle.dumps(shapes))
+    _put(store, _shapes_key(), pickle.dumps(shapes))
 
 
 def _put(store: CheckedFileCache, k: str, value: bytes) -> None:
