@@ -19,8 +19,36 @@ def test_device_module_api():
     props = torch.tpu.get_device_properties(0)
     assert props.total_memory > 0
     torch.tpu.synchronize()
-    with pytest.raises(RuntimeError, match="one device per process"):
+    with pytest.raises(RuntimeError, match="invalid device index 3"):
         torch.tpu.set_device(3)
+
+
+@pytest.mark.parametrize("make", [
+    lambda d: torch.ones(3, device=d),
+    lambda d: torch.randn(3, device=d),
+    lambda d: torch.tensor([1.0, 2.0], device=d),
+    lambda d: torch.arange(3, device=d),
+    lambda d: torch.tril_indices(3, 3, device=d),
+    lambda d: torch.ones(3).to(d),
+    lambda d: torch.ones(3, device="tpu").to(d),
+    lambda d: torch.zeros_like(torch.ones(3, device="tpu"), device=d),
+    lambda d: torch.nn.Linear(2, 2).to(d).weight,
+], ids=["ones", "randn", "tensor", "arange", "tril_indices", "cpu_to", "tpu_to", "zeros_like",
+        "module_to"])
+def test_a_device_index_this_process_does_not_drive_is_refused(make):
+    # As CUDA refuses an invalid ordinal: nothing lands on tpu:0 unasked.
+    with pytest.raises(RuntimeError, match="invalid device index 1"):
+        make("tpu:1")
+    assert make(torch.device("tpu", 0)).device == torch.device("tpu", 0)
+
+
+def test_under_torchrun_the_local_rank_names_the_process_device(monkeypatch):
+    monkeypatch.setenv("LOCAL_RANK", "2")
+    torch.tpu.set_device(2)  # a script written for cuda:{local_rank}
+    x = torch.ones(3, device="tpu:2") + torch.ones(3).to("tpu:2")
+    assert x.device == torch.device("tpu", 0) and x.sum().item() == 6
+    with pytest.raises(RuntimeError, match="invalid device index 1"):
+        torch.ones(3, device="tpu:1")
 
 
 def test_memory_stats_track_allocations():
@@ -564,7 +592,7 @@ def test_device_context_managers_as_cudas():
         assert on_cpu.idx == -1
     with torch.tpu.device_of(torch.ones(1, device="tpu")) as on_tpu:
         assert on_tpu.idx == 0
-    with pytest.raises(RuntimeError, match="one device per process"):
+    with pytest.raises(RuntimeError, match="invalid device index 1"):
         torch.tpu.device(1)
 
 

@@ -18,6 +18,7 @@ from .backward_errors import take_pending_exception
 from .eager import modes
 from .eager.dispatch import dispatch, refuse_in_forked_child
 from .ops import random
+from .runtime.platform import check_device_index
 from .runtime.transfer import to_device
 from .tensor import TpuTensor, read, set_executor, to_dlpack, with_layout, wrap
 
@@ -102,6 +103,16 @@ def _via_cpu(op):
         kwargs["device"] = "cpu"
         kwargs.pop("pin_memory", None)
         return wrap(to_device(op(*args, **kwargs)))
+
+    return kernel
+
+
+def _on_an_existing_device(factory):
+    """A factory kernel that refuses tpu:N past the devices this process drives."""
+
+    def kernel(*args, **kwargs):
+        check_device_index(kwargs.get("device"))
+        return factory(*args, **kwargs)
 
     return kernel
 
@@ -388,16 +399,21 @@ def register() -> None:
     torch.nn.Module._apply = _apply_keeping_ties
     UninitializedTensorMixin.materialize = _materialize_on_tpu
     _lib = torch.library.Library("aten", "IMPL")
-    _lib.impl("empty.memory_format", _empty_memory_format, "PrivateUse1")
-    _lib.impl("empty_strided", _empty_strided, "PrivateUse1")
-    # Their CompositeExplicit kernels resize an empty out tensor, which a wrapper cannot do.
-    _lib.impl("arange", _arange_end, "PrivateUse1")
-    _lib.impl("arange.start", _arange_start, "PrivateUse1")
-    _lib.impl("arange.start_step", _arange, "PrivateUse1")
-    _lib.impl("eye", _eye, "PrivateUse1")
-    _lib.impl("eye.m", _eye, "PrivateUse1")
+    # The factories PyTorch's others (zeros, randn, tensor, ...) start from.
+    factories = {
+        "empty.memory_format": _empty_memory_format,
+        "empty_strided": _empty_strided,
+        # Their CompositeExplicit kernels resize an empty out tensor, which a wrapper cannot do.
+        "arange": _arange_end,
+        "arange.start": _arange_start,
+        "arange.start_step": _arange,
+        "eye": _eye,
+        "eye.m": _eye,
+        "_efficientzerotensor": _efficientzerotensor,
+    }
+    for name, kernel in factories.items():
+        _lib.impl(name, _on_an_existing_device(kernel), "PrivateUse1")
     _lib.impl("_copy_from", _copy_from, "PrivateUse1")
-    _lib.impl("_efficientzerotensor", _efficientzerotensor, "PrivateUse1")
     if not torch.cuda.is_available():
         # With 'tpu' the process's accelerator, CPU pinning asks it for a pinned allocator,
         # which a Python backend cannot give: DataLoader(pin_memory=True) would fail. XLA
@@ -411,7 +427,8 @@ def register() -> None:
         for overload in packet.overloads():
             if overload != "out":
                 qualified = name if overload == "default" else f"{name}.{overload}"
-                _lib.impl(qualified, _via_cpu(getattr(packet, overload)), "PrivateUse1")
+                kernel = _via_cpu(getattr(packet, overload))
+                _lib.impl(qualified, _on_an_existing_device(kernel), "PrivateUse1")
     for name in _KERNELS:
         _lib.impl(name, _to_executor(getattr(aten, name).default), "PrivateUse1")
     _autocast_lib = autocast.register(_lib)

@@ -54,12 +54,7 @@ def current_device() -> int:
 
 
 def set_device(device) -> None:
-    index = torch.device(device).index if not isinstance(device, int) else device
-    if index not in (None, 0):
-        raise RuntimeError(
-            f"torchtpu drives one device per process; got device {device}. "
-            "Launch one process per device (torchrun) instead."
-        )
+    platform.check_device_index(device)
 
 
 def _index(device) -> int:

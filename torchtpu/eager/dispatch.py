@@ -18,6 +18,7 @@ from ..ops.decomps import DECOMPOSITIONS
 from ..ops.registry import LOWERINGS
 from ..runtime import memory
 from ..runtime.execute import Pending, unrecorded
+from ..runtime.platform import check_device_index
 from ..tensor import DEVICE, TpuTensor, is_dense, read, set_executor, with_layout
 from ..tensor import wrap as wrap_tensor
 from . import bounds, fallback, meta_errors, mutation, number_checks, special, strict, views
@@ -251,6 +252,7 @@ def _on_requested_device(func, inner: Handler) -> Handler:
     def handler(args, kwargs):
         device = kwargs.get("device")
         if device is None or torch.device(device).type == DEVICE.type:
+            check_device_index(device)
             return inner(args, kwargs)
         return func(views.meta_like(args[0]), *args[1:], **kwargs)
 

@@ -9,6 +9,7 @@ import torch
 
 from ..debug import counters as metrics
 from ..ops.dtypes import broadcast, cast, scalar_type_name, to_jax_dtype
+from ..runtime.platform import check_device_index
 from ..runtime.transfer import to_device, to_host
 from ..tensor import TpuTensor, read, with_layout, wrap, write
 from . import mutation, views
@@ -60,6 +61,7 @@ def _to_copy(args, kwargs):
         if out.stride() != stride:  # .cpu() keeps channels_last, as from cuda
             out = torch.empty_strided(out.shape, stride, dtype=out.dtype).copy_(out)
         return out
+    check_device_index(device)
     v = read(x)
     if dtype is not None and to_jax_dtype(dtype) != v.dtype:
         _warn_if_dropping_imaginary(x.dtype, dtype)

@@ -69,3 +69,23 @@ def platform() -> str:
 def device_count() -> int:
     """Devices this process drives: one (one process per device, as with torchrun)."""
     return 1
+
+
+def _local_rank() -> int | None:
+    rank = os.environ.get("LOCAL_RANK", "")
+    return int(rank) if rank.isdigit() else None
+
+
+def check_device_index(device) -> None:
+    """Refuse a tpu index this process does not drive, as CUDA refuses an invalid ordinal,
+    rather than placing the tensor on tpu:0 unasked. Under torchrun, ``tpu:{LOCAL_RANK}``
+    names the process's device too (a script written for ``cuda:{local_rank}``)."""
+    if device is None:
+        return
+    index = device if isinstance(device, int) else torch.device(device).index
+    if index is None or 0 <= index < device_count() or index == _local_rank():
+        return
+    raise RuntimeError(
+        f"torchtpu: invalid device index {index}: this process drives one device, tpu:0 "
+        "(or tpu:{LOCAL_RANK} under torchrun). Launch one process per device instead."
+    )
