@@ -19,6 +19,7 @@ import weakref
 import jax
 import torch
 
+from . import jit_tracing
 from .ops.dtypes import JAX_TO_TORCH
 from .ops.views import (
     dense_order,
@@ -143,6 +144,9 @@ class TpuTensor(torch.Tensor):
             # as over cuda tensors, calling ours on the values.
             return NotImplemented
         try:
+            tracing = torch._C._get_tracing_state()  # torch.jit.trace
+            if tracing is not None:
+                return jit_tracing.run_traced(_executor, func, args, kwargs or {}, tracing)
             return _executor(func, args, kwargs)
         except Exception as e:
             # TorchScript's interpreter drops the message (backward_errors); the text only,
