@@ -417,6 +417,23 @@ def test_joined_channels_last_tensors_stay_channels_last(join):
     assert_same(tpu, cpu)
 
 
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("op", [
+    lambda x: x + 1, lambda x: x * x, torch.relu, lambda x: torch.where(x > 0, x, 0.0),
+    lambda x: x + x.contiguous(),
+], ids=["add_scalar", "mul_self", "relu", "where", "add_contiguous"])
+@pytest.mark.parametrize("permute", [lambda x: x.mT, lambda x: x.permute(2, 0, 1)],
+                         ids=["transpose", "permute"])
+def test_an_elementwise_result_keeps_a_permuted_inputs_order(op, permute):
+    # TensorIterator follows the input's order: `(x.t() + 1).t()` is contiguous and views.
+    x = torch.randn(2, 3, 4)
+    cpu, tpu = op(permute(x)), op(permute(x.to("tpu")))
+    assert tpu.stride() == cpu.stride()
+    assert_same(tpu, cpu)
+    in_memory = sorted(range(3), key=lambda d: -cpu.stride()[d])
+    assert_same(tpu.permute(in_memory).view(-1), cpu.permute(in_memory).view(-1))
+
+
 def test_tensor_queries_answer_as_on_cpu():
     x = torch.randn(3, 4)
     t = x.to("tpu")

@@ -295,16 +295,23 @@ def _channels_last(x) -> bool:
             and x.is_contiguous(memory_format=_CHANNELS_LAST[x.dim()]))
 
 
+def _permuted(x) -> bool:
+    """A dense tensor in another order than contiguous (a transpose, channels_last)."""
+    return (type(x) is TpuTensor and not x._direct and not x.is_contiguous()
+            and is_dense(x.shape, x.stride()))
+
+
 def _following_memory_format(func, inner: Handler) -> Handler:
     """A rule's results laid out as PyTorch lays them out when an input is channels_last
-    (elementwise, convolution, normalisation and pooling kernels keep it), or attention's
-    query is permuted: PyTorch's meta kernel on inputs of the same strides says how. Other
-    inputs take the plain path: their results are contiguous (a transposed input's
-    elementwise result is too; see README)."""
+    (elementwise, convolution, normalisation and pooling kernels keep it), an elementwise
+    op's input is in any other dense order (a transpose: TensorIterator follows it), or
+    attention's query is permuted: PyTorch's meta kernel on inputs of the same strides says
+    how. Other inputs take the plain path: their results are contiguous."""
+    follows = _permuted if torch.Tag.pointwise in func.tags else _channels_last
 
     def handler(args, kwargs):
         out = inner(args, kwargs)
-        if not (any(_channels_last(x) for x in tree_leaves(args))  # cat's are in a list
+        if not (any(follows(x) for x in tree_leaves(args))  # cat's are in a list
                 or not all(args[i].is_contiguous() for i in _QUERY_LAYOUT.get(func, ()))):
             return out
         try:
