@@ -434,6 +434,24 @@ def test_an_elementwise_result_keeps_a_permuted_inputs_order(op, permute):
     assert_same(tpu.permute(in_memory).view(-1), cpu.permute(in_memory).view(-1))
 
 
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("op", [
+    lambda x, s: torch.slice_scatter(x, s[:2], 0, 0, 2),
+    lambda x, s: torch.select_scatter(x, s[0], 0, 1),
+    lambda x, s: torch.diagonal_scatter(x, s[0, :4]),
+    lambda x, s: torch.ops.aten.copy(x, s),
+    lambda x, s: torch.as_strided_scatter(x, s.reshape(-1)[:5], (5,), (1,), 2),
+    lambda x, s: torch.as_strided_scatter(x, s[:2, :3], (2, 3), (1, 6), 1),
+], ids=["slice", "select", "diagonal", "copy", "as_strided", "as_strided_2d"])
+def test_scatters_into_a_permuted_input_are_laid_out_as_it(op):
+    # CPU clones the input (keeping its order), then writes: as_strided_scatter's window is
+    # in that clone's memory, so a transposed input changes which elements it writes.
+    x, src = torch.randn(4, 6).t(), torch.randn(6, 4)
+    cpu, tpu = op(x, src), op(x.to("tpu"), src.to("tpu"))
+    assert tpu.stride() == cpu.stride()
+    assert_same(tpu, cpu)
+
+
 def test_tensor_queries_answer_as_on_cpu():
     x = torch.randn(3, 4)
     t = x.to("tpu")

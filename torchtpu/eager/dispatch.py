@@ -163,6 +163,8 @@ def _build_here(func, fused: bool) -> Handler:
             return _factoring_a_itself(_rule_handler(rule, fused))
         if func in _HOST_ARGS:
             return _taking_host_arguments(_rule_handler(rule, fused), _HOST_ARGS[func])
+        if func is aten.as_strided_scatter.default:
+            return _scattering_in_memory_order(_rule_handler(rule, fused))
         return number_checks.checking_number(
             func, _following_memory_format(func, _rule_handler(rule, fused)))
     derived = mutation.derived_handler(func, functional_handler)
@@ -307,7 +309,8 @@ def _following_memory_format(func, inner: Handler) -> Handler:
     op's input is in any other dense order (a transpose: TensorIterator follows it), or
     attention's query is permuted: PyTorch's meta kernel on inputs of the same strides says
     how. Other inputs take the plain path: their results are contiguous."""
-    follows = _permuted if torch.Tag.pointwise in func.tags else _channels_last
+    follows = (_permuted if torch.Tag.pointwise in func.tags or func in _COPIES_OF_INPUT
+               else _channels_last)
 
     def handler(args, kwargs):
         out = inner(args, kwargs)
@@ -329,6 +332,26 @@ def _following_memory_format(func, inner: Handler) -> Handler:
 
 
 _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
+# A copy of their first input with a part written: laid out as it (CPU clones it).
+_COPIES_OF_INPUT = {aten.slice_scatter.default, aten.select_scatter.default,
+                    aten.diagonal_scatter.default, aten.copy.default}
+
+
+def _scattering_in_memory_order(inner: Handler) -> Handler:
+    """``as_strided_scatter``: its window is in the memory of a copy of the input, which CPU
+    lays out as the input. A permuted input is scattered in its memory order, then put back
+    in its own."""
+
+    def handler(args, kwargs):
+        x = args[0]
+        if not _permuted(x):
+            return inner(args, kwargs)
+        order = sorted(range(x.dim()), key=lambda d: (-x.stride()[d], d))
+        out = inner((aten.permute.default(x, order), *args[1:]), kwargs)
+        back = sorted(range(x.dim()), key=order.__getitem__)
+        return aten.clone.default(aten.permute.default(out, back))  # x's strides
+
+    return handler
 # Their outputs are laid out as these inputs (the query; the query, key and value for the
 # gradients), as CPU's flash kernels lay them out (the fake kernels say how; ops/attention.py).
 _QUERY_LAYOUT = {torch.ops.torchtpu.attention.default: (0,),
