@@ -43,12 +43,15 @@ def test_a_device_index_this_process_does_not_drive_is_refused(make):
 
 
 def test_under_torchrun_the_local_rank_names_the_process_device(monkeypatch):
+    # Each process sees the node's devices, as with cuda, and uses cuda:{local_rank}.
     monkeypatch.setenv("LOCAL_RANK", "2")
-    torch.tpu.set_device(2)  # a script written for cuda:{local_rank}
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "3")
+    assert torch.tpu.device_count() == 3
+    torch.tpu.set_device(2)
     x = torch.ones(3, device="tpu:2") + torch.ones(3).to("tpu:2")
     assert x.device == torch.device("tpu", 0) and x.sum().item() == 6
-    with pytest.raises(RuntimeError, match="invalid device index 1"):
-        torch.ones(3, device="tpu:1")
+    with pytest.raises(RuntimeError, match="invalid device index 3"):
+        torch.ones(3, device="tpu:3")
 
 
 def test_memory_stats_track_allocations():

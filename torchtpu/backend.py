@@ -13,7 +13,14 @@ from torch.fx.experimental import proxy_tensor
 from torch.nn.parameter import UninitializedTensorMixin
 from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
-from . import accelerator, autocast, autograd_formulas, backward_errors, serialization
+from . import (
+    accelerator,
+    autocast,
+    autograd_formulas,
+    backward_errors,
+    distributed,
+    serialization,
+)
 from .backward_errors import take_pending_exception
 from .eager import modes
 from .eager.dispatch import dispatch, refuse_in_forked_child
@@ -435,6 +442,8 @@ def register() -> None:
     autograd_formulas.register(_lib)
     _register_control_flow()
     _enable_multi_tensor_paths()
+    if distributed.available():
+        distributed.register()
     _guard_forks()
     serialization.install()
     torch.utils.dlpack.to_dlpack = to_dlpack

@@ -126,9 +126,9 @@ def _store(target: TpuTensor, value, op, resize: bool = False) -> None:
 
 
 def derived_handler(func, functional_handler):
-    """A handler for an in-place or out= op, or None if ``func`` is neither."""
+    """A handler for an in-place or out= aten op, or None if ``func`` is neither."""
     mutated = mutated_args(func)
-    if not mutated:
+    if not mutated or func.namespace != "aten":  # another library's: its own kernels
         return None
     is_out = all(a.kwarg_only for a in mutated) and not _inplace_name(func)
     functional = _out_functional(func) if is_out else _inplace_functional(func)

@@ -67,25 +67,22 @@ def platform() -> str:
 
 
 def device_count() -> int:
-    """Devices this process drives: one (one process per device, as with torchrun)."""
-    return 1
-
-
-def _local_rank() -> int | None:
-    rank = os.environ.get("LOCAL_RANK", "")
-    return int(rank) if rank.isdigit() else None
+    """Devices this process sees: one, which under torchrun answers to every local rank's
+    index (``LOCAL_WORLD_SIZE`` of them), as each process sees the node's cuda devices and
+    picks ``cuda:{local_rank}``."""
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    return int(local) if local.isdigit() and int(local) > 0 else 1
 
 
 def check_device_index(device) -> None:
-    """Refuse a tpu index this process does not drive, as CUDA refuses an invalid ordinal,
-    rather than placing the tensor on tpu:0 unasked. Under torchrun, ``tpu:{LOCAL_RANK}``
-    names the process's device too (a script written for ``cuda:{local_rank}``)."""
+    """Refuse a tpu index past ``device_count()``, as CUDA refuses an invalid ordinal, rather
+    than placing the tensor on tpu:0 unasked."""
     if device is None:
         return
     index = device if isinstance(device, int) else torch.device(device).index
-    if index is None or 0 <= index < device_count() or index == _local_rank():
+    count = device_count()
+    if index is None or 0 <= index < count:
         return
-    raise RuntimeError(
-        f"torchtpu: invalid device index {index}: this process drives one device, tpu:0 "
-        "(or tpu:{LOCAL_RANK} under torchrun). Launch one process per device instead."
-    )
+    names = "tpu:0" if count == 1 else f"tpu:0 to tpu:{count - 1} (torchrun's LOCAL_WORLD_SIZE)"
+    raise RuntimeError(f"torchtpu: invalid device index {index}: this process drives one "
+                       f"device, named {names}. Launch one process per device instead.")

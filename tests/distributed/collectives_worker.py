@@ -1,0 +1,120 @@
+"""One torchrun worker: each collective, DDP, FSDP2 and DTensor on tpu tensors (strict and
+fused eager) and on CPU tensors in the same process group; prints what it saw as JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import torch
+import torch.distributed as dist
+from torch.distributed import _functional_collectives as funcol
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import Shard, distribute_tensor
+
+import torchtpu
+
+
+def collectives(device: str, rank: int, world: int) -> dict:
+    t = lambda *v: torch.tensor(v, dtype=torch.float32, device=device)  # noqa: E731
+    out = {}
+    x = t(1.0, 2.0, 3.0) * (rank + 1)
+    dist.all_reduce(x)
+    out["all_reduce"] = x.tolist()
+    x = t(1.0, -2.0) * (rank + 1)
+    dist.all_reduce(x, op=dist.ReduceOp.MAX)
+    out["all_reduce_max"] = x.tolist()
+    gathered = [torch.zeros(2, device=device) for _ in range(world)]
+    dist.all_gather(gathered, t(rank, rank * 10))
+    out["all_gather"] = [g.tolist() for g in gathered]
+    flat = torch.zeros(2 * world, device=device)
+    dist.all_gather_into_tensor(flat, t(rank, rank + 0.5))
+    out["all_gather_into_tensor"] = flat.tolist()
+    part = torch.zeros(2, device=device)
+    dist.reduce_scatter_tensor(part, torch.arange(2.0 * world, device=device) * (rank + 1))
+    out["reduce_scatter_tensor"] = part.tolist()
+    b = t(rank, rank)
+    dist.broadcast(b, src=world - 1)
+    out["broadcast"] = b.tolist()
+    a2a = torch.zeros(world, device=device)
+    dist.all_to_all_single(a2a, torch.arange(world, dtype=torch.float32, device=device) + 10 * rank)
+    out["all_to_all_single"] = a2a.tolist()
+    if rank == 0:
+        dist.send(t(7.0, 8.0), dst=1)
+    elif rank == 1:
+        got = torch.zeros(2, device=device)
+        dist.recv(got, src=0)
+        out["recv"] = got.tolist()
+    work = dist.all_reduce(t(1.0), async_op=True)
+    work.wait()
+    out["work_future"] = [(v.device.type, v.tolist()) for v in work.get_future().value()]
+    r = funcol.all_reduce(t(rank, 1.0), "sum", dist.group.WORLD)
+    out["functional_all_reduce"] = (r.device.type, r.tolist())
+    dist.barrier()
+    return out
+
+
+def _model(device: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(),
+                               torch.nn.Linear(8, 2)).to(device)
+
+
+def _train(model, parameters, device: str, rank: int) -> None:
+    opt = torch.optim.AdamW(parameters, lr=0.05)
+    torch.manual_seed(rank)  # each rank its own batch
+    x = torch.randn(5, 4)
+    for _ in range(3):
+        opt.zero_grad()
+        model(x.to(device)).square().mean().backward()
+        opt.step()
+
+
+def ddp(device: str, rank: int) -> list:
+    model = _model(device)
+    if rank == 1:  # DDP starts from rank 0's parameters
+        with torch.no_grad():
+            model[0].weight.add_(1.0)
+    # A cuda script's form, tpu:{LOCAL_RANK}: DDP moves each batch there.
+    device_ids = [torch.device(device).index] if torch.device(device).index else None
+    wrapped = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+    _train(wrapped, wrapped.parameters(), device, rank)
+    return [p.detach().cpu().flatten().tolist() for p in model.parameters()]
+
+
+def fsdp2(device: str, rank: int) -> list:
+    mesh = init_device_mesh(device, (dist.get_world_size(),))
+    model = _model(device)
+    for layer in (model[0], model[2], model):
+        fully_shard(layer, mesh=mesh)
+    _train(model, model.parameters(), device, rank)
+    return [p.full_tensor().detach().cpu().flatten().tolist() for p in model.parameters()]
+
+
+def dtensor(device: str) -> list:
+    mesh = init_device_mesh(device, (dist.get_world_size(),))
+    torch.manual_seed(0)
+    a = torch.randn(4, 6).to(device)
+    d = distribute_tensor(a, mesh, [Shard(0)])
+    return [d.to_local().device.type, (d * 2).sum(0).full_tensor().cpu().tolist()]
+
+
+def main() -> None:
+    dist.init_process_group("tpu")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    seen = {}
+    for device in ("cpu", f"tpu:{os.environ['LOCAL_RANK']}"):
+        kind = device.split(":")[0]
+        seen[kind] = {"collectives": collectives(device, rank, world),
+                      "ddp": ddp(device, rank), "fsdp2": fsdp2(kind, rank),
+                      "dtensor": dtensor(kind)}
+    with torchtpu.set_eager_mode("fused"):
+        seen["tpu_fused"] = {"collectives": collectives("tpu", rank, world),
+                             "ddp": ddp("tpu", rank)}
+    print(f"RESULTS {rank} " + json.dumps(seen), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""torch.distributed on tpu: two torchrun workers on this machine, each running the same
+collectives, DDP, FSDP2 and DTensor on CPU tensors (gloo) and on tpu tensors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+WORKER = Path(__file__).with_name("collectives_worker.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def seen() -> dict:
+    """Each rank's results, as its worker printed them."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    out = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         str(WORKER)], capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr[-4000:]
+    lines = [line.split(" ", 2) for line in out.stdout.splitlines()
+             if line.startswith("RESULTS ")]
+    return {int(rank): json.loads(text) for _, rank, text in lines}
+
+
+def test_both_workers_ran(seen):
+    assert sorted(seen) == [0, 1]
+
+
+@pytest.mark.parametrize("mode", ["tpu", "tpu_fused"])
+def test_collectives_give_what_gloo_gives_on_cpu(seen, mode):
+    for rank in (0, 1):
+        cpu, tpu = dict(seen[rank]["cpu"]["collectives"]), dict(seen[rank][mode]["collectives"])
+        assert tpu.pop("work_future") == [["tpu", [2.0]]]  # the future holds tpu tensors
+        assert tpu.pop("functional_all_reduce") == ["tpu", [1.0, 2.0]]
+        cpu.pop("work_future"), cpu.pop("functional_all_reduce")
+        assert tpu == cpu
+    assert seen[0]["tpu"]["collectives"]["all_reduce"] == [3.0, 6.0, 9.0]
+    assert seen[1]["tpu"]["collectives"]["recv"] == [7.0, 8.0]
+    assert seen[0]["tpu"]["collectives"]["reduce_scatter_tensor"] == [0.0, 3.0]
+
+
+@pytest.mark.parametrize("mode, wrapper", [("tpu", "ddp"), ("tpu_fused", "ddp"),
+                                           ("tpu", "fsdp2")])
+def test_data_parallel_training_matches_cpu(seen, mode, wrapper):
+    for rank in (0, 1):
+        for got, expected in zip(seen[rank][mode][wrapper], seen[rank]["cpu"][wrapper],
+                                 strict=True):
+            torch.testing.assert_close(torch.tensor(got), torch.tensor(expected),
+                                       rtol=1e-5, atol=1e-6)
+    # every rank ends with the same parameters (DDP broadcast rank 0's at the start)
+    assert seen[0][mode][wrapper] == seen[1][mode][wrapper]
+
+
+def test_dtensor_shards_live_on_tpu(seen):
+    for rank in (0, 1):
+        assert seen[rank]["tpu"]["dtensor"][0] == "tpu"
+        torch.testing.assert_close(torch.tensor(seen[rank]["tpu"]["dtensor"][1]),
+                                   torch.tensor(seen[rank]["cpu"]["dtensor"][1]))

@@ -1,0 +1,47 @@
+"""``torch.distributed`` on tpu: PyTorch's own APIs (DDP, FSDP2, DTensor).
+
+``dist.init_process_group("tpu")`` (or ``"gloo"``; with no backend named, tpu tensors get
+"tpu") makes a group whose collectives on tpu tensors run through gloo on host copies
+(``collectives.py``). One process per device, launched with torchrun: ``tpu:{LOCAL_RANK}``
+names the process's device.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _gloo(store, rank: int, world_size: int, timeout):
+    from torch.distributed import ProcessGroupGloo
+
+    return ProcessGroupGloo(store, rank, world_size, timeout)
+
+
+_resize_storage = torch.UntypedStorage.resize_
+
+
+def _resize_keeping_device_buffers(storage, size):
+    """FSDP2 frees an unsharded parameter with ``untyped_storage().resize_(0)`` and resizes it
+    back before the next all-gather writes it. A tpu tensor's storage holds no memory (XLA
+    holds its buffer), so resizing one changes nothing: the buffer stays between forward and
+    backward, where cuda's would be freed."""
+    if storage.device.type == "tpu":
+        return storage
+    return _resize_storage(storage, size)
+
+
+def register() -> None:
+    """Run tpu tensors' collectives and name the "tpu" backend; idempotent."""
+    import torch.distributed as dist
+
+    from ..eager import special
+    from . import collectives
+
+    special.HANDLERS.update(collectives.handlers())
+    torch.UntypedStorage.resize_ = _resize_keeping_device_buffers
+    if "tpu" not in dist.Backend.backend_list:
+        dist.Backend.register_backend("tpu", _gloo, devices=["cpu", "tpu"])
+
+
+def available() -> bool:
+    return torch.distributed.is_available()

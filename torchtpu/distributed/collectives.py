@@ -1,0 +1,120 @@
+"""PyTorch's collectives on tpu tensors, run by the process group's CPU backend.
+
+A collective reaches torchtpu as a dispatcher op (``c10d::allreduce_`` for
+``dist.all_reduce``, ``_c10d_functional::all_reduce`` for DTensor's and FSDP2's functional
+form) holding tpu tensors. Each runs on host copies of them through the group's CPU backend
+(gloo), waits, and writes what the collective wrote back into the tpu tensors; the ``Work``
+it returns is complete, its future holding the tpu tensors (DDP's reducer reads them there).
+Collectives are therefore synchronous, and every byte crosses the host: correct on any
+platform, fast on none. XLA's own collectives (DESIGN.md, Scaling out) would replace this.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch._C._distributed_c10d import _create_work_from_future
+from torch.utils._pytree import tree_leaves, tree_map
+
+from ..tensor import TpuTensor
+
+# c10d's ops write their first argument (the tensors reduced, gathered into, received),
+# except these; their schemas do not say so.
+_WRITING_NOTHING = {"send", "barrier", "monitored_barrier_", "check_for_nan"}
+
+
+def _ops(namespace: str) -> list:
+    ops = []
+    for qualified in torch._C._dispatch_get_all_op_names():
+        space, _, name = qualified.partition("::")
+        if space == namespace:
+            name, _, overload = name.partition(".")
+            ops.append(getattr(getattr(getattr(torch.ops, space), name), overload or "default"))
+    return ops
+
+
+def handlers() -> dict:
+    """Eager handlers for every c10d and functional-collective op, by op."""
+    table = {}
+    for op in _ops("c10d"):
+        name = op._schema.name.split("::")[1]
+        table[op] = _collective(op, () if name in _WRITING_NOTHING else (0,))
+    for op in _ops("_c10d_functional"):
+        if op._schema.name.endswith("::wait_tensor"):
+            table[op] = lambda args, kwargs: args[0]  # already waited for, below
+        else:
+            written = tuple(a.name for a in op._schema.arguments
+                            if a.alias_info is not None and a.alias_info.is_write)
+            table[op] = _functional(op, written)
+    return table
+
+
+class _OnHost:
+    """Host copies of the tpu tensors among an op's arguments, and the way back."""
+
+    def __init__(self):
+        self.device_of: dict[int, TpuTensor] = {}
+
+    def copy(self, a):
+        if type(a) is not TpuTensor:
+            return a
+        host = a.cpu()
+        self.device_of[id(host)] = a
+        return host
+
+    def write_back(self, written) -> None:
+        for host in tree_leaves(written):
+            device = self.device_of.get(id(host))
+            if device is not None:
+                device.copy_(host)
+
+    def original(self, out):
+        """``out`` with each host copy replaced by the tpu tensor it was made from."""
+        return tree_map(lambda o: self.device_of.get(id(o), o), out)
+
+    def to_device(self, o):
+        """A result as a tpu tensor: the one it was copied from, or a new one."""
+        if not isinstance(o, torch.Tensor):
+            return o
+        device = self.device_of.get(id(o))
+        return device if device is not None else o.to("tpu")
+
+
+def _is_work(o) -> bool:
+    return isinstance(o, torch.ScriptObject) and "Work" in str(o._type())
+
+
+def _collective(op, written: tuple[int, ...]):
+    def handler(args, kwargs):
+        host = _OnHost()
+        args = [tree_map(host.copy, a) for a in args]
+        out = op(*args, **kwargs)
+        for work in filter(_is_work, tree_leaves(out)):
+            work.wait()  # raises what the collective raised
+        for i in written:
+            host.write_back(args[i])
+        out = host.original(out)
+        done = torch.futures.Future()
+        done.set_result([t for t in tree_leaves(out) if isinstance(t, torch.Tensor)])
+        work = _create_work_from_future(done).boxed()
+        return tree_map(lambda o: work if _is_work(o) else o, out)
+
+    return handler
+
+
+def _functional(op, written: tuple[str, ...]):
+    wait = torch.ops._c10d_functional.wait_tensor.default
+    names = [a.name for a in op._schema.arguments]
+
+    def handler(args, kwargs):
+        host = _OnHost()
+        args, kwargs = tree_map(host.copy, list(args)), tree_map(host.copy, kwargs)
+        out = op(*args, **kwargs)
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                wait(t)
+        for name in written:
+            i = names.index(name)
+            host.write_back(kwargs[name] if name in kwargs else args[i])
+        return tree_map(host.to_device, out)
+
+    return handler
