@@ -14,6 +14,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import Shard, distribute_tensor
 
 import torchtpu
+import torchtpu.compile  # noqa: F401 (the "tpu" torch.compile backend)
 
 
 def collectives(device: str, rank: int, world: int) -> dict:
@@ -71,7 +72,7 @@ def _train(model, parameters, device: str, rank: int) -> None:
         opt.step()
 
 
-def ddp(device: str, rank: int) -> list:
+def ddp(device: str, rank: int, compiled: bool = False) -> list:
     model = _model(device)
     if rank == 1:  # DDP starts from rank 0's parameters
         with torch.no_grad():
@@ -79,7 +80,8 @@ def ddp(device: str, rank: int) -> list:
     # A cuda script's form, tpu:{LOCAL_RANK}: DDP moves each batch there.
     device_ids = [torch.device(device).index] if torch.device(device).index else None
     wrapped = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
-    _train(wrapped, wrapped.parameters(), device, rank)
+    run = torch.compile(wrapped, backend="tpu") if compiled else wrapped
+    _train(run, wrapped.parameters(), device, rank)
     return [p.detach().cpu().flatten().tolist() for p in model.parameters()]
 
 
@@ -112,6 +114,7 @@ def main() -> None:
     with torchtpu.set_eager_mode("fused"):
         seen["tpu_fused"] = {"collectives": collectives("tpu", rank, world),
                              "ddp": ddp("tpu", rank)}
+    seen["tpu_compiled"] = {"ddp": ddp("tpu", rank, compiled=True)}
     print(f"RESULTS {rank} " + json.dumps(seen), flush=True)
     dist.destroy_process_group()
 

@@ -42,8 +42,8 @@ from ..tensor import TpuTensor
 # Frames Dynamo must run as they are: our runtime, and JAX under it.
 _SKIPPED = (
     "torchtpu.eager", "torchtpu.ops", "torchtpu.runtime", "torchtpu.compile", "torchtpu.debug",
-    "torchtpu.tensor", "torchtpu.backend", "torchtpu._print",
-    "torchtpu.config", "jax", "jaxlib", "ml_dtypes", "opt_einsum",
+    "torchtpu.tensor", "torchtpu.backend", "torchtpu._print", "torchtpu.jit_tracing",
+    "torchtpu.distributed", "torchtpu.config", "jax", "jaxlib", "ml_dtypes", "opt_einsum",
 )
 
 
