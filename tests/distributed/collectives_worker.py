@@ -115,8 +115,14 @@ def main() -> None:
         seen["tpu_fused"] = {"collectives": collectives("tpu", rank, world),
                              "ddp": ddp("tpu", rank)}
     seen["tpu_compiled"] = {"ddp": ddp("tpu", rank, compiled=True)}
-    print(f"RESULTS {rank} " + json.dumps(seen), flush=True)
     dist.destroy_process_group()
+
+    dist.init_process_group()  # no backend named: one is made per device type met
+    x = torch.ones(2, device="tpu") * (rank + 1)
+    dist.all_reduce(x)
+    seen["no_backend_named"] = x.tolist()
+    dist.destroy_process_group()
+    print(f"RESULTS {rank} " + json.dumps(seen), flush=True)
 
 
 if __name__ == "__main__":

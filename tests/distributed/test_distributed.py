@@ -64,3 +64,7 @@ def test_dtensor_shards_live_on_tpu(seen):
         assert seen[rank]["tpu"]["dtensor"][0] == "tpu"
         torch.testing.assert_close(torch.tensor(seen[rank]["tpu"]["dtensor"][1]),
                                    torch.tensor(seen[rank]["cpu"]["dtensor"][1]))
+
+
+def test_a_group_without_a_backend_named_reduces_tpu_tensors(seen):
+    assert seen[0]["no_backend_named"] == seen[1]["no_backend_named"] == [3.0, 3.0]

@@ -12,11 +12,13 @@ platform, fast on none. XLA's own collectives (DESIGN.md, Scaling out) would rep
 from __future__ import annotations
 
 import torch
-from torch._C._distributed_c10d import _create_work_from_future
+import torch.distributed as dist
+from torch._C._distributed_c10d import _create_work_from_future, _resolve_process_group
 from torch.utils._pytree import tree_leaves, tree_map
 
 from ..tensor import TpuTensor
 
+_CPU = torch.device("cpu")
 # c10d's ops write their first argument (the tensors reduced, gathered into, received),
 # except these; their schemas do not say so.
 _WRITING_NOTHING = {"send", "barrier", "monitored_barrier_", "check_for_nan"}
@@ -79,12 +81,30 @@ class _OnHost:
         return device if device is not None else o.to("tpu")
 
 
+def _with_a_cpu_backend(group) -> None:
+    """A group created without a backend named (``init_process_group()``) makes one lazily
+    for each device type it meets: for tpu tensors, the "tpu" backend. The host copies run
+    on that one too; gloo's own, if the group has it, serves them already."""
+    group = dist.ProcessGroup.unbox(group) if isinstance(group, torch.ScriptObject) else group
+    try:
+        group._get_backend(_CPU)
+    except RuntimeError:
+        group._register_backend(_CPU, dist.ProcessGroup.BackendType.GLOO,
+                                group._get_backend(torch.device("tpu")))
+
+
+def _is_group(o) -> bool:
+    return isinstance(o, torch.ScriptObject) and "ProcessGroup" in str(o._type())
+
+
 def _is_work(o) -> bool:
     return isinstance(o, torch.ScriptObject) and "Work" in str(o._type())
 
 
 def _collective(op, written: tuple[int, ...]):
     def handler(args, kwargs):
+        for group in filter(_is_group, args):
+            _with_a_cpu_backend(group)
         host = _OnHost()
         args = [tree_map(host.copy, a) for a in args]
         out = op(*args, **kwargs)
@@ -104,8 +124,12 @@ def _collective(op, written: tuple[int, ...]):
 def _functional(op, written: tuple[str, ...]):
     wait = torch.ops._c10d_functional.wait_tensor.default
     names = [a.name for a in op._schema.arguments]
+    at = names.index("group_name") if "group_name" in names else None
 
     def handler(args, kwargs):
+        group = args[at] if at is not None and at < len(args) else kwargs.get("group_name")
+        if group is not None:
+            _with_a_cpu_backend(_resolve_process_group(group))
         host = _OnHost()
         args, kwargs = tree_map(host.copy, list(args)), tree_map(host.copy, kwargs)
         out = op(*args, **kwargs)
