@@ -1,10 +1,13 @@
 """One torchrun worker: each collective, DDP, FSDP2 and DTensor on tpu tensors (strict and
-fused eager) and on CPU tensors in the same process group; prints what it saw as JSON."""
+fused eager) and on CPU tensors in the same process group; writes what it saw as JSON into
+the folder its argument names."""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -122,7 +125,8 @@ def main() -> None:
     dist.all_reduce(x)
     seen["no_backend_named"] = x.tolist()
     dist.destroy_process_group()
-    print(f"RESULTS {rank} " + json.dumps(seen), flush=True)
+    # A file each: torchrun interleaves its workers' output.
+    Path(sys.argv[1], f"rank{rank}.json").write_text(json.dumps(seen))
 
 
 if __name__ == "__main__":

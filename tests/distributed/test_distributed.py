@@ -18,16 +18,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def seen() -> dict:
-    """Each rank's results, as its worker printed them."""
+def seen(tmp_path_factory) -> dict:
+    """Each rank's results, as its worker wrote them."""
+    folder = tmp_path_factory.mktemp("ranks")
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     out = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         str(WORKER)], capture_output=True, text=True, timeout=600, env=env)
+         str(WORKER), str(folder)], capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 0, out.stderr[-4000:]
-    lines = [line.split(" ", 2) for line in out.stdout.splitlines()
-             if line.startswith("RESULTS ")]
-    return {int(rank): json.loads(text) for _, rank, text in lines}
+    return {int(f.stem[4:]): json.loads(f.read_text()) for f in folder.glob("rank*.json")}
 
 
 def test_both_workers_ran(seen):

@@ -69,10 +69,6 @@ class _OnHost:
             if device is not None:
                 device.copy_(host)
 
-    def original(self, out):
-        """``out`` with each host copy replaced by the tpu tensor it was made from."""
-        return tree_map(lambda o: self.device_of.get(id(o), o), out)
-
     def to_device(self, o):
         """A result as a tpu tensor: the one it was copied from, or a new one."""
         if not isinstance(o, torch.Tensor):
@@ -112,7 +108,7 @@ def _collective(op, written: tuple[int, ...]):
             work.wait()  # raises what the collective raised
         for i in written:
             host.write_back(args[i])
-        out = host.original(out)
+        out = tree_map(host.to_device, out)  # c10d's results are its arguments
         done = torch.futures.Future()
         done.set_result([t for t in tree_leaves(out) if isinstance(t, torch.Tensor)])
         work = _create_work_from_future(done).boxed()

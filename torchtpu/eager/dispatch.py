@@ -358,6 +358,8 @@ def _scattering_in_memory_order(inner: Handler) -> Handler:
         return aten.clone.default(aten.permute.default(out, back))  # x's strides
 
     return handler
+
+
 # Their outputs are laid out as these inputs (the query; the query, key and value for the
 # gradients), as CPU's flash kernels lay them out (the fake kernels say how; ops/attention.py).
 _QUERY_LAYOUT = {torch.ops.torchtpu.attention.default: (0,),
