@@ -272,6 +272,31 @@ def test_assigning_data_replaces_values_shape_and_dtype():
     assert_same(torch.nn.utils.parameters_to_vector(layer.parameters()), 2 * vec)
 
 
+def test_assigning_data_across_cpu_and_tpu_moves_parameters_in_place():
+    # The old idiom `p.data = p.data.to(device)`: PyTorch's C++ refused it ("incompatible
+    # tensor type"); the parameter objects (the optimizer's, a tag on one) must stay.
+    torch.manual_seed(0)
+    cpu, layer = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    layer.load_state_dict(cpu.state_dict())
+    weight = layer.weight
+    weight.note = "kept"
+    opt = torch.optim.SGD(layer.parameters(), lr=0.1)
+    for p in layer.parameters():
+        p.data = p.data.to(TPU)
+    assert layer.weight is weight and weight.device.type == "tpu" and weight.note == "kept"
+    assert isinstance(weight, torch.nn.Parameter) and weight.requires_grad
+    x = torch.randn(4, 3)
+    for model, optimizer, inputs in ((cpu, torch.optim.SGD(cpu.parameters(), lr=0.1), x),
+                                     (layer, opt, x.to(TPU))):
+        model(inputs).square().sum().backward()
+        optimizer.step()
+    assert_same(layer.weight, cpu.weight)
+    for p in layer.parameters():
+        p.data = p.data.cpu()
+    assert type(weight) is torch.nn.Parameter and weight.device.type == "cpu"
+    assert_same(layer(x), cpu(x))
+
+
 def test_deepcopy_of_views_copies_their_storage_once():
     import copy
 

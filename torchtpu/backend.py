@@ -27,7 +27,7 @@ from .eager.dispatch import dispatch, refuse_in_forked_child
 from .ops import random
 from .runtime.platform import check_device_index
 from .runtime.transfer import to_device
-from .tensor import TpuTensor, read, set_executor, to_dlpack, with_layout, wrap
+from .tensor import TpuTensor, read, set_data, set_executor, to_dlpack, with_layout, wrap
 
 aten = torch.ops.aten
 _lib: torch.library.Library | None = None
@@ -50,6 +50,17 @@ class _Guard(torch._C._acc.DeviceGuard):
         # Called while the autograd engine unwinds from an op error (see backward_errors).
         take_pending_exception()
         return torch._C._autograd.DeviceType.PrivateUse1
+
+
+def _parameter_setattr(self, name: str, value) -> None:
+    """``p.data = t`` for a CPU parameter and a tpu ``t``, as PyTorch's C++ allows for cuda."""
+    if name == "data" and isinstance(value, TpuTensor):
+        set_data(self, value)
+    else:
+        _setattr(self, name, value)
+
+
+_setattr = torch.nn.Parameter.__setattr__
 
 
 def _pin_memory(self, device=None):
@@ -404,6 +415,7 @@ def register() -> None:
     # model.to('tpu') must keep each Parameter object, as on cuda: _apply swaps tensors in
     # place (_converting).
     torch.nn.Module._apply = _apply_keeping_ties
+    torch.nn.Parameter.__setattr__ = _parameter_setattr  # a tpu parameter's is TpuTensor's
     UninitializedTensorMixin.materialize = _materialize_on_tpu
     _lib = torch.library.Library("aten", "IMPL")
     # The factories PyTorch's others (zeros, randn, tensor, ...) start from.

@@ -162,15 +162,10 @@ class TpuTensor(torch.Tensor):
         return prefix + tensor_repr(self)
 
     def __setattr__(self, name: str, value) -> None:
-        _SETATTR(self, name, value)
-        if name == "data" and "_storage" in getattr(value, "__dict__", ()):
-            # PyTorch's `.data` setter (C code) swapped the C++ tensor's metadata (shape,
-            # strides, dtype, storage); the payload that holds the values lives on the Python
-            # object and moves with it. (After swap_tensors the two may share one __dict__.)
-            moved = {k: v for k, v in value.__dict__.items() if k in _PAYLOAD}
-            for key in _PAYLOAD:
-                self.__dict__.pop(key, None)
-            self.__dict__.update(moved)
+        if name == "data":
+            set_data(self, value)
+        else:
+            _SETATTR(self, name, value)
 
     # A tpu tensor's bytes are not in host memory. Its pointers are stand-ins: the identity
     # of the storage its views share, plus its offset, so code that compares pointers
@@ -302,6 +297,39 @@ def to_dlpack(tensor):
 
 
 _SETATTR = torch.Tensor.__setattr__
+
+
+def set_data(t: torch.Tensor, value: torch.Tensor) -> None:
+    """``t.data = value``. Between a CPU and a tpu tensor PyTorch's C++ refuses ("incompatible
+    tensor type": it admits only its own dense backends); then ``t`` is swapped in place for
+    ``value``'s data, keeping its identity, ``requires_grad``, being a Parameter and its own
+    attributes (not its grad: that stays on the old device on cuda, unusable)."""
+    try:
+        _SETATTR(t, "data", value)
+    except RuntimeError as e:
+        if "incompatible tensor type" not in str(e) or t.device.type == value.device.type:
+            raise
+        _swap_data(t, value)
+        return
+    if "_storage" in getattr(value, "__dict__", ()):
+        # The setter swapped the C++ tensor's metadata (shape, strides, dtype, storage); the
+        # payload that holds the values lives on the Python object and moves with it. (After
+        # swap_tensors the two may share one __dict__.)
+        moved = {k: v for k, v in value.__dict__.items() if k in _PAYLOAD}
+        for key in _PAYLOAD:
+            t.__dict__.pop(key, None)
+        t.__dict__.update(moved)
+
+
+def _swap_data(t: torch.Tensor, value: torch.Tensor) -> None:
+    new = value.detach()
+    if isinstance(t, torch.nn.Parameter) or getattr(t, "_is_param", False):
+        new = torch.nn.Parameter(new, requires_grad=t.requires_grad)
+    elif t.requires_grad:
+        new.requires_grad_()
+    kept = {k: v for k, v in t.__dict__.items() if k not in _PAYLOAD and k != "_is_param"}
+    torch.utils.swap_tensors(t, new)
+    t.__dict__.update(kept)
 # The Python-side attributes that hold a tensor's values (wrap, make_view).
 _PAYLOAD = ("_storage", "_direct", "_bitcast", "_bits", "_geometry", "_cache",
             "_cache_version")
