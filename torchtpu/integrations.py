@@ -22,6 +22,35 @@ def _accelerate_finds_tpu(state) -> None:
         return torch.device("tpu", 0) if device.type == "cpu" else device
 
     cls.default_device = property(default_device, doc=cls.default_device.__doc__)
+    _accelerate_runs_tpu_processes(state)
+
+
+def _accelerate_runs_tpu_processes(state) -> None:
+    # Under torchrun accelerate knows a distributed setup only for the devices it names; for
+    # tpu it ran each process alone (the Trainer's NOT_PARALLEL: ranks trained apart). Several
+    # tpu processes are run as it runs CPU processes (MULTI_CPU: DDP without device ids),
+    # over the "tpu" process group, on the tpu device.
+    cls = state.PartialState
+    prepare, place = cls._prepare_backend, cls.set_device
+
+    def _prepare_backend(self, cpu=False, sagemaker_dp=False, backend=None):
+        chosen, kind = prepare(self, cpu, sagemaker_dp, backend)
+        if kind is state.DistributedType.NO and not cpu and _several_processes():
+            return backend or "tpu", state.DistributedType.MULTI_CPU
+        return chosen, kind
+
+    def set_device(self):
+        place(self)
+        if self.distributed_type is state.DistributedType.MULTI_CPU and not self._cpu:
+            self.device = torch.device("tpu", 0)
+
+    cls._prepare_backend, cls.set_device = _prepare_backend, set_device
+
+
+def _several_processes() -> bool:
+    import os
+
+    return int(os.environ.get("LOCAL_RANK", -1)) != -1 or int(os.environ.get("WORLD_SIZE", 1)) > 1
 
 
 def _transformers_asks_again(import_utils) -> None:

@@ -30,15 +30,35 @@ def _resize_keeping_device_buffers(storage, size):
     return _resize_storage(storage, size)
 
 
+def _refuse_unused_parameter_search(ddp_init):
+    def __init__(self, module, *args, **kwargs):
+        ddp_init(self, module, *args, **kwargs)
+        on_tpu = any(p.device.type == "tpu" for p in module.parameters())
+        if on_tpu and (self.find_unused_parameters or self.static_graph):
+            option = "find_unused_parameters" if self.find_unused_parameters else "static_graph"
+            raise RuntimeError(
+                f"torchtpu: DistributedDataParallel({option}=True) on tpu is not supported: "
+                "its reducer copies the used-parameter map through pinned host memory, which "
+                "PyTorch gives only to C++ device backends (it fails at the first backward). "
+                "Pass find_unused_parameters=False and make every parameter take part in the "
+                "loss (Hugging Face Trainer: ddp_find_unused_parameters=False).")
+
+    return __init__
+
+
 def register() -> None:
     """Run tpu tensors' collectives and name the "tpu" backend; idempotent."""
     import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
 
     from ..eager import special
     from . import collectives
 
     special.HANDLERS.update(collectives.handlers())
     torch.UntypedStorage.resize_ = _resize_keeping_device_buffers
+    if not hasattr(DDP.__init__, "_torchtpu"):
+        DDP.__init__ = _refuse_unused_parameter_search(DDP.__init__)
+        DDP.__init__._torchtpu = True
     if "tpu" not in dist.Backend.backend_list:
         dist.Backend.register_backend("tpu", _gloo, devices=["cpu", "tpu"])
 
