@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.util
+import os
 import sys
 from collections.abc import Callable
 
@@ -48,8 +49,6 @@ def _accelerate_runs_tpu_processes(state) -> None:
 
 
 def _several_processes() -> bool:
-    import os
-
     return int(os.environ.get("LOCAL_RANK", -1)) != -1 or int(os.environ.get("WORLD_SIZE", 1)) > 1
 
 
