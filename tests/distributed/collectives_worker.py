@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -50,6 +51,20 @@ def collectives(device: str, rank: int, world: int) -> dict:
         got = torch.zeros(2, device=device)
         dist.recv(got, src=0)
         out["recv"] = got.tolist()
+    # Both ranks post a send and a receive before waiting (a ring step): waited for at once,
+    # each send blocked until the other rank's receive, which it never reached.
+    got = torch.zeros(2, device=device)
+    peer = 1 - rank
+    works = dist.batch_isend_irecv([dist.P2POp(dist.isend, t(rank, rank + 10.0), peer),
+                                    dist.P2POp(dist.irecv, got, peer)])
+    for w in works:
+        w.wait()
+    out["batch_isend_irecv"] = got.tolist()
+    if rank == 0:
+        dist.send(t(5.0), dst=1)
+    elif rank == 1:
+        got = torch.zeros(1, device=device)
+        out["recv_from_any"] = [dist.recv(got), got.tolist()]  # the sender's rank, asked
     work = dist.all_reduce(t(1.0), async_op=True)
     work.wait()
     out["work_future"] = [(v.device.type, v.tolist()) for v in work.get_future().value()]
@@ -106,7 +121,7 @@ def dtensor(device: str) -> list:
 
 
 def main() -> None:
-    dist.init_process_group("tpu")
+    dist.init_process_group("tpu", timeout=timedelta(seconds=60))  # a hang fails, soon
     rank, world = dist.get_rank(), dist.get_world_size()
     seen = {}
     for device in ("cpu", f"tpu:{os.environ['LOCAL_RANK']}"):

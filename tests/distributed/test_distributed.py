@@ -48,6 +48,8 @@ def test_collectives_give_what_gloo_gives_on_cpu(seen, mode):
         assert tpu == cpu
     assert seen[0]["tpu"]["collectives"]["all_reduce"] == [3.0, 6.0, 9.0]
     assert seen[1]["tpu"]["collectives"]["recv"] == [7.0, 8.0]
+    assert seen[1][mode]["collectives"]["recv_from_any"] == [0, [5.0]]
+    assert seen[0][mode]["collectives"]["batch_isend_irecv"] == [1.0, 11.0]
     assert seen[0]["tpu"]["collectives"]["reduce_scatter_tensor"] == [0.0, 3.0]
 
 

@@ -5,20 +5,26 @@ A collective reaches torchtpu as a dispatcher op (``c10d::allreduce_`` for
 form) holding tpu tensors. Each runs on host copies of them through the group's CPU backend
 (gloo), waits, and writes what the collective wrote back into the tpu tensors; the ``Work``
 it returns is complete, its future holding the tpu tensors (DDP's reducer reads them there).
-Collectives are therefore synchronous, and every byte crosses the host: correct on any
-platform, fast on none. XLA's own collectives (DESIGN.md, Scaling out) would replace this.
+Collectives are therefore synchronous (sends and receives complete when waited for, as
+gloo's), and every byte crosses the host: correct on any platform, fast on none. XLA's own
+collectives (DESIGN.md, Scaling out) would replace this.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import _create_work_from_future, _resolve_process_group
+from torch._C._distributed_c10d import Work, _create_work_from_future, _resolve_process_group
 from torch.utils._pytree import tree_leaves, tree_map
 
 from ..tensor import TpuTensor
 
 _CPU = torch.device("cpu")
+# Waited for when the caller waits: two ranks that each post a send and a receive before
+# waiting (batch_isend_irecv, a ring exchange) would deadlock if each op waited at once.
+_POINT_TO_POINT = {"send", "recv_", "recv_any_source_"}
 # c10d's ops write their first argument (the tensors reduced, gathered into, received),
 # except these; their schemas do not say so.
 _WRITING_NOTHING = {"send", "barrier", "monitored_barrier_", "check_for_nan"}
@@ -39,7 +45,8 @@ def handlers() -> dict:
     table = {}
     for op in _ops("c10d"):
         name = op._schema.name.split("::")[1]
-        table[op] = _collective(op, () if name in _WRITING_NOTHING else (0,))
+        written = () if name in _WRITING_NOTHING else (0,)
+        table[op] = (_point_to_point if name in _POINT_TO_POINT else _collective)(op, written)
     for op in _ops("_c10d_functional"):
         if op._schema.name.endswith("::wait_tensor"):
             table[op] = lambda args, kwargs: args[0]  # already waited for, below
@@ -113,6 +120,73 @@ def _collective(op, written: tuple[int, ...]):
         done.set_result([t for t in tree_leaves(out) if isinstance(t, torch.Tensor)])
         work = _create_work_from_future(done).boxed()
         return tree_map(lambda o: work if _is_work(o) else o, out)
+
+    return handler
+
+
+class _InFlight(Work):
+    """A send or receive running on host copies: waiting for it (or finding it completed)
+    writes what it received back into the tpu tensors, once."""
+
+    def __init__(self, host_work: Work, write_back) -> None:
+        super().__init__()
+        self._host_work, self._write_back = host_work, write_back
+        # Held until finished: once only C++ holds it, its Python methods are gone and the
+        # base class's wait never returns.
+        _IN_FLIGHT.add(self)
+
+    def _finish(self) -> None:
+        if self._write_back is not None:
+            write_back, self._write_back = self._write_back, None
+            write_back()
+            _IN_FLIGHT.discard(self)
+
+    def wait(self, timeout: timedelta = timedelta(0)) -> bool:
+        done = self._host_work.wait(timeout)  # raises what the op raised
+        self._finish()
+        return done
+
+    def is_completed(self) -> bool:
+        if not self._host_work.is_completed():
+            return False
+        self._finish()
+        return True
+
+    def is_success(self) -> bool:
+        return self._host_work.is_success()
+
+    def exception(self):
+        return self._host_work.exception()
+
+    def _source_rank(self) -> int:  # dist.recv(src=None) asks whom it received from
+        return self._host_work._source_rank()
+
+    def source_rank(self) -> int:
+        return self._host_work.source_rank()
+
+    def get_future(self) -> torch.futures.Future:
+        self.wait()
+        done = torch.futures.Future()
+        done.set_result(None)
+        return done
+
+
+_IN_FLIGHT: set[_InFlight] = set()
+
+
+def _point_to_point(op, written: tuple[int, ...]):
+    def handler(args, kwargs):
+        for group in filter(_is_group, args):
+            _with_a_cpu_backend(group)
+        host = _OnHost()
+        args = [tree_map(host.copy, a) for a in args]  # kept alive by the closure below
+        host_work = Work.unbox(op(*args, **kwargs))
+
+        def write_back():
+            for i in written:
+                host.write_back(args[i])
+
+        return _InFlight(host_work, write_back).boxed()
 
     return handler
 
