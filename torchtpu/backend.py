@@ -454,7 +454,7 @@ def register() -> None:
     autograd_formulas.register(_lib)
     _register_control_flow()
     _enable_multi_tensor_paths()
-    if distributed.available():
+    if torch.distributed.is_available():
         distributed.register()
     _guard_forks()
     serialization.install()

@@ -61,7 +61,3 @@ def register() -> None:
         DDP.__init__._torchtpu = True
     if "tpu" not in dist.Backend.backend_list:
         dist.Backend.register_backend("tpu", _gloo, devices=["cpu", "tpu"])
-
-
-def available() -> bool:
-    return torch.distributed.is_available()

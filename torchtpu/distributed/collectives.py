@@ -104,12 +104,17 @@ def _is_work(o) -> bool:
     return isinstance(o, torch.ScriptObject) and "Work" in str(o._type())
 
 
+def _on_host(args) -> tuple[_OnHost, list]:
+    """A c10d op's arguments with host copies of its tpu tensors, its group able to run them."""
+    for group in filter(_is_group, args):
+        _with_a_cpu_backend(group)
+    host = _OnHost()
+    return host, [tree_map(host.copy, a) for a in args]
+
+
 def _collective(op, written: tuple[int, ...]):
     def handler(args, kwargs):
-        for group in filter(_is_group, args):
-            _with_a_cpu_backend(group)
-        host = _OnHost()
-        args = [tree_map(host.copy, a) for a in args]
+        host, args = _on_host(args)
         out = op(*args, **kwargs)
         for work in filter(_is_work, tree_leaves(out)):
             work.wait()  # raises what the collective raised
@@ -176,10 +181,7 @@ _IN_FLIGHT: set[_InFlight] = set()
 
 def _point_to_point(op, written: tuple[int, ...]):
     def handler(args, kwargs):
-        for group in filter(_is_group, args):
-            _with_a_cpu_backend(group)
-        host = _OnHost()
-        args = [tree_map(host.copy, a) for a in args]  # kept alive by the closure below
+        host, args = _on_host(args)  # kept alive by the closure below
         host_work = Work.unbox(op(*args, **kwargs))
 
         def write_back():
