@@ -4,6 +4,7 @@ the folder its argument names."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sys
@@ -120,6 +121,36 @@ def dtensor(device: str) -> list:
     return [d.to_local().device.type, (d * 2).sum(0).full_tensor().cpu().tolist()]
 
 
+def sync_batch_norm(device: str, rank: int, world: int) -> dict:
+    """SyncBatchNorm over ranks holding 2, 3, ... samples against BatchNorm over all of them
+    on CPU: [what this rank got, what it should get] per quantity."""
+    torch.manual_seed(0)
+    sizes = [2 + r for r in range(world)]
+    x_all = torch.randn(sum(sizes), 3, 4, 4) * 2 + 1
+    dy_all = torch.randn_like(x_all)
+    bn = torch.nn.BatchNorm2d(3)
+    with torch.no_grad():
+        bn.weight.uniform_(0.5, 1.5)
+        bn.bias.uniform_(-1, 1)
+    sync = torch.nn.SyncBatchNorm.convert_sync_batchnorm(
+        torch.nn.Sequential(copy.deepcopy(bn))).to(device)
+    x = x_all.clone().requires_grad_()
+    expected = bn(x)
+    (expected * dy_all).sum().backward()
+    mine = slice(sum(sizes[:rank]), sum(sizes[:rank + 1]))
+    xl = x_all[mine].to(device).requires_grad_()
+    got = sync(xl)
+    (got * dy_all[mine].to(device)).sum().backward()
+    for p in sync.parameters():
+        dist.all_reduce(p.grad)  # each rank's share of the whole batch's gradient
+    pairs = {"out": (got, expected[mine]), "input_grad": (xl.grad, x.grad[mine]),
+             "weight_grad": (sync[0].weight.grad, bn.weight.grad),
+             "bias_grad": (sync[0].bias.grad, bn.bias.grad),
+             "running_mean": (sync[0].running_mean, bn.running_mean),
+             "running_var": (sync[0].running_var, bn.running_var)}
+    return {k: [t.detach().cpu().flatten().tolist() for t in pair] for k, pair in pairs.items()}
+
+
 def main() -> None:
     dist.init_process_group("tpu", timeout=timedelta(seconds=60))  # a hang fails, soon
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -129,9 +160,12 @@ def main() -> None:
         seen[kind] = {"collectives": collectives(device, rank, world),
                       "ddp": ddp(device, rank), "fsdp2": fsdp2(kind, rank),
                       "dtensor": dtensor(kind)}
+        if kind == "tpu":  # CPU has no SyncBatchNorm (its kernels are CUDA's)
+            seen[kind]["sync_batch_norm"] = sync_batch_norm(kind, rank, world)
     with torchtpu.set_eager_mode("fused"):
         seen["tpu_fused"] = {"collectives": collectives("tpu", rank, world),
-                             "ddp": ddp("tpu", rank)}
+                             "ddp": ddp("tpu", rank),
+                             "sync_batch_norm": sync_batch_norm("tpu", rank, world)}
     seen["tpu_compiled"] = {"ddp": ddp("tpu", rank, compiled=True)}
     dist.destroy_process_group()
 

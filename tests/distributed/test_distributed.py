@@ -65,6 +65,15 @@ def test_data_parallel_training_matches_cpu(seen, mode, wrapper):
     assert seen[0][mode][wrapper] == seen[1][mode][wrapper]
 
 
+@pytest.mark.parametrize("mode", ["tpu", "tpu_fused"])
+def test_sync_batch_norm_normalises_over_every_ranks_batch(seen, mode):
+    # Ranks hold 2 and 3 samples: statistics are weighted by count, as BatchNorm over all 5.
+    for rank in (0, 1):
+        for name, (got, expected) in seen[rank][mode]["sync_batch_norm"].items():
+            torch.testing.assert_close(torch.tensor(got), torch.tensor(expected), rtol=1e-5,
+                                       atol=1e-5, msg=lambda m, name=name: f"{name}: {m}")
+
+
 def test_dtensor_shards_live_on_tpu(seen):
     for rank in (0, 1):
         assert seen[rank]["tpu"]["dtensor"][0] == "tpu"

@@ -28,6 +28,10 @@ _POINT_TO_POINT = {"send", "recv_", "recv_any_source_"}
 # c10d's ops write their first argument (the tensors reduced, gathered into, received),
 # except these; their schemas do not say so.
 _WRITING_NOTHING = {"send", "barrier", "monitored_barrier_", "check_for_nan"}
+# Gloo gathers into (and scatters from) a tensor's first dimension only; NCCL, which
+# SyncBatchNorm's all_gather_single into a (1, world * n) tensor expects, takes any shape
+# holding world times the input's elements. Both run here on flat views.
+_FLAT = {"_allgather_base_", "_reduce_scatter_base_"}
 
 
 def _ops(namespace: str) -> list:
@@ -46,7 +50,10 @@ def handlers() -> dict:
     for op in _ops("c10d"):
         name = op._schema.name.split("::")[1]
         written = () if name in _WRITING_NOTHING else (0,)
-        table[op] = (_point_to_point if name in _POINT_TO_POINT else _collective)(op, written)
+        if name in _POINT_TO_POINT:
+            table[op] = _point_to_point(op, written)
+        else:
+            table[op] = _collective(op, written, flat=name in _FLAT)
     for op in _ops("_c10d_functional"):
         if op._schema.name.endswith("::wait_tensor"):
             table[op] = lambda args, kwargs: args[0]  # already waited for, below
@@ -75,6 +82,13 @@ class _OnHost:
             device = self.device_of.get(id(host))
             if device is not None:
                 device.copy_(host)
+
+    def flattened(self, host: torch.Tensor) -> torch.Tensor:
+        """A flat view of a host copy, standing for the same tpu tensor."""
+        flat = host.view(-1)
+        if id(host) in self.device_of:
+            self.device_of[id(flat)] = self.device_of[id(host)]
+        return flat
 
     def to_device(self, o):
         """A result as a tpu tensor: the one it was copied from, or a new one."""
@@ -112,10 +126,11 @@ def _on_host(args) -> tuple[_OnHost, list]:
     return host, [tree_map(host.copy, a) for a in args]
 
 
-def _collective(op, written: tuple[int, ...]):
+def _collective(op, written: tuple[int, ...], flat: bool = False):
     def handler(args, kwargs):
         host, args = _on_host(args)
-        out = op(*args, **kwargs)
+        flat_args = [host.flattened(a) for a in args[:2]] + args[2:] if flat else args
+        out = op(*flat_args, **kwargs)
         for work in filter(_is_work, tree_leaves(out)):
             work.wait()  # raises what the collective raised
         for i in written:
