@@ -21,6 +21,7 @@ OPTIMS = {
     "adagrad": lambda p, kw: torch.optim.Adagrad(p, lr=0.1, lr_decay=0.05, weight_decay=0.1,
                                                  initial_accumulator_value=0.1, **kw),
     "adagrad_max": lambda p, kw: torch.optim.Adagrad(p, lr=0.1, maximize=True, **kw),
+    "adagrad_tensor_lr": lambda p, kw: torch.optim.Adagrad(p, lr=torch.tensor(0.1), **kw),
 }
 PATHS = {"for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
 
@@ -47,7 +48,7 @@ def _train(device, make_opt, path, steps=4):
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("name", OPTIMS)
 def test_optimizer_matches_cpu(name, path):
-    if name == "adamw_tensor_lr" and path == "foreach":
+    if name.endswith("tensor_lr") and path == "foreach":
         pytest.skip("PyTorch: lr as a Tensor is not supported for capturable=False and foreach")
     cpu = _train("cpu", OPTIMS[name], path)
     tpu = _train("tpu", OPTIMS[name], path)
@@ -73,6 +74,25 @@ def test_complex_parameters_match_cpu(name, path):
     if path == "fused":
         pytest.skip("PyTorch: fused optimizers take floating point parameters only")
     assert_same(train("tpu"), train("cpu"), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.int64])
+@pytest.mark.parametrize("name", ["sgd", "adagrad", "adamw_kernel"])
+def test_fused_steps_refuse_what_cpus_kernels_refuse(name, dtype):
+    # SGD checks only its first parameter's dtype, Adagrad only for complex: the kernel
+    # refuses the rest (Adam's own checks refuse them before it, naming the device).
+    def bad(device):
+        params = [torch.nn.Parameter(torch.ones(2, device=device)),
+                  torch.nn.Parameter(torch.ones(2, device=device).to(dtype), requires_grad=False)]
+        for p in params:
+            p.grad = torch.ones_like(p)
+        if name == "adamw_kernel":
+            lists = [[p.detach() for p in params], [p.grad for p in params]]
+            steps = [torch.tensor(1.0, device=device) for _ in params]
+            return _FUSED_STEPS["adamw"](lists + lists[1:] * 2, steps)
+        OPTIMS[name](params, {"fused": True}).step()
+
+    raises_as_cpu(bad, Exception)
 
 
 def test_optimizer_state_lives_on_tpu():

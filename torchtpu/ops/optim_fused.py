@@ -8,7 +8,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import torch
 
-from .dtypes import LOW_PRECISION
+from .dtypes import LOW_PRECISION, scalar_type_name
 from .elementwise import lerp_from_nearer_end
 from .registry import lowering
 
@@ -17,6 +17,14 @@ aten = torch.ops.aten
 
 def _opmath(dtype):
     return jnp.float32 if dtype in LOW_PRECISION else dtype
+
+
+def _refuse_non_float(kernel: str, params) -> None:
+    """CPU's kernels are for floating parameters only; SGD checks just the first one."""
+    for p in params:
+        if not jnp.issubdtype(p.dtype, jnp.floating):
+            raise NotImplementedError(
+                f'"{kernel}" not implemented for \'{scalar_type_name(p.dtype)}\'')
 
 
 def _unless_inf(found_inf, new, old):
@@ -48,6 +56,7 @@ def _gradient(p, g, grad_scale, maximize, weight_decay):
 
 def _adam(adamw, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr,
           beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale=None, found_inf=None):
+    _refuse_non_float("fused_adam_kernel", params)
     outs = ([], [], [], [], [])
     for i, (p, g, m, v, step) in enumerate(
             zip(params, grads, exp_avgs, exp_avg_sqs, state_steps, strict=True)):
@@ -93,6 +102,7 @@ def _fused_adamw(*args, **kwargs):
           static=("weight_decay", "momentum", "dampening", "nesterov", "maximize", "is_first_step"))
 def _fused_sgd(params, grads, momentum_buffer_list, *, weight_decay, momentum, lr, dampening,
                nesterov, maximize, is_first_step, grad_scale=None, found_inf=None):
+    _refuse_non_float("fused_sgd_kernel", params)
     outs = ([], [], [])
     for i, (p, g) in enumerate(zip(params, grads, strict=True)):
         dt, x, unscaled, g = _gradient(p, g, grad_scale, maximize, weight_decay)
@@ -111,9 +121,10 @@ def _fused_sgd(params, grads, momentum_buffer_list, *, weight_decay, momentum, l
     return tuple(_unless_inf(found_inf, new, o) for new, o in zip(outs, old, strict=True))
 
 
-@lowering(aten._fused_adagrad, static=("weight_decay", "maximize"))
+@lowering(aten._fused_adagrad.default, static=("weight_decay", "maximize"))
 def _fused_adagrad(params, grads, state_sums, state_steps, *, lr, lr_decay, weight_decay, eps,
                    maximize, grad_scale=None, found_inf=None):
+    _refuse_non_float("fused_adagrad_kernel", params)
     outs = ([], [], [])
     for p, g, s, step in zip(params, grads, state_sums, state_steps, strict=True):
         dt, x, unscaled, g = _gradient(p, g, grad_scale, maximize, weight_decay)
@@ -127,3 +138,8 @@ def _fused_adagrad(params, grads, state_sums, state_steps, *, lr, lr_decay, weig
     old = (params, grads, state_sums)
     return (*(_unless_inf(found_inf, new, o) for new, o in zip(outs, old, strict=True)),
             list(state_steps))
+
+
+@lowering(aten._fused_adagrad.tensor_lr, static=("weight_decay", "maximize"))
+def _fused_adagrad_tensor_lr(*args, **kwargs):
+    return _fused_adagrad(*args, **kwargs)[:3]  # its schema leaves the step counts alone

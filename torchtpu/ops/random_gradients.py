@@ -1,5 +1,8 @@
 """Reparameterised gradients of Gamma and Dirichlet (Beta) samples: d sample / d concentration.
 
+``_standard_gamma_grad`` follows ATen's ``standard_gamma_grad_one``, in float64 as on CPU: a
+Taylor series for small samples, Rice's saddle-point expansion for large concentrations, else
+a fitted bivariate rational function (its coefficients below).
 ``_dirichlet_grad`` follows ATen's ``dirichlet_grad_one``: Taylor series near 0 and 1, a
 saddle-point expansion when both concentrations are large, else a rational correction to an
 analytic approximation (its fitted coefficients below). As on CPU, the series run in the
@@ -8,7 +11,6 @@ sample's dtype and the other two in float64.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
@@ -22,7 +24,68 @@ aten = torch.ops.aten
 @lowering(aten._standard_gamma_grad)
 def _standard_gamma_grad(self, output):
     """d sample / d alpha of a Gamma(alpha, 1) sample (implicit reparameterisation)."""
-    return jax.lax.random_gamma_grad(self, output)
+    alpha, x = (v.astype(jnp.float64) for v in jnp.broadcast_arrays(self, output))
+    large = jnp.where((np.float32(0.9) * alpha <= x) & (x <= np.float32(1.1) * alpha),
+                      _gamma_grad_near_mean(x, alpha), _gamma_grad_large_alpha(x, alpha))
+    out = jnp.where(x < np.float32(0.8), _gamma_grad_small_x(x, alpha),
+                    jnp.where(alpha > 8, large, _gamma_grad_rational(x, alpha)))
+    return out.astype(self.dtype)
+
+
+def _gamma_grad_small_x(x, alpha):
+    """-(d cdf / d alpha) / pdf from the cdf's Taylor series (0 where that is NaN)."""
+    numer, denom = jnp.ones_like(x), alpha
+    series1, series2 = numer / denom, numer / (denom * denom)
+    for i in range(1, 6):
+        numer = numer * (-x / i)
+        denom = denom + 1
+        series1 = series1 + numer / denom
+        series2 = series2 + numer / (denom * denom)
+    pow_x_alpha = x ** alpha
+    pdf = x ** (alpha - 1) * jnp.exp(-x)
+    cdf_alpha = (jnp.log(x) - digamma(alpha)) * pow_x_alpha * series1 - pow_x_alpha * series2
+    result = -cdf_alpha / pdf
+    return jnp.where(jnp.isnan(result), 0, result)
+
+
+def _gamma_grad_near_mean(x, alpha):
+    """Large alpha, x within 10% of it: the saddle-point expansion's polynomial."""
+    numer_1 = 1 + 24 * alpha * (1 + 12 * alpha)
+    numer_2 = (1440 * (alpha * alpha) + 6 * x * (53 - 120 * x) - 65 * x * x / alpha
+               + alpha * (107 + 3600 * x))
+    return numer_1 * numer_2 / (1244160 * (alpha * alpha) * (alpha * alpha))
+
+
+def _gamma_grad_large_alpha(x, alpha):
+    denom = jnp.sqrt(8 * alpha)
+    term2 = denom / (alpha - x)
+    term3 = (x - alpha - alpha * jnp.log(x / alpha)) ** -1.5
+    term23 = jnp.where(x < alpha, term2 - term3, term2 + term3)
+    term1 = (jnp.log(x / alpha) * term23
+             - jnp.sqrt(2 / alpha) * (alpha + x) / ((alpha - x) * (alpha - x)))
+    stirling = 1 + 1 / (12 * alpha) * (1 + 1 / (24 * alpha))
+    return -stirling * x * term1 / denom
+
+
+# ATen's fitted coefficients: [power of u][p's four powers of v, then q's].
+_GAMMA_RATIONAL = np.array([
+    [0.16009398, -0.094634809, 0.025146376, -0.0030648343,
+     1, 0.32668115, 0.10406089, 0.0014179084],
+    [0.53487893, 0.1298071, 0.065735949, -0.0015649758,
+     0.16639465, 0.020070113, -0.0035938915, -0.00058392623],
+    [0.040121004, -0.0065914022, -0.0026286047, -0.0013441777,
+     0.017050642, -0.0021309326, 0.00085092367, -1.5247877e-07],
+])
+
+
+def _gamma_grad_rational(x, alpha):
+    """exp(p / q), p and q cubic in log(alpha) with coefficients quadratic in log(x / alpha)."""
+    u, v = jnp.log(x / alpha), jnp.log(alpha)
+    c = [_GAMMA_RATIONAL[0, i] + u * (_GAMMA_RATIONAL[1, i] + u * _GAMMA_RATIONAL[2, i])
+         for i in range(8)]
+    p = c[0] + v * (c[1] + v * (c[2] + v * c[3]))
+    q = c[4] + v * (c[5] + v * (c[6] + v * c[7]))
+    return jnp.exp(p / q)
 
 
 @lowering(aten._dirichlet_grad)
