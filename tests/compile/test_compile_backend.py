@@ -720,3 +720,19 @@ def test_device_queries_fold_to_constants_in_a_full_graph():
 
     x = torch.randn(4, 4).to(TPU)
     assert_same(torch.compile(f, backend="tpu", fullgraph=True)(x), f(x))
+
+
+def test_our_backward_wrapper_adds_no_graph_break():
+    # Dynamo traced torchtpu's wrapper of autograd's engine call and broke at its lock.
+    from torch._dynamo.utils import counters
+
+    m = torch.nn.Linear(4, 4)
+
+    @torch.compile(backend="eager")
+    def step(x):
+        loss = m(x).sum()
+        loss.backward()
+        return loss
+
+    step(torch.randn(2, 4))
+    assert not any("lock" in reason for reason in counters["graph_break"])

@@ -43,7 +43,8 @@ from ..tensor import TpuTensor
 _SKIPPED = (
     "torchtpu.eager", "torchtpu.ops", "torchtpu.runtime", "torchtpu.compile", "torchtpu.debug",
     "torchtpu.tensor", "torchtpu.backend", "torchtpu._print", "torchtpu.jit_tracing",
-    "torchtpu.distributed", "torchtpu.config", "jax", "jaxlib", "ml_dtypes", "opt_einsum",
+    "torchtpu.distributed", "torchtpu.config", "torchtpu.backward_errors",
+    "jax", "jaxlib", "ml_dtypes", "opt_einsum",
 )
 
 

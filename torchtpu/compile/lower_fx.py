@@ -675,7 +675,7 @@ def _write_input(t: torch.Tensor, value: jax.Array) -> None:
 
 def eager_runner(gm: fx.GraphModule) -> Callable:
     """Run the graph op by op on the eager tpu executor (for graphs a program cannot hold)."""
-    _call_effects_directly(gm)
+    _call_dense_kernels(gm)
     _views_as_reshapes(gm)
 
     def run(*args):
@@ -701,17 +701,28 @@ def _views_as_reshapes(gm: fx.GraphModule) -> None:
         gm.recompile()
 
 
-def _call_effects_directly(gm: fx.GraphModule) -> None:
-    """An op with a side effect (linalg's error checks) is a ``with_effects`` call in the
-    graph; its dense kernel runs the op and returns a new token. Called as a higher-order op,
-    its dispatch could end in a mode that does not know it (AOTAutograd's alias check on the
-    first run) and return NotImplemented."""
+def _dense_kernels() -> dict:
+    """Higher-order ops the graph may call, each with the dense kernel that runs it."""
+    from torch._higher_order_ops import auto_functionalize as af
+
+    kernels = {af.auto_functionalized: af.auto_functionalized_dense,
+               af.auto_functionalized_v2: af.auto_functionalized_v2_dense}
     try:
         from torch._higher_order_ops.effects import with_effects, with_effects_dense
     except ImportError:
-        return
-    nodes = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is with_effects]
+        return kernels
+    return {**kernels, with_effects: with_effects_dense}
+
+
+def _call_dense_kernels(gm: fx.GraphModule) -> None:
+    """Higher-order ops as their dense kernels: an op with a side effect (linalg's error
+    checks) is a ``with_effects`` call, a custom op writing its arguments an
+    ``auto_functionalized`` one. Called as higher-order ops on tpu tensors, their dispatch
+    finds no rule for our subclass (or ends in a mode that does not know them: AOTAutograd's
+    alias check on the first run) and fails."""
+    kernels = _dense_kernels()
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in kernels]
     for node in nodes:
-        node.target = with_effects_dense
+        node.target = kernels[node.target]
     if nodes:
         gm.recompile()
