@@ -236,11 +236,16 @@ def test_sign_of_nan_and_negative_zero_is_zero_as_cpu():
 
 @pytest.mark.parametrize("source,target", [
     (torch.bfloat16, torch.uint8), (torch.bfloat16, torch.int8), (torch.float16, torch.int16),
-    (torch.float32, torch.uint64), (torch.complex64, torch.uint8),
+    (torch.float32, torch.uint64), (torch.complex64, torch.uint8), (torch.float32, torch.int64),
+    (torch.float64, torch.int32), (torch.float32, torch.int16), (torch.float16, torch.int64),
 ])
 def test_out_of_range_floats_wrap_into_integers_as_cpu(source, target):
-    # CPU converts through int64 (undefined in C++; what its kernels do).
-    x = torch.tensor([-1.0, -100.0, 200.0, 2.7], dtype=source)
+    # Undefined in C++; what CPU's x86 kernels do: int64 directly, narrower types through
+    # int32, NaN, inf and values out of that range becoming its minimum (XLA saturates).
+    x = torch.tensor([-1.0, -100.0, 200.0, 2.7, 70000.5, 3e9, -3e9, 1e20, 2.0**63,
+                      float("inf"), float("-inf"), float("nan")]).to(source)
+    if target is torch.uint64:  # CPU's own sequence there (NaN is 2**63), not matched
+        x = x[:4]
     with warnings.catch_warnings():
         # (complex -> real warns once per process, on CPU: whichever test casts first)
         warnings.simplefilter("ignore")
@@ -438,3 +443,17 @@ def test_a_bool_mask_times_nan_and_inf_keeps_them_as_cpu(mode):
         assert torch.equal(o.isnan(), e.isnan())
         assert torch.equal(torch.nan_to_num(o), torch.nan_to_num(e))
         assert torch.equal(o[~o.isnan()].signbit(), e[~e.isnan()].signbit())  # -3 * 0 is -0.0
+
+
+def test_integer_powers_wrap_over_every_exponent_bit():
+    # jnp.power reads an integer exponent's low six bits: 2 ** 64 was 1, not CPU's 0.
+    for dtype in (torch.int64, torch.int32, torch.uint8):
+        base = torch.tensor([2, -2, 3, 7, 0, 1, -1, 113]).to(dtype)
+        exponent = torch.tensor([64, 65, 64, 100, 0, 1000, 1001, 113]).to(dtype)
+        assert_same(base.to("tpu") ** exponent.to("tpu"), base ** exponent)
+        assert_same(base.to("tpu") ** 64, base ** 64)
+
+
+def test_angle_of_negative_zero_is_zero():
+    x = torch.tensor([-0.0, 0.0, -1.0, float("nan"), -float("inf"), 3.0])
+    _bits_equal(x.angle(), x.to("tpu").angle())

@@ -1,7 +1,9 @@
-"""Special functions where the OpInfo sweep's float32 samples say little: float64 accuracy."""
+"""Special functions where the OpInfo sweep's float32 samples say little: float64 accuracy,
+and the edges of their domains (PyTorch's reference inputs)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 
@@ -21,3 +23,20 @@ def test_incomplete_gamma_of_a_large_shape_in_float32():
         for fn in (torch.special.gammainc, torch.special.gammaincc):
             torch.testing.assert_close(fn(a.to("tpu"), x.to("tpu")).cpu(), fn(a, x),
                                        rtol=0, atol=1e-5)
+
+
+_INF, _NAN = float("inf"), float("nan")
+
+
+@pytest.mark.parametrize("fn, args", [
+    # Cephes' order: a pole at non-positive integer q before the NaN checks.
+    (torch.special.zeta, ([1.5, _NAN, 1.0, 0.5, 2.0, 2.5, 3.0, 2.0],
+                          [-1.0, -_INF, -1.0, 2.0, -1.5, -1.5, _NAN, 0.0])),
+    (torch.special.spherical_bessel_j0, ([_INF, -_INF, 0.1, 3.0],)),
+    # A degree past int64 is negative, as x86 converts it: 0, not NaN (nor a loop to 2**63).
+    (torch.special.chebyshev_polynomial_t, ([2.0, -3.0, 0.3], [1e20, 1e20, 5.0])),
+    (torch.special.hermite_polynomial_h, ([2.0, 0.3], [1e20, 5.0])),
+], ids=["zeta", "spherical_bessel_j0", "chebyshev_t", "hermite_h"])
+def test_domain_edges_as_cpu(fn, args):
+    cpu = [torch.tensor(a) for a in args]
+    torch.testing.assert_close(fn(*(a.to("tpu") for a in cpu)).cpu(), fn(*cpu), equal_nan=True)

@@ -165,12 +165,26 @@ def float_of(x):
     return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(default_float())
 
 
+def _float_to_int(x, dtype):
+    """Floats (bfloat16, float8 too) as CPU's x86 kernels convert them: to int64 directly,
+    to the narrower types through int32 (-1.0 is 255 as uint8, 300.0 is 44 as int8), a
+    value outside the intermediate's range, inf or NaN being its minimum (int8's 3e9 is its
+    low bits, 0). XLA saturates instead. uint32 and uint64 go through int64 and wrap."""
+    if dtype in (np.uint32, np.uint64):
+        return x.astype(jnp.int64).astype(dtype)
+    wide = np.dtype(np.int64 if dtype == np.int64 else np.int32)
+    bound = 2.0 ** (wide.itemsize * 8 - 1)
+    if x.dtype.itemsize < 4:  # exactly, and with bounds it can hold
+        x = x.astype(jnp.float32)
+    inside = (x >= -bound) & (x < bound)  # False for NaN
+    out = jnp.where(inside, x, 0).astype(wide)
+    return jnp.where(inside, out, np.iinfo(wide).min).astype(dtype)
+
+
 def astype(x, dtype):
     """``x.astype(dtype)`` inside a rule, with PyTorch's CPU behaviour for float -> int."""
-    if dtype.kind in "iu" and dtype != np.int64 and jnp.issubdtype(x.dtype, jnp.inexact):
-        # PyTorch's CPU casts floats (bfloat16, float8 and a complex's real part too) into
-        # other integers through int64: they wrap (-1.0 is 255 as uint8, 2**64 - 1 as uint64).
-        return jnp.real(x).astype(jnp.int64).astype(dtype)
+    if dtype.kind in "iu" and jnp.issubdtype(x.dtype, jnp.inexact):
+        return _float_to_int(jnp.real(x), dtype)
     if dtype == np.dtype(jnp.float8_e4m3fn) and x.dtype != dtype and jnp.issubdtype(
             x.dtype, jnp.inexact):
         # float8_e4m3fn has no inf: CPU saturates past its range (infinities too) to +-448

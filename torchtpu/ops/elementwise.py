@@ -132,7 +132,7 @@ for _op, _fn in [
     (aten.lgamma, jax.scipy.special.gammaln),
     (aten.i0, jax.scipy.special.i0), (aten.sinc, jnp.sinc),
     (aten.deg2rad, jnp.deg2rad), (aten.rad2deg, jnp.rad2deg),
-    (aten.angle, jnp.angle),
+    (aten.angle, lambda x: jnp.angle(x) if jnp.iscomplexobj(x) else _real_angle(x)),
 ]:
     _unary_float(_op, _fn)
 
@@ -276,10 +276,29 @@ def _pow(self, exponent):
     # PyTorch's integer power with a negative exponent: 1 and -1 keep their magnitude, others
     # truncate to 0 (jnp wraps around).
     neg = b < 0
-    out = jnp.power(a, jnp.where(neg, 0, b))
+    out = _int_power(a, jnp.where(neg, 0, b))
     odd = (b % 2) != 0
     small = jnp.where(a == 1, 1, jnp.where(a == -1, jnp.where(odd, -1, 1), 0)).astype(a.dtype)
     return jnp.where(neg, small, out)
+
+
+def _real_angle(x):
+    """CPU's angle of a real number: pi below zero, else 0 (-0.0 too, where atan2 gives pi),
+    NaN kept."""
+    return jnp.where(jnp.isnan(x), x, jnp.where(x < 0, jnp.pi, 0).astype(x.dtype))
+
+
+def _int_power(a, b):
+    """``a ** b`` for integers ``b >= 0`` by squaring, wrapping as CPU's kernel does, over
+    every bit of ``b`` (jnp.power reads its low six: 2 ** 64 was 1, not 0)."""
+    a, b = jnp.broadcast_arrays(a, b)
+
+    def step(carry):
+        acc, base, e = carry
+        return jnp.where(e & 1 == 1, acc * base, acc), base * base, e >> 1
+
+    acc, _, _ = lax.while_loop(lambda c: jnp.any(c[2] != 0), step, (jnp.ones_like(a), a, b))
+    return acc
 
 
 @lowering(aten.pow.Tensor_Scalar)

@@ -117,7 +117,7 @@ def _spherical_bessel_j0(x):
     xs = jnp.where(small, 1.0, x)
     x2 = x * x
     series = 1 - x2 / 6 * (1 - x2 / 20 * (1 - x2 / 42))
-    return jnp.where(small, series, jnp.sin(xs) / xs)
+    return jnp.where(small, series, jnp.where(jnp.isinf(x), 0, jnp.sin(xs) / xs))
 
 
 for _op, _fn in [
@@ -193,10 +193,11 @@ def _zeta(s, q):
     tail = _zeta_positive(s, jnp.where(q1 > 0, q1, 1))
     # A term that overflowed leaves err NaN (inf - inf): the sum is that infinity.
     out = jnp.where(jnp.isfinite(total), total + (err + tail), total)
-    at_pole = (q <= 0) & (q == jnp.floor(q))
-    out = jnp.where(at_pole | (s == 1), jnp.inf, out)
-    return jnp.where((s < 1) | ((q < 0) & (s != jnp.floor(s))) | jnp.isnan(q) | jnp.isnan(s),
-                     jnp.nan, out)
+    # Cephes' checks, last first: s == 1, s < 1, a pole (before NaN: s NaN at q = -inf is
+    # inf), then a negative q with non-integer s.
+    out = jnp.where(((q < 0) & (s != jnp.floor(s))) | jnp.isnan(q) | jnp.isnan(s), jnp.nan, out)
+    out = jnp.where((q <= 0) & (q == jnp.floor(q)), jnp.inf, out)
+    return jnp.where(s == 1, jnp.inf, jnp.where(s < 1, jnp.nan, out))
 
 
 def _special_zeta(self, other):

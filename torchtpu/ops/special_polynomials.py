@@ -11,10 +11,11 @@ once its degree is reached.
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 import torch
 from jax import lax
 
-from .dtypes import float_of, promote
+from .dtypes import astype, float_of, promote
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -22,10 +23,10 @@ aten = torch.ops.aten
 
 def _operands(x, n):
     """x in PyTorch's float result dtype, and the degree as int64 (C's truncation toward zero;
-    a NaN or infinite degree counts as negative, as the x86 conversion makes it)."""
+    a NaN, infinite or out-of-range degree counts as negative, as the x86 conversion makes it)."""
     x, n = promote(x, n)
     x, n = float_of(x), float_of(n)
-    degree = jnp.where(jnp.isfinite(n), n, -1).astype(jnp.int64)
+    degree = astype(n, np.dtype(np.int64))
     return x, jnp.broadcast_to(degree, jnp.broadcast_shapes(x.shape, n.shape))
 
 
