@@ -489,6 +489,23 @@ def test_lazy_modules_materialize_on_tpu():
     assert torch.nn.LazyLinear(3).to(TPU).to("cpu")(torch.randn(2, 4)).device.type == "cpu"
 
 
+def test_lazy_modules_made_for_tpu():
+    # device="tpu" or a device context: PyTorch made each placeholder a subclass instance of
+    # an empty tpu tensor, which refuses (it is a TpuTensor already).
+    lazy = torch.nn.LazyLinear(2, device=TPU)
+    assert lazy(torch.randn(3, 5, device=TPU)).shape == (3, 2)
+    with torch.device(TPU):
+        m = torch.nn.Sequential(torch.nn.LazyConv2d(4, 3), torch.nn.LazyBatchNorm2d())
+    assert m(torch.randn(2, 3, 8, 8, device=TPU)).shape == (2, 4, 6, 6)
+    lazy_type = torch.nn.parameter.UninitializedTensorMixin
+    for t in (lazy.weight, m[0].weight, m[1].running_mean):
+        assert t.device.type == "tpu" and not isinstance(t, lazy_type)
+    assert isinstance(lazy.weight, torch.nn.Parameter)
+    cpu_made = torch.nn.LazyLinear(2)
+    cpu_made.weight.materialize((2, 3), device=TPU)
+    assert cpu_made.weight.device.type == "tpu" and isinstance(cpu_made.weight, torch.nn.Parameter)
+
+
 @pytest.mark.parametrize("convert,device", [
     (lambda m: m.to(torch.float64), "cpu"), (lambda m: m.double(), "cpu"),
     (lambda m: m.to("cpu", torch.float64), "cpu"), (lambda m: m.to(TPU).double(), TPU),

@@ -142,3 +142,22 @@ def test_libraries_imported_before_torchtpu_find_tpu():
                          timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["tpu:0", "False"]
+
+
+def test_accelerate_offloads_and_sets_parameters_on_tpu():
+    # accelerate makes a new parameter like an old one with type(p)(data, requires_grad=...);
+    # a tpu Parameter's class is TpuTensor, whose constructor refused that.
+    big_modeling = pytest.importorskip("accelerate.big_modeling")
+    from accelerate.utils import set_module_tensor_to_device
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+    x = torch.randn(3, 4)
+    expected = model(x)
+    big_modeling.cpu_offload(model, execution_device=torch.device("tpu:0"))
+    assert_same(model(x.to("tpu")), expected, rtol=1e-6, atol=1e-7)
+
+    layer = torch.nn.Linear(2, 2).to("tpu")
+    set_module_tensor_to_device(layer, "weight", "tpu", value=torch.ones(2, 2))
+    assert isinstance(layer.weight, torch.nn.Parameter) and layer.weight.requires_grad
+    assert layer.weight.device.type == "tpu" and layer.weight.sum().item() == 4

@@ -205,12 +205,31 @@ _materialize = UninitializedTensorMixin.materialize
 
 def _materialize_on_tpu(self, shape, device=None, dtype=None):
     target = self.__dict__.pop("_torchtpu_target", None)
+    if device is not None and torch.device(device).type == "tpu":
+        target = (torch.device(device), target[1] if target else self.dtype)
     if target is None or device is not None and torch.device(device).type != "tpu":
         return _materialize(self, shape, device, dtype)
     value = torch.empty(shape, device=target[0], dtype=dtype or target[1])
     if isinstance(self, torch.nn.Parameter):
         value = torch.nn.Parameter(value, requires_grad=self.requires_grad)
     torch.utils.swap_tensors(self, value)
+
+
+def _aimed_at_tpu(new):
+    """``UninitializedParameter(device="tpu")`` (a lazy module made with ``device=`` or under
+    ``with torch.device("tpu")``): a placeholder on the CPU aimed at tpu, where ``materialize``
+    puts its value. PyTorch makes the placeholder a subclass instance of the empty tensor it
+    is given, which a tpu tensor, already a TpuTensor, cannot become."""
+
+    def aimed(cls, *args, device=None, **kwargs):
+        target = torch.device(device) if device is not None else torch.get_default_device()
+        if target.type != "tpu":
+            return new(cls, *args, device=device, **kwargs)
+        placeholder = new(cls, *args, device="cpu", **kwargs)
+        placeholder._torchtpu_target = (target, placeholder.dtype)
+        return placeholder
+
+    return aimed
 
 
 @contextlib.contextmanager
@@ -417,6 +436,8 @@ def register() -> None:
     torch.nn.Module._apply = _apply_keeping_ties
     torch.nn.Parameter.__setattr__ = _parameter_setattr  # a tpu parameter's is TpuTensor's
     UninitializedTensorMixin.materialize = _materialize_on_tpu
+    for cls in (torch.nn.UninitializedParameter, torch.nn.UninitializedBuffer):
+        cls.__new__ = _aimed_at_tpu(cls.__new__)
     _lib = torch.library.Library("aten", "IMPL")
     # The factories PyTorch's others (zeros, randn, tensor, ...) start from.
     factories = {

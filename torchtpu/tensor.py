@@ -131,6 +131,13 @@ class TpuTensor(torch.Tensor):
     # base's, its value that memory conjugated / negated. (conj, neg), else None.
     _bits = None
 
+    def __new__(cls, data: torch.Tensor | None = None, requires_grad: bool = True):
+        """``type(p)(data, requires_grad=...)``: how generic code (accelerate's offload and
+        device setting) makes a new parameter like ``p``, whose class a tpu Parameter is
+        (nn.Parameter of a tensor subclass only marks it). Ours are made by
+        ``_make_wrapper_subclass``, never here."""
+        return torch.nn.Parameter(data, requires_grad)
+
     # The inherited __torch_function__ re-wraps every result in Python: ~40 us per op.
     __torch_function__ = torch._C._disabled_torch_function_impl
 
