@@ -221,6 +221,9 @@ def install() -> None:
     from .tensor import TpuTensor
 
     ForkingPickler.register(TpuTensor, _reduce_for_another_process)
+    # A tpu tensor with Python attributes is saved as PyTorch saves a CPU one with them:
+    # its class named, which torch.load(weights_only=True) must accept.
+    torch.serialization.add_safe_globals([TpuTensor])
     torch.UntypedStorage.__new__ = _storage_new
     if not getattr(torch._utils._rebuild_tensor, "_torchtpu", False):
         # (_rebuild_tensor_v2 calls _rebuild_tensor; v3 builds its own)

@@ -200,8 +200,7 @@ class TpuTensor(torch.Tensor):
         else:
             if self.grad is not None:
                 new.grad = copy.deepcopy(self.grad, memo)
-            state = {k: v for k, v in self.__dict__.items() if k not in _PAYLOAD}
-            new.__dict__.update(copy.deepcopy(state, memo))
+            new.__dict__.update(copy.deepcopy(_user_state(self), memo))
         memo[id(self)] = new
         return new
 
@@ -239,13 +238,36 @@ class TpuTensor(torch.Tensor):
         return self.numpy() if dtype is None else self.numpy().astype(dtype)
 
     def __reduce_ex__(self, protocol):
+        state = _user_state(self)
         if getattr(self, "_is_param", False):  # a Parameter comes back a Parameter
-            return (torch._utils._rebuild_parameter,
-                    (self.detach(), self.requires_grad, collections.OrderedDict()))
+            args = (self.detach(), self.requires_grad, collections.OrderedDict())
+            if state:
+                return (torch._utils._rebuild_parameter_with_state, (*args, state))
+            return (torch._utils._rebuild_parameter, args)
         # PyTorch's own form for a storage-less device (torchtpu/serialization.py): its CPU
         # copy and its device, which torch.load(weights_only=True) accepts.
-        return (torch._utils._rebuild_device_tensor_from_cpu_tensor,
-                (_host_copy(self), self.dtype, str(self.device), self.requires_grad))
+        rebuild, args = (torch._utils._rebuild_device_tensor_from_cpu_tensor,
+                         (_host_copy(self), self.dtype, str(self.device), self.requires_grad))
+        if not state:
+            return rebuild, args
+        # With Python attributes: PyTorch's form for those (``Tensor.__reduce_ex__``).
+        return (torch._tensor._rebuild_from_type_v2, (rebuild, TpuTensor, args, state))
+
+    def __copy__(self):
+        """An alias of the same values, as ``copy.copy`` of a CPU tensor (through its
+        storage) is; its attributes are the same objects."""
+        new = self.detach()
+        if getattr(self, "_is_param", False):
+            new = torch.nn.Parameter(new, self.requires_grad)
+        else:
+            new.requires_grad_(self.requires_grad)
+        new.__dict__.update(_user_state(self))
+        return new
+
+
+def _user_state(t: TpuTensor) -> dict:
+    """The Python attributes someone set on ``t`` (not the ones holding its values)."""
+    return {k: v for k, v in t.__dict__.items() if k not in _PAYLOAD and k != "_is_param"}
 
 
 def _storage_copy(t: TpuTensor, memo: dict) -> TpuTensor:
@@ -334,7 +356,7 @@ def _swap_data(t: torch.Tensor, value: torch.Tensor) -> None:
         new = torch.nn.Parameter(new, requires_grad=t.requires_grad)
     elif t.requires_grad:
         new.requires_grad_()
-    kept = {k: v for k, v in t.__dict__.items() if k not in _PAYLOAD and k != "_is_param"}
+    kept = _user_state(t)
     torch.utils.swap_tensors(t, new)
     t.__dict__.update(kept)
 # The Python-side attributes that hold a tensor's values (wrap, make_view).
