@@ -225,3 +225,15 @@ def test_a_cpu_gradient_for_a_tpu_output_is_refused_as_on_cuda():
             call()
     (x.sum() * 2).backward(torch.tensor(1.0))  # a 0-d one moves, as the engine moves it
     assert x.grad.device.type == "tpu" and x.grad.tolist() == [2.0, 2.0]
+
+
+def test_a_dual_of_tensors_on_two_devices():
+    # PyTorch compares their storages' sizes; ours read a CPU tensor's as a tpu one's.
+    import torch.autograd.forward_ad as fwAD
+
+    t = torch.ones(2, device="tpu")
+    for primal, tangent in ((t, torch.ones(2)), (torch.ones(2), t)):
+        with fwAD.dual_level():
+            dual = fwAD.make_dual(primal, tangent)
+            assert fwAD.unpack_dual(dual).tangent.device == tangent.device
+    assert not t.is_set_to(torch.ones(2))

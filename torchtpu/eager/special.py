@@ -143,7 +143,7 @@ _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 
 def _is_set_to(args, kwargs):
     self, other = args
-    return (self._storage is other._storage and self.dtype == other.dtype
+    return (self._storage is getattr(other, "_storage", None) and self.dtype == other.dtype
             and self.shape == other.shape and self.stride() == other.stride()
             and self.storage_offset() == other.storage_offset())
 
@@ -151,8 +151,13 @@ def _is_set_to(args, kwargs):
 def _has_same_storage_numel(args, kwargs):
     # Forward-mode AD asks it of a tangent and its primal.
     self, other = args
-    return self._storage.nbytes // self.element_size() == \
-        other._storage.nbytes // other.element_size()
+    return _storage_numel(self) == _storage_numel(other)
+
+
+def _storage_numel(t) -> int:
+    """Elements of ``t``'s dtype its storage holds (a CPU tangent of a tpu primal too)."""
+    nbytes = t._storage.nbytes if "_storage" in t.__dict__ else t.untyped_storage().nbytes()
+    return nbytes // t.element_size()
 
 
 def _is_pinned(args, kwargs):
