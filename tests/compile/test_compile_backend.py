@@ -312,6 +312,16 @@ def test_unknown_option_is_an_error():
         )
 
 
+def test_inductors_options_are_ignored_with_a_warning():
+    # A script tuned for inductor (max_autotune, triton.cudagraphs) runs on tpu unchanged.
+    import pytest
+
+    f = torch.compile(lambda x: x + 1, backend="tpu",
+                      options={"max_autotune": True, "triton.cudagraphs": False})
+    with pytest.warns(UserWarning, match="ignores inductor's option"):
+        assert_same(f(torch.ones(2).to(TPU)), torch.full((2,), 2.0))
+
+
 def test_modes_are_inductors_names():
     import pytest
 

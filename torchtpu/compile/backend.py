@@ -11,6 +11,7 @@ graph (an optimizer step) writes its inputs inside the program.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +35,12 @@ PROGRAMS: dict[str, Callable] = {}
 _KNOWN_OPTIONS = {"buckets"}
 # torch.compile's modes (inductor's names): accepted, as they change nothing XLA does
 _MODES = ("default", "lite", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
+
+
+def _inductor_options() -> set[str]:
+    from torch._inductor import config
+
+    return set(config.get_config_copy())
 
 
 def _decompositions() -> dict:
@@ -109,6 +116,12 @@ def tpu_backend(
         raise RuntimeError(f"Unrecognized mode={mode}, should be one of: {', '.join(_MODES)}")
     options = dict(options or {})
     unknown = set(options) - _KNOWN_OPTIONS
+    tuning = unknown & _inductor_options()
+    if tuning:
+        # A script tuned for inductor runs unchanged: its knobs mean nothing to XLA.
+        warnings.warn(f"torchtpu: backend 'tpu' ignores inductor's option(s) {sorted(tuning)}",
+                      stacklevel=2)
+        unknown -= tuning
     if unknown:
         raise ValueError(
             f"torchtpu: unknown torch.compile option(s) {sorted(unknown)} for backend 'tpu'; "
