@@ -19,7 +19,7 @@ from ..tensor import DEVICE, TpuTensor, is_dense, read, write
 from . import strict, views
 from .meta_errors import cpp_name
 from .number_checks import checking_number
-from .values import call_unwrapped, wrap_out
+from .values import MIXED_DEVICES, call_unwrapped, wrap_out
 
 aten = torch.ops.aten
 
@@ -236,6 +236,9 @@ def _inplace_handler(func, compute, checks_overlap: bool = False, pointwise: boo
                if a.alias_info is not None and a.alias_info.is_write]
 
     def handler(args, kwargs):
+        for t in args[0] if isinstance(args[0], (list, tuple)) else (args[0],):
+            if not isinstance(t, TpuTensor):  # a CPU scalar may be read, never written
+                raise RuntimeError(f"{MIXED_DEVICES}, tpu:0 and {t.device}!")
         if isinstance(args[0], (list, tuple)):  # _foreach_*_: each tensor as its own op's
             _refuse_foreach_overlaps(args, checks_overlap)
         else:

@@ -33,6 +33,10 @@ def _integer_power(self, exponent) -> str | None:
 
 def _fill_fits(value, dtype: torch.dtype) -> str | None:
     """CPU's overflow error if the Python number ``value`` does not convert into ``dtype``."""
+    if isinstance(value, complex) and not dtype.is_complex and dtype != torch.bool:
+        if value.imag != 0:  # checked_convert refuses losing an imaginary part
+            return str(overflow_error(str(dtype).removeprefix("torch.")))
+        value = value.real
     if (isinstance(value, bool) or not isinstance(value, (int, float)) or dtype == torch.bool
             or dtype.is_complex or _fits(value, dtype)):
         return None

@@ -224,6 +224,25 @@ def _assert_tensor_metadata(args, kwargs):
                                  **{k: v for k, v in kwargs.items() if k != "device"})
 
 
+def _range_of_tensor_ends(scalar_form):
+    """linspace/logspace of 0-d tensor ends: ATen reads the ends (``item()``) and makes the
+    range where ``device=`` says, the default device without it, never on the ends' device
+    for being theirs (a tpu result had come back)."""
+    name = scalar_form.overloadpacket.__name__
+
+    def handler(args, kwargs):
+        start, end, *rest = args
+        dims = [x.dim() if isinstance(x, torch.Tensor) else 0 for x in (start, end)]
+        if any(dims):
+            raise RuntimeError(
+                f"{name} only supports 0-dimensional start and end tensors, but got start with "
+                f"{dims[0]} dimension(s) and end with {dims[1]} dimension(s).")
+        start, end = (x.item() if isinstance(x, torch.Tensor) else x for x in (start, end))
+        return scalar_form(start, end, *rest, **kwargs)
+
+    return handler
+
+
 HANDLERS = {
     aten._assert_tensor_metadata.default: _assert_tensor_metadata,
     aten._pack_padded_sequence.default: _pack_padded_sequence,
@@ -244,3 +263,6 @@ HANDLERS = {
     aten.is_pinned.default: _is_pinned,
     aten._has_same_storage_numel.default: _has_same_storage_numel,
 }
+for _packet in (aten.linspace, aten.logspace):
+    for _overload in ("Tensor_Tensor", "Tensor_Scalar", "Scalar_Tensor"):
+        HANDLERS[getattr(_packet, _overload)] = _range_of_tensor_ends(_packet.default)

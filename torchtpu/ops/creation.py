@@ -31,10 +31,19 @@ def _dtype(dtype, like=None, fill=None):
     return default_float()
 
 
+def _held(value, dtype):
+    """A fill value as ``dtype`` holds it: a complex number is True unless 0 as bool (jax
+    would keep its real part; a non-zero imaginary part into a real dtype is refused before,
+    as CPU refuses it)."""
+    if jnp.dtype(dtype) == jnp.bool_ and jnp.iscomplexobj(value):
+        return jnp.asarray(value) != 0
+    return value
+
+
 @lowering(aten.full.default)
 def _full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
     dtype = _dtype(dtype, fill=fill_value)
-    return jnp.full(tuple(size), wrapped(fill_value, dtype), dtype)
+    return jnp.full(tuple(size), _held(wrapped(fill_value, dtype), dtype), dtype)
 
 
 @lowering(aten.zeros.default)
@@ -60,13 +69,14 @@ def _empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_me
 
 @lowering(aten.scalar_tensor)
 def _scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
-    return jnp.asarray(wrapped(s, _dtype(dtype)), _dtype(dtype))
+    return jnp.asarray(_held(wrapped(s, _dtype(dtype)), _dtype(dtype)), _dtype(dtype))
 
 
 @lowering(aten.full_like)
 def _full_like(self, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None,
                memory_format=None):
-    return jnp.full(self.shape, fill_value, _dtype(dtype, like=self))
+    dtype = _dtype(dtype, like=self)
+    return jnp.full(self.shape, _held(fill_value, dtype), dtype)
 
 
 @lowering(aten.zeros_like, aten.empty_like)
@@ -100,12 +110,13 @@ def _new_ones(self, size, *, dtype=None, layout=None, device=None, pin_memory=No
 @lowering(aten.new_full)
 def _new_full(self, size, fill_value, *, dtype=None, layout=None, device=None,
               pin_memory=None):
-    return jnp.full(tuple(size), fill_value, _dtype(dtype, like=self))
+    dtype = _dtype(dtype, like=self)
+    return jnp.full(tuple(size), _held(fill_value, dtype), dtype)
 
 
 @lowering(aten.fill.Scalar, aten.fill.Tensor)
 def _fill(self, value):
-    return jnp.full(self.shape, value, self.dtype)
+    return jnp.full(self.shape, _held(value, self.dtype), self.dtype)
 
 
 @lowering(aten.zero)

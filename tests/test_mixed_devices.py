@@ -1,0 +1,54 @@
+"""tpu tensors mixed with CPU tensors and Python numbers: what cuda allows, refuses and
+returns (PyTorch's device-generic rules), and CPU's checks of numbers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import TPU
+
+_MIXED = "Expected all tensors to be on the same device, but found at least two devices"
+
+
+@pytest.mark.parametrize("write", [
+    lambda cpu, s: cpu.add_(s), lambda cpu, s: cpu.clamp_(min=s),
+    lambda cpu, s: torch._foreach_add_([cpu], [s]),
+], ids=["add_", "clamp_", "foreach_add_"])
+def test_a_cpu_scalar_is_read_never_written(write):
+    # A CPU 0-d tensor may be an operand of a tpu op, not its output (cuda's TensorIterator
+    # rule); writing one failed inside torchtpu with an AttributeError.
+    total = torch.arange(4.0).to(TPU).sum()
+    with pytest.raises(RuntimeError, match=f"{_MIXED}, tpu:0 and cpu!"):
+        write(torch.tensor(1.0), total)
+
+
+@pytest.mark.parametrize("space", [torch.linspace, torch.logspace])
+def test_ranges_of_tensor_ends_are_made_on_the_default_device(space):
+    # ATen reads the ends and makes the range where device= says: the ends' device does not
+    # count (it had come back on tpu).
+    start = torch.arange(4.0).to(TPU).sum()
+    assert space(start, start + 1, 3).device.type == "cpu"
+    assert space(start, 7.0, 3, device=TPU).device.type == "tpu"
+    torch.testing.assert_close(space(start, start + 1, 3), space(6.0, 7.0, 3))
+    with pytest.raises(RuntimeError, match="only supports 0-dimensional start and end"):
+        space(torch.ones(2, device=TPU), start, 3)
+
+
+@pytest.mark.parametrize("fill", [
+    lambda d: torch.zeros(2, dtype=torch.int32, device=d).fill_(2j),
+    lambda d: torch.full((2,), 2j, dtype=torch.float32, device=d),
+    lambda d: torch.full((2,), 2 + 0j, dtype=torch.float32, device=d),
+    lambda d: torch.full((2,), 2j, dtype=torch.bool, device=d),
+    lambda d: torch.zeros(2, dtype=torch.bool, device=d).fill_(0j),
+    lambda d: torch.zeros(2, device=d).masked_fill(torch.tensor([True, False], device=d), 1j),
+], ids=["int_fill", "float_full", "real_complex", "bool_full", "bool_zero", "masked_fill"])
+def test_complex_numbers_into_real_tensors_as_cpu(fill):
+    # c10's checked_convert refuses losing an imaginary part; a bool takes "not zero". tpu
+    # kept the real part silently.
+    try:
+        expected = fill("cpu")
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError, match=str(e)):
+            fill(TPU)
+        return
+    assert fill(TPU).tolist() == expected.tolist()
