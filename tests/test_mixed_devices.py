@@ -52,3 +52,20 @@ def test_complex_numbers_into_real_tensors_as_cpu(fill):
             fill(TPU)
         return
     assert fill(TPU).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("power", [
+    lambda t: t ** True, lambda t: t ** False, lambda t: t ** 2, lambda t: t ** -1,
+    lambda t: t ** t, lambda t: True ** t,
+], ids=["by_true", "by_false", "by_int", "by_negative_int", "by_bool_tensor", "true_by"])
+def test_powers_of_bools_as_cpu(power):
+    # By True or False CPU copies or fills (bool results; tpu gave int32); by an int it is an
+    # int64 power (negative refused); two bools have no kernel.
+    def run(device):
+        try:
+            r = power(torch.tensor([True, False], device=device))
+            return r.dtype, r.tolist()
+        except (RuntimeError, NotImplementedError) as e:
+            return type(e), str(e)
+
+    assert run(TPU) == run("cpu")

@@ -24,8 +24,9 @@ _NUMBER_AT = {torch.ops.aten.masked_fill.Scalar: 2, torch.ops.aten.fill.Scalar: 
 
 
 def _integer_power(self, exponent) -> str | None:
+    # (a bool tensor by an int is an int64 power; by a bool, no power at all)
     integral = not (self.dtype.is_floating_point or self.dtype.is_complex
-                    or self.dtype == torch.bool)
+                    or self.dtype == torch.bool and type(exponent) is not int)
     if integral and type(exponent) is int and exponent < 0:
         return "Integers to negative integer powers are not allowed."
     return _fill_fits(exponent, self.dtype) if integral and type(exponent) is int else None

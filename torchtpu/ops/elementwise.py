@@ -271,6 +271,8 @@ def _floor_divide(self, other):
 @opmath
 def _pow(self, exponent):
     a, b = promote(self, exponent)
+    if a.dtype == jnp.bool_:  # CPU's kernel has no bool form
+        raise NotImplementedError('"pow" not implemented for \'Bool\'')
     if not jnp.issubdtype(a.dtype, jnp.integer):
         return jnp.power(a, b)
     # PyTorch's integer power with a negative exponent: 1 and -1 keep their magnitude, others
@@ -308,6 +310,8 @@ def _pow_scalar(self, exponent):
     and sqrt's -0 and -inf differ from pow's). bfloat16 rounds after each step and takes
     the exponent in bfloat16; float16 is pow throughout, the exponent in float16."""
     dtype = result_type(self, exponent)
+    if dtype == jnp.bool_:  # a bool by True or False: CPU copies it or fills ones, no kernel
+        return jnp.where(exponent, self, True)
     if not jnp.issubdtype(dtype, jnp.floating):
         return _pow(self, exponent)
     low = dtype in LOW_PRECISION
