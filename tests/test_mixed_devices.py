@@ -69,3 +69,10 @@ def test_powers_of_bools_as_cpu(power):
             return type(e), str(e)
 
     assert run(TPU) == run("cpu")
+
+
+def test_the_device_error_names_the_argument_on_the_cpu():
+    # CPU indices are allowed: the values are what is on the wrong device.
+    x = torch.arange(12.0).view(3, 4).to(TPU)
+    with pytest.raises(RuntimeError, match="for argument values in method aten.index_put_"):
+        x[torch.tensor([0])] = torch.ones(4)

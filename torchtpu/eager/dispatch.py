@@ -49,8 +49,10 @@ def dispatch(func, args, kwargs):
 
 def _checking(func, args, kwargs) -> str:
     """What cuda's device check adds: the argument and the op (its kernel, there)."""
+    host = _HOST_INDICES.get(func)  # indices may be on the CPU: not the culprit
     arguments = [(a.name, kwargs.get(a.name) if a.kwarg_only else args[i])
-                 for i, a in enumerate(func._schema.arguments) if a.kwarg_only or i < len(args)]
+                 for i, a in enumerate(func._schema.arguments)
+                 if (a.kwarg_only or i < len(args)) and i != host]
     for name, value in arguments:
         tensors = value if isinstance(value, (list, tuple)) else [value]
         if any(isinstance(t, torch.Tensor) and not isinstance(t, TpuTensor) and t.dim()
