@@ -35,8 +35,8 @@ def _held(value, dtype):
     """A fill value as ``dtype`` holds it: a complex number is True unless 0 as bool (jax
     would keep its real part; a non-zero imaginary part into a real dtype is refused before,
     as CPU refuses it)."""
-    if jnp.dtype(dtype) == jnp.bool_ and jnp.iscomplexobj(value):
-        return jnp.asarray(value) != 0
+    if jnp.iscomplexobj(value) and not jnp.issubdtype(dtype, jnp.complexfloating):
+        return jnp.asarray(value) != 0 if jnp.dtype(dtype) == jnp.bool_ else jnp.real(value)
     return value
 
 
