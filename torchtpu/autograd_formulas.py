@@ -12,6 +12,8 @@ backend cannot answer (the choice is a C++ dispatch stub), so PyTorch runs its m
 Here it runs ``torchtpu::attention`` (ops/attention.py) wherever CPU would run its flash kernel
 for the same arguments, and the composite wherever CPU would.
 
+``ctc_loss`` runs PyTorch's composite on lengths moved to tpu (below).
+
 ``one_hot`` checks its classes (reading the values, as on CPU and cuda) only for plain
 tensors; for a subclass PyTorch takes an unchecked form, and a class out of range gave a row
 of zeros. Here strict eager checks as CPU does (fused eager and torch.compile never read
@@ -193,6 +195,18 @@ def _one_hot(self, num_classes=-1):
     return torch.eq(self.unsqueeze(-1), torch.arange(num_classes, device=self.device)).long()
 
 
+def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction=1,
+              zero_infinity=False):
+    """PyTorch's composite, its lengths as tpu tensors. For a tensor subclass PyTorch skips
+    cuda's path (which reads the lengths on the host) and divides the mean by the target
+    lengths where they are: CPU lengths met a tpu loss. Length lists become tensors too: as
+    static arguments each new list compiled the loss again."""
+    lengths = [torch.as_tensor(v, dtype=torch.int64).to(log_probs.device)
+               for v in (input_lengths, target_lengths)]
+    return aten.ctc_loss.Tensor.decompose(log_probs, targets, *lengths, blank, reduction,
+                                          zero_infinity)
+
+
 KERNELS = {
     "silu": _kernel("Silu", aten.silu.default, aten.silu_backward.default, _silu_composite,
                     _silu),
@@ -200,6 +214,8 @@ KERNELS = {
                     _mish),
     "scaled_dot_product_attention": _sdpa,
     "one_hot": _one_hot,
+    "ctc_loss.Tensor": _ctc_loss,
+    "ctc_loss.IntList": _ctc_loss,
 }
 
 

@@ -12,6 +12,8 @@ import torch
 from conftest import TPU, raises_as_cpu
 from torch import nn
 
+import torchtpu
+
 TOL = dict(rtol=1e-5, atol=1e-5)
 GRAD_TOL = dict(rtol=1e-4, atol=1e-5)
 
@@ -95,16 +97,36 @@ def test_pack_padded_sequence_refuses_bad_lengths_as_cpu():
             x.to(d), torch.tensor(lengths), True))
 
 
-def test_ctc_loss_takes_lengths_from_the_host_as_on_cuda():
+@pytest.mark.parametrize("reduction", ["sum", "mean", "none"])
+@pytest.mark.parametrize("kind", ["host", "list"])
+def test_ctc_loss_takes_lengths_from_the_host_as_on_cuda(reduction, kind):
+    # The mean divided a tpu loss by CPU target lengths (PyTorch's composite for a tensor
+    # subclass): a device error.
     torch.manual_seed(0)
     log_probs = torch.randn(12, 2, 5).log_softmax(2)
     targets = torch.tensor([[1, 2, 2], [1, 3, 4]])
     lengths = torch.tensor([12, 10]), torch.tensor([3, 2])
     cpu = log_probs.clone().requires_grad_()
-    loss = nn.functional.ctc_loss(cpu, targets, *lengths, reduction="sum")
-    loss.backward()
+    loss = nn.functional.ctc_loss(cpu, targets, *lengths, reduction=reduction)
+    loss.sum().backward()
     tpu = log_probs.to(TPU).requires_grad_()
-    loss_tpu = nn.functional.ctc_loss(tpu, targets.to(TPU), *lengths, reduction="sum")
-    loss_tpu.backward()
+    given = [v.tolist() for v in lengths] if kind == "list" else lengths
+    loss_tpu = nn.functional.ctc_loss(tpu, targets.to(TPU), *given, reduction=reduction)
+    loss_tpu.sum().backward()
     torch.testing.assert_close(loss_tpu.cpu(), loss, **TOL)
     torch.testing.assert_close(tpu.grad.cpu(), cpu.grad, **GRAD_TOL)
+
+
+def test_ctc_loss_with_new_length_lists_compiles_nothing_new():
+    # As static arguments each new list of lengths compiled the loss and its backward again.
+    def step(target_lengths):
+        log_probs = torch.randn(6, 4, 5, device=TPU, requires_grad=True)
+        targets = torch.randint(1, 5, (4, 3), device=TPU)
+        nn.functional.ctc_loss(log_probs.log_softmax(2), targets, [6] * 4, target_lengths,
+                               reduction="sum").backward()
+        return log_probs.grad.sum().item()
+
+    step([3, 2, 1, 3])
+    before = torchtpu.metrics()["compile"]
+    step([1, 1, 2, 3])
+    assert torchtpu.metrics()["compile"] == before
