@@ -535,3 +535,18 @@ def test_a_program_larger_than_the_device_raises_out_of_memory(fused):
     with pytest.raises(torch.OutOfMemoryError):
         big.sum().item()  # its op failed: reading it raises again
     assert h.sum().item() == pytest.approx(h.cpu().sum().item(), rel=1e-5)  # the rest computed
+
+
+def test_compiling_at_every_sync_point_warns_once_in_a_streak(fused, monkeypatch):
+    # Shapes that change every step (packed sequences of new lengths) make every sync point
+    # a new whole program: far slower than strict eager, which says so.
+    from torchtpu.eager import fused as recorder
+
+    monkeypatch.setattr(recorder, "_streak", 0)
+    with pytest.warns(UserWarning, match="compiled a new program at each of the last 8") as seen:
+        for n in range(3, 3 + 12):
+            (torch.randn(n, device=TPU) * 2).sum().item()
+    assert len([w for w in seen if "new program" in str(w.message)]) == 1
+    for _ in range(3):  # the same shapes again: cached, the streak over
+        (torch.randn(4, device=TPU) * 2).sum().item()
+    assert recorder._streak == 0

@@ -29,6 +29,7 @@ import functools
 import gc
 import math
 import sys
+import warnings
 import weakref
 from collections import Counter
 
@@ -314,6 +315,7 @@ def flush(target: Pending | None = None, *, cut: bool = False) -> None:
         _steps_pending = 0
     if not t.nodes:
         return
+    missed_before = _misses
     _trace = _Trace()
     t.leaf_index.clear()
     first = _ancestors(t.nodes, target.src[0]) if target is not None and _split_forced else None
@@ -334,8 +336,30 @@ def flush(target: Pending | None = None, *, cut: bool = False) -> None:
     if _new_shapes:
         program_store.save_shapes(_new_shapes)
         _new_shapes.clear()
+    _note_misses(missed_before)
     if error is not None:
         raise error
+
+
+# Sync points in a row that each needed a new program: the recorded ops change every time.
+_MISSING_STREAK = 8
+_streak = 0
+_misses = 0  # programs this process did not have, so far
+
+
+def _note_misses(missed_before: int) -> None:
+    """Warn when fused eager needs a new program at every sync point (shapes that vary step
+    to step): each is a whole program to compile there, where strict eager reuses per-op
+    ones. (Counted in process: a program the persistent cache holds still missed here.)"""
+    global _streak
+    _streak = _streak + 1 if _misses > missed_before else 0
+    if _streak == _MISSING_STREAK:
+        warnings.warn(
+            f"torchtpu: fused eager compiled a new program at each of the last "
+            f"{_MISSING_STREAK} sync points: the recorded ops change every time (shapes "
+            "that vary from step to step, such as packed sequences of new lengths). Strict "
+            "eager reuses its per-op programs and is faster here; torch.compile's "
+            "options={'buckets': ...} pads a varying dimension.", stacklevel=3)
 
 
 def _run_or_each(t: _Trace, keep: tuple = ()) -> tuple[list, Exception | None]:
@@ -441,6 +465,7 @@ def _gone():
 def _run(t: _Trace, keep: tuple = ()) -> list:
     """Run ``t`` as one program: outputs some tensor still references, and ``keep``'s
     (returned, in order)."""
+    global _misses
     forget_pending_views()
     live = {(i, j) for i, refs in enumerate(t.outs) for j, r in enumerate(refs) if r() is not None}
     needed = tuple(sorted(live.union(keep)))
@@ -452,6 +477,7 @@ def _run(t: _Trace, keep: tuple = ()) -> list:
            jax.config.jax_default_matmul_precision)
     entry = _PROGRAMS.get(sig)
     if entry is None:
+        _misses += 1
         _refuse_outputs_larger_than_the_device(t, needed)
         order = _alias_order(t, needed, donated)
         entry = _PROGRAMS[sig] = (_loaded_or_traced(t, order, donated), order)
