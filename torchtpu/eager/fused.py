@@ -336,7 +336,8 @@ def flush(target: Pending | None = None, *, cut: bool = False) -> None:
     if _new_shapes:
         program_store.save_shapes(_new_shapes)
         _new_shapes.clear()
-    _note_misses(missed_before)
+    if not cut:  # (size-limit cuts fall anywhere while a loop's period is being found)
+        _note_misses(missed_before)
     if error is not None:
         raise error
 
