@@ -32,3 +32,7 @@ if int(os.environ["RANK"]) == 0:
         json.dump({"parallel_mode": str(trainer.args.parallel_mode),
                    "device": next(model.parameters()).device.type,
                    "losses": [h["loss"] for h in trainer.state.log_history if "loss" in h]}, f)
+# A process group left alive at exit once aborted a rank under load ("terminate called
+# without an active exception") after training had finished.
+if torch.distributed.is_initialized():
+    torch.distributed.destroy_process_group()
