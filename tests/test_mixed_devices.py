@@ -76,3 +76,11 @@ def test_the_device_error_names_the_argument_on_the_cpu():
     x = torch.arange(12.0).view(3, 4).to(TPU)
     with pytest.raises(RuntimeError, match="for argument values in method aten.index_put_"):
         x[torch.tensor([0])] = torch.ones(4)
+
+
+def test_a_cpu_tensor_filled_with_a_tpu_scalar_reads_it():
+    # ATen's fill_ and index_fill_ read a 0-d value of another device as a number (cuda too).
+    total = torch.arange(4.0).to(TPU).sum()
+    assert torch.zeros(3).fill_(total).tolist() == [6.0, 6.0, 6.0]
+    filled = torch.zeros(3).index_fill_(0, torch.tensor([1]), total)
+    assert filled.device.type == "cpu" and filled.tolist() == [0.0, 6.0, 0.0]

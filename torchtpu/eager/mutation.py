@@ -231,6 +231,21 @@ def _refuse_foreach_overlaps(args, self_overlap: bool) -> None:
                 refuse_partial_overlap(t, (x,))
 
 
+# Ops whose kernels read a 0-d value of another device on the host (ATen's fill_ and
+# index_fill_): the value's position and the overload taking it as a number.
+_VALUE_READ = {aten.fill_.Tensor: (1, aten.fill_.Scalar),
+               aten.index_fill_.int_Tensor: (3, aten.index_fill_.int_Scalar)}
+
+
+def _written_elsewhere(func, args, kwargs, target: torch.Tensor):
+    """An in-place op whose written tensor is not on tpu: cuda's device error, unless its
+    kernel reads a 0-d tpu value as a number (``cpu_t.fill_(tpu_scalar)``, as on cuda)."""
+    at, by_number = _VALUE_READ.get(func, (None, None))
+    if at is not None and isinstance(args[at], TpuTensor) and args[at].dim() == 0:
+        return by_number(*args[:at], args[at].item(), *args[at + 1:], **kwargs)
+    raise RuntimeError(f"{MIXED_DEVICES}, tpu:0 and {target.device}!")
+
+
 def _inplace_handler(func, compute, checks_overlap: bool = False, pointwise: bool = False):
     written = [i for i, a in enumerate(func._schema.arguments)
                if a.alias_info is not None and a.alias_info.is_write]
@@ -238,7 +253,7 @@ def _inplace_handler(func, compute, checks_overlap: bool = False, pointwise: boo
     def handler(args, kwargs):
         for t in args[0] if isinstance(args[0], (list, tuple)) else (args[0],):
             if not isinstance(t, TpuTensor):  # a CPU scalar may be read, never written
-                raise RuntimeError(f"{MIXED_DEVICES}, tpu:0 and {t.device}!")
+                return _written_elsewhere(func, args, kwargs, t)
         if isinstance(args[0], (list, tuple)):  # _foreach_*_: each tensor as its own op's
             _refuse_foreach_overlaps(args, checks_overlap)
         else:
