@@ -256,11 +256,7 @@ class TpuTensor(torch.Tensor):
     def __copy__(self):
         """An alias of the same values, as ``copy.copy`` of a CPU tensor (through its
         storage) is; its attributes are the same objects."""
-        new = self.detach()
-        if getattr(self, "_is_param", False):
-            new = torch.nn.Parameter(new, self.requires_grad)
-        else:
-            new.requires_grad_(self.requires_grad)
+        new = _detached_like(self, self)
         new.__dict__.update(_user_state(self))
         return new
 
@@ -351,14 +347,21 @@ def set_data(t: torch.Tensor, value: torch.Tensor) -> None:
 
 
 def _swap_data(t: torch.Tensor, value: torch.Tensor) -> None:
-    new = value.detach()
-    if isinstance(t, torch.nn.Parameter) or getattr(t, "_is_param", False):
-        new = torch.nn.Parameter(new, requires_grad=t.requires_grad)
-    elif t.requires_grad:
-        new.requires_grad_()
+    new = _detached_like(t, value)
     kept = _user_state(t)
     torch.utils.swap_tensors(t, new)
     t.__dict__.update(kept)
+
+
+def _detached_like(t: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """``value``'s data as a new leaf like ``t``: a Parameter if ``t`` is one, requiring
+    grad if ``t`` does."""
+    new = value.detach()
+    if isinstance(t, torch.nn.Parameter):  # (a tpu one is a marked TpuTensor: true too)
+        return torch.nn.Parameter(new, requires_grad=t.requires_grad)
+    return new.requires_grad_(t.requires_grad)
+
+
 # The Python-side attributes that hold a tensor's values (wrap, make_view).
 _PAYLOAD = ("_storage", "_direct", "_bitcast", "_bits", "_geometry", "_cache",
             "_cache_version")
