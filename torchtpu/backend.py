@@ -20,6 +20,7 @@ from . import (
     backward_errors,
     distributed,
     serialization,
+    storage,
 )
 from .backward_errors import take_pending_exception
 from .eager import modes
@@ -479,6 +480,7 @@ def register() -> None:
         distributed.register()
     _guard_forks()
     serialization.install()
+    storage.install()
     torch.utils.dlpack.to_dlpack = to_dlpack
     proxy_tensor.HANDLED_TYPES = _TracedAsPlain(proxy_tensor.HANDLED_TYPES)
     backward_errors.install()

@@ -84,18 +84,6 @@ def _restore_location(device: str):
     return device if moved is None else moved.device
 
 
-_storage_data_ptr = torch._C.StorageBase.data_ptr
-
-
-def _data_ptr(storage) -> int:
-    # A tpu storage holds no host memory; the stand-in address its tensor gave it
-    # (TpuTensor.untyped_storage) is returned, so code that finds tensors sharing a storage
-    # by pointer (safetensors, transformers' save_pretrained) works as on cuda.
-    if storage.device.type == "tpu":
-        return getattr(storage, "_tpu_address", None) or storage._cdata
-    return _storage_data_ptr(storage)
-
-
 def _names_tpu(device) -> bool:
     try:
         return isinstance(device, (str, torch.device)) and torch.device(device).type == "tpu"
@@ -238,7 +226,6 @@ def install() -> None:
     # Ahead of PyTorch's own privateuse1 restore (priority 20).
     torch.serialization.register_package(15, _tag, _restore)
     torch._utils._get_restore_location = _restore_location
-    torch.UntypedStorage.data_ptr = _data_ptr
     if not getattr(torch.jit.load, "_torchtpu", False):
         torch.jit.load = _jit_load_onto_tpu(torch.jit.load)
         torch.jit.save = _jit_save_from_tpu(torch.jit.save)

@@ -185,7 +185,7 @@ class TpuTensor(torch.Tensor):
     def untyped_storage(self) -> torch.UntypedStorage:
         storage = super().untyped_storage()
         if "_storage" in self.__dict__:
-            storage._tpu_address = id(self._storage)  # read by serialization._data_ptr
+            storage._tpu_storage = self._storage  # read by set_(storage) and storage.py
         return storage
 
     def __deepcopy__(self, memo):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import jax.numpy as jnp
@@ -138,6 +139,38 @@ def _set_source_tensor(args, kwargs):
     return self
 
 
+def _set_source_storage(args, kwargs):
+    """``self.set_(storage[, offset, size, stride])``: self views a tpu tensor's storage (as
+    ``storage.tolist()`` and ``storage[i]`` do), its bytes read as self's dtype."""
+    self, storage, *geometry = args
+    if not geometry and not kwargs:
+        geometry = (0, (storage.nbytes() // self.element_size(),), (1,))
+    else:
+        geometry = list(geometry) + [kwargs[k] for k in ("storage_offset", "size", "stride")
+                                     if k in kwargs]
+        if len(geometry) == 2:
+            geometry.append(torch._prims_common.make_contiguous_strides_for(geometry[1]))
+    offset, size, stride = geometry
+    needed = (offset + 1 + sum((n - 1) * s for n, s in zip(size, stride, strict=True))
+              if math.prod(size) else 0) * self.element_size()
+    if needed > storage.nbytes():
+        # CPU's kernel grows the storage for every tensor viewing it; here that would leave
+        # the other views' values stale. Refused before anything changes.
+        raise RuntimeError(
+            f"set_: sizes {list(size)}, strides {list(stride)} and storage offset {offset} "
+            f"need {needed} bytes, more than the tpu storage's {storage.nbytes()}: growing a "
+            "tpu storage through set_ is not supported (resize_ a tensor viewing it first)")
+    with torch._C._DisableTorchDispatch():
+        # PyTorch's checks (the devices match, the geometry fits) and the wrapper's geometry
+        torch.ops.aten.set_.source_Storage_storage_offset.redispatch(
+            _CPU, self, storage, offset, size, stride)
+    self._storage = storage._tpu_storage  # set by TpuTensor.untyped_storage
+    dtype = to_jax_dtype(self.dtype)
+    self._bitcast = None if dtype == self._storage.dtype else dtype
+    views.set_geometry(self, size, stride, offset)
+    return self
+
+
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 
 
@@ -259,6 +292,8 @@ HANDLERS = {
     aten.lift_fresh.default: _identity,
     aten.lift_fresh_copy.default: _clone_fresh,
     aten.set_.source_Tensor: _set_source_tensor,
+    aten.set_.source_Storage: _set_source_storage,
+    aten.set_.source_Storage_storage_offset: _set_source_storage,
     aten.is_set_to.default: _is_set_to,
     aten.is_pinned.default: _is_pinned,
     aten._has_same_storage_numel.default: _has_same_storage_numel,
