@@ -194,12 +194,15 @@ def _integer_divisor(args, kwargs) -> None:
     result = torch.result_type(self, other)
     if result.is_floating_point or result.is_complex or result == torch.bool:
         return  # no integer division (bool: CPU's kernels refuse it, before any value)
+    # The divisor as CPU's kernel sees it, converted to the result's dtype: int8 by 256 or
+    # by 2**31 divides by a wrapped 0.
     if isinstance(other, TpuTensor):
+        other = other if other.dtype == result else other.to(result)
         zero = other.numel() and bool(_any_zero(read(other)))
     elif isinstance(other, torch.Tensor):
-        zero = bool((other == 0).any())
+        zero = bool((other.to(result) == 0).any())
     else:
-        zero = other == 0
+        zero = int(other) % 2 ** torch.iinfo(result).bits == 0
     if zero:
         raise RuntimeError("ZeroDivisionError")
 

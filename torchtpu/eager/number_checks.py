@@ -44,21 +44,22 @@ def _fill_fits(value, dtype: torch.dtype) -> str | None:
     return str(overflow_error(str(dtype).removeprefix("torch.")))
 
 
-def _integer_bounds(self, *bounds) -> str | None:
-    """clamp of an integer tensor by integers converts them to its dtype, checked (a float
-    bound makes the result float instead)."""
+def _clamp_bounds(self, *bounds) -> str | None:
+    """clamp converts its bounds to the result's dtype, checked: the tensor's, or the default
+    float dtype for an integer tensor clamped by a float."""
     numbers = [b for b in bounds if b is not None]
-    if self.dtype.is_floating_point or not all(type(b) is int for b in numbers):
-        return None
-    return next(filter(None, (_fill_fits(b, self.dtype) for b in numbers)), None)
+    dtype = self.dtype
+    if not (dtype.is_floating_point or all(type(b) is int for b in numbers)):
+        dtype = torch.get_default_dtype()
+    return next(filter(None, (_fill_fits(b, dtype) for b in numbers)), None)
 
 
 # Ops whose Python-number arguments CPU checks by value (rules see numbers traced).
 _NUMBER_CHECKS = {
     torch.ops.aten.pow.Tensor_Scalar: _integer_power,
-    torch.ops.aten.clamp.default: _integer_bounds,
-    torch.ops.aten.clamp_min.default: _integer_bounds,
-    torch.ops.aten.clamp_max.default: _integer_bounds,
+    torch.ops.aten.clamp.default: _clamp_bounds,
+    torch.ops.aten.clamp_min.default: _clamp_bounds,
+    torch.ops.aten.clamp_max.default: _clamp_bounds,
     torch.ops.aten.full_like.default:
         lambda self, value, *, dtype=None, **_: _fill_fits(value, dtype or self.dtype),
     torch.ops.aten.new_full.default:
