@@ -84,3 +84,9 @@ def test_a_cpu_tensor_filled_with_a_tpu_scalar_reads_it():
     assert torch.zeros(3).fill_(total).tolist() == [6.0, 6.0, 6.0]
     filled = torch.zeros(3).index_fill_(0, torch.tensor([1]), total)
     assert filled.device.type == "cpu" and filled.tolist() == [0.0, 6.0, 0.0]
+    # the functional forms too (their composites call the in-place kernels)
+    filled = torch.zeros(3).index_fill(0, torch.tensor([2]), total)
+    assert filled.device.type == "cpu" and filled.tolist() == [0.0, 0.0, 6.0]
+    assert torch.fill(torch.zeros(2), total).tolist() == [6.0, 6.0]
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.zeros(3).index_fill(0, torch.tensor([2]), torch.ones(1, device=TPU))

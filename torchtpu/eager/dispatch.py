@@ -43,6 +43,10 @@ def dispatch(func, args, kwargs):
         memory.raise_as_torch(e)
     except RuntimeError as e:
         if str(e).startswith(MIXED_DEVICES) and str(e).endswith("!"):
+            if not isinstance(args[0], TpuTensor):  # cpu_t.index_fill(..., tpu_scalar)
+                read, out = mutation.read_as_number(func, args, kwargs or {})
+                if read:
+                    return out
             raise RuntimeError(f"{e} {_checking(func, args, kwargs)}") from None
         raise
 

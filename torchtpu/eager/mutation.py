@@ -232,17 +232,29 @@ def _refuse_foreach_overlaps(args, self_overlap: bool) -> None:
 
 
 # Ops whose kernels read a 0-d value of another device on the host (ATen's fill_ and
-# index_fill_): the value's position and the overload taking it as a number.
+# index_fill_, and the functional forms that call them): the value's position and the
+# overload taking it as a number.
 _VALUE_READ = {aten.fill_.Tensor: (1, aten.fill_.Scalar),
-               aten.index_fill_.int_Tensor: (3, aten.index_fill_.int_Scalar)}
+               aten.index_fill_.int_Tensor: (3, aten.index_fill_.int_Scalar),
+               aten.fill.Tensor: (1, aten.fill.Scalar),
+               aten.index_fill.int_Tensor: (3, aten.index_fill.int_Scalar)}
+
+
+def read_as_number(func, args, kwargs) -> tuple[bool, object]:
+    """(True, the result) if ``func``'s kernel on a tensor of another device reads a 0-d tpu
+    value as a number (``cpu_t.fill_(tpu_scalar)``, as on cuda) and it was run so."""
+    at, by_number = _VALUE_READ.get(func, (None, None))
+    if at is not None and isinstance(args[at], TpuTensor) and args[at].dim() == 0:
+        return True, by_number(*args[:at], args[at].item(), *args[at + 1:], **kwargs)
+    return False, None
 
 
 def _written_elsewhere(func, args, kwargs, target: torch.Tensor):
     """An in-place op whose written tensor is not on tpu: cuda's device error, unless its
-    kernel reads a 0-d tpu value as a number (``cpu_t.fill_(tpu_scalar)``, as on cuda)."""
-    at, by_number = _VALUE_READ.get(func, (None, None))
-    if at is not None and isinstance(args[at], TpuTensor) and args[at].dim() == 0:
-        return by_number(*args[:at], args[at].item(), *args[at + 1:], **kwargs)
+    kernel reads a 0-d tpu value as a number."""
+    read, out = read_as_number(func, args, kwargs)
+    if read:
+        return out
     raise RuntimeError(f"{MIXED_DEVICES}, tpu:0 and {target.device}!")
 
 
