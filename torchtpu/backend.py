@@ -28,7 +28,18 @@ from .eager.dispatch import dispatch, refuse_in_forked_child
 from .ops import random
 from .runtime.platform import check_device_index
 from .runtime.transfer import to_device
-from .tensor import TpuTensor, read, set_data, set_executor, to_dlpack, with_layout, wrap
+from .tensor import (
+    TpuTensor,
+    make_subclass,
+    read,
+    set_data,
+    set_executor,
+    to_dlpack,
+    tpu_class,
+    user_state,
+    with_layout,
+    wrap,
+)
 
 aten = torch.ops.aten
 _lib: torch.library.Library | None = None
@@ -62,6 +73,18 @@ def _parameter_setattr(self, name: str, value) -> None:
 
 
 _setattr = torch.nn.Parameter.__setattr__
+
+
+def _parameter_new(cls, data=None, requires_grad=True):
+    """A Parameter subclass (``class Scaled(nn.Parameter)``) of tpu data is of that class,
+    as on CPU. (nn.Parameter itself marks a tpu tensor instead: it stays a TpuTensor.)"""
+    if (cls is not torch.nn.Parameter and isinstance(data, TpuTensor)
+            and not issubclass(cls, UninitializedTensorMixin)):
+        return make_subclass(cls, data, requires_grad)
+    return _new_parameter(cls, data, requires_grad)
+
+
+_new_parameter = torch.nn.Parameter.__new__
 
 
 def _pin_memory(self, device=None):
@@ -266,17 +289,35 @@ def _apply_to_script_module(self, fn):
     return self
 
 
+def _give_back(p: torch.Tensor, cls: type, state: dict) -> None:
+    """A swapped parameter's own class (a Parameter subclass) and attributes."""
+    if type(p) in (torch.nn.Parameter, TpuTensor) and cls not in (torch.nn.Parameter, TpuTensor):
+        user = getattr(cls, "_user_class", cls)
+        p.__class__ = tpu_class(user) if type(p) is TpuTensor else user
+    for key, value in state.items():
+        p.__dict__.setdefault(key, value)
+
+
 def _apply_initialized(self, fn, recurse):
     if isinstance(self, torch.jit.ScriptModule):
         return _apply_to_script_module(self, fn)
     owners: dict[int, list] = {}
+    # PyTorch swaps a new plain Parameter into each: the class and the Python attributes
+    # (``p.no_decay = True``) are given back after, as cuda's .data swap keeps them.
+    kept = []
     for module in self.modules():
         for name, p in module._parameters.items():
             if p is not None:
                 owners.setdefault(id(p), []).append((module, name))
+                state = user_state(p)
+                if state or type(p) not in (torch.nn.Parameter, TpuTensor):
+                    kept.append((p, type(p), state))
     try:
         with _converting(swap=True):
-            return _module_apply(self, fn, recurse)
+            out = _module_apply(self, fn, recurse)
+        for p, cls, state in kept:
+            _give_back(p, cls, state)
+        return out
     except RuntimeError as e:
         if "Couldn't swap" not in str(e):
             raise
@@ -436,6 +477,7 @@ def register() -> None:
     # place (_converting).
     torch.nn.Module._apply = _apply_keeping_ties
     torch.nn.Parameter.__setattr__ = _parameter_setattr  # a tpu parameter's is TpuTensor's
+    torch.nn.Parameter.__new__ = _parameter_new
     UninitializedTensorMixin.materialize = _materialize_on_tpu
     for cls in (torch.nn.UninitializedParameter, torch.nn.UninitializedBuffer):
         cls.__new__ = _aimed_at_tpu(cls.__new__)
@@ -479,6 +521,7 @@ def register() -> None:
     if torch.distributed.is_available():
         distributed.register()
     _guard_forks()
+    torch.Tensor._make_subclass = staticmethod(make_subclass)
     serialization.install()
     storage.install()
     torch.utils.dlpack.to_dlpack = to_dlpack

@@ -200,7 +200,7 @@ class TpuTensor(torch.Tensor):
         else:
             if self.grad is not None:
                 new.grad = copy.deepcopy(self.grad, memo)
-            new.__dict__.update(copy.deepcopy(_user_state(self), memo))
+            new.__dict__.update(copy.deepcopy(user_state(self), memo))
         memo[id(self)] = new
         return new
 
@@ -238,7 +238,7 @@ class TpuTensor(torch.Tensor):
         return self.numpy() if dtype is None else self.numpy().astype(dtype)
 
     def __reduce_ex__(self, protocol):
-        state = _user_state(self)
+        state = user_state(self)
         if getattr(self, "_is_param", False):  # a Parameter comes back a Parameter
             args = (self.detach(), self.requires_grad, collections.OrderedDict())
             if state:
@@ -253,15 +253,90 @@ class TpuTensor(torch.Tensor):
         # With Python attributes: PyTorch's form for those (``Tensor.__reduce_ex__``).
         return (torch._tensor._rebuild_from_type_v2, (rebuild, TpuTensor, args, state))
 
+    def as_subclass(self, cls: type) -> torch.Tensor:
+        """An alias of this tensor (autograd history kept) whose class is ``cls``, as on CPU.
+        PyTorch will not re-class a tensor whose Python object is a TpuTensor already: the
+        alias is of a class deriving from both (``tpu_class``)."""
+        with torch._C.DisableTorchFunctionSubclass():
+            alias = torch.ops.aten.alias.default(self)
+        alias.__class__ = tpu_class(cls)
+        return alias
+
     def __copy__(self):
         """An alias of the same values, as ``copy.copy`` of a CPU tensor (through its
         storage) is; its attributes are the same objects."""
         new = _detached_like(self, self)
-        new.__dict__.update(_user_state(self))
+        new.__dict__.update(user_state(self))
         return new
 
 
-def _user_state(t: TpuTensor) -> dict:
+class _SubclassOnTpu(TpuTensor):
+    """The base of a tpu tensor of a user's subclass (``tpu_class``)."""
+
+    _user_class: type = torch.Tensor
+
+    @classmethod
+    def _on_tpu_torch_function(cls, func, types, args=(), kwargs=None):
+        # PyTorch's default __torch_function__ (which a user's own reaches through super()),
+        # but a result off the device (``.cpu()``) is of the user's class itself.
+        with torch._C.DisableTorchFunctionSubclass():
+            ret = func(*args, **(kwargs or {}))
+        if func in torch.overrides.get_default_nowrap_functions():
+            return ret
+        return _of_class(ret, cls)
+
+
+def _of_class(ret, cls: type):
+    if isinstance(ret, (tuple, list)):
+        return type(ret)(_of_class(r, cls) for r in ret)
+    if isinstance(ret, TpuTensor):
+        return ret if isinstance(ret, cls) else ret.as_subclass(cls)
+    if isinstance(ret, torch.Tensor) and not isinstance(ret, cls._user_class):
+        return ret.as_subclass(cls._user_class)
+    return ret
+
+
+# (PyTorch disables a class's default __torch_function__ when it has a __torch_dispatch__,
+# as the class is made: set afterwards)
+_SubclassOnTpu.__torch_function__ = _SubclassOnTpu.__dict__["_on_tpu_torch_function"]
+
+
+_TPU_CLASSES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def tpu_class(cls: type) -> type:
+    """The class a tpu tensor of Python class ``cls`` has: ``cls`` and TpuTensor (whose
+    payload and ``__torch_dispatch__`` run its ops), named as ``cls``."""
+    if issubclass(TpuTensor, cls):
+        return TpuTensor
+    if issubclass(cls, TpuTensor):
+        return cls
+    combined = _TPU_CLASSES.get(cls)
+    if combined is None:
+        namespace = {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                     "_user_class": cls}
+        combined = type(cls)(cls.__name__, (cls, _SubclassOnTpu), namespace)
+        if combined.__dict__.get("__torch_function__") is TpuTensor.__torch_function__:
+            del combined.__torch_function__  # disabled as it was made: ours again
+        _TPU_CLASSES[cls] = combined
+    return combined
+
+
+_make_subclass = torch._C.TensorBase._make_subclass
+
+
+def make_subclass(cls, data, requires_grad: bool = False, **kwargs) -> torch.Tensor:
+    """``torch.Tensor._make_subclass`` (a Parameter or plain subclass of ``data``'s values,
+    without its history) for tpu data too. (Dynamo's polyfill for it checks the names.)"""
+    if not isinstance(data, TpuTensor) or kwargs:
+        return _make_subclass(cls, data, requires_grad, **kwargs)
+    with torch._C.DisableTorchFunctionSubclass():
+        new = torch.ops.aten.detach.default(data)
+    new.__class__ = tpu_class(cls)
+    return new.requires_grad_(requires_grad)
+
+
+def user_state(t: TpuTensor) -> dict:
     """The Python attributes someone set on ``t`` (not the ones holding its values)."""
     return {k: v for k, v in t.__dict__.items() if k not in _PAYLOAD and k != "_is_param"}
 
@@ -348,7 +423,7 @@ def set_data(t: torch.Tensor, value: torch.Tensor) -> None:
 
 def _swap_data(t: torch.Tensor, value: torch.Tensor) -> None:
     new = _detached_like(t, value)
-    kept = _user_state(t)
+    kept = user_state(t)
     torch.utils.swap_tensors(t, new)
     t.__dict__.update(kept)
 

@@ -658,5 +658,5 @@ def disable() -> None:
     for obj in gc.get_objects():
         if type(obj) is Storage:
             obj.settle()
-        elif type(obj) is TpuTensor and type(getattr(obj, "_cache", None)) is Pending:
+        elif issubclass(type(obj), TpuTensor) and type(getattr(obj, "_cache", None)) is Pending:
             obj._cache = obj._cache.array

@@ -1,0 +1,109 @@
+"""Users' tensor subclasses over tpu tensors (``as_subclass``, ``_make_subclass``, Parameter
+subclasses): of the user's class, with its ``__torch_function__``, as on CPU; and what a
+user put on a parameter survives ``module.to``."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from conftest import TPU, assert_same
+
+
+class Tagged(torch.Tensor):
+    pass
+
+
+class Logged(torch.Tensor):
+    calls: list = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        cls.calls.append(func.__name__)
+        return super().__torch_function__(func, types, args, kwargs)
+
+
+class Scaled(torch.nn.Parameter):
+    def __new__(cls, data, scale: float = 2.0):
+        p = super().__new__(cls, data)
+        p.scale = scale
+        return p
+
+
+def test_as_subclass_keeps_the_users_class_through_ops_and_autograd(eager_mode):
+    def run(device):
+        x = torch.arange(4.0, device=device, requires_grad=True)
+        y = x.as_subclass(Tagged)
+        z = (y * 3 + 1).sum(0, keepdim=True)
+        z.backward()
+        return type(y), type(z), y.device, z.detach(), x.grad
+
+    tpu, cpu = run(TPU), run("cpu")
+    assert tpu[0].__name__ == tpu[1].__name__ == "Tagged"
+    assert issubclass(tpu[1], Tagged) and tpu[2].type == "tpu"
+    assert_same(tpu[3:], cpu[3:])
+
+
+def test_a_users_torch_function_sees_every_call():
+    def run(device):
+        Logged.calls = []
+        y = torch.ones(2, 2, device=device).as_subclass(Logged)
+        out = torch.nn.functional.relu(y @ y).sum()
+        return Logged.calls, out.item(), isinstance(out, Logged)
+
+    assert run(TPU) == run("cpu")
+
+
+def test_subclass_instances_move_between_devices_as_their_class():
+    on_tpu = torch.arange(3.0).as_subclass(Tagged).to(TPU)
+    assert isinstance(on_tpu, Tagged) and on_tpu.device.type == "tpu"
+    back = on_tpu.cpu()
+    assert type(back) is Tagged and back.tolist() == [0.0, 1.0, 2.0]
+    written = on_tpu.as_subclass(Tagged)  # an alias: a write is seen by both
+    written.add_(1)
+    assert on_tpu.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_make_subclass_of_tpu_data_is_a_detached_leaf():
+    x = torch.ones(3, device=TPU, requires_grad=True) * 2
+    p = torch.Tensor._make_subclass(Tagged, x, True)
+    assert isinstance(p, Tagged) and p.is_leaf and p.requires_grad and p.grad_fn is None
+    assert p.device.type == "tpu" and p.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_parameter_subclasses_train_and_copy_as_on_cpu():
+    def run(device):
+        torch.manual_seed(0)
+        m = torch.nn.Linear(3, 2).to(device)
+        m.bias = Scaled(torch.zeros(2, device=device), 3.0)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        m(torch.ones(4, 3, device=device)).square().sum().backward()
+        opt.step()
+        copied = copy.deepcopy(m)
+        return ([n for n, _ in m.named_parameters()], type(m.bias).__name__, m.bias.scale,
+                isinstance(copied.bias, Scaled), [p.detach() for p in m.parameters()])
+
+    tpu, cpu = run(TPU), run("cpu")
+    assert tpu[:4] == cpu[:4] == (["weight", "bias"], "Scaled", 3.0, True)
+    assert_same(tpu[4], cpu[4])
+
+
+def test_module_to_keeps_parameter_subclasses():
+    m = torch.nn.Linear(3, 2)
+    m.bias = Scaled(m.bias.detach(), 5.0)
+    bias = m.bias
+    m.to(TPU)
+    assert m.bias is bias and isinstance(bias, Scaled) and bias.device.type == "tpu"
+    assert bias.scale == 5.0
+    m.to("cpu")
+    assert type(m.bias) is Scaled and m.bias.device.type == "cpu"
+
+
+def test_module_to_keeps_attributes_set_on_parameters():
+    # (optimizer-group markers such as no_decay; cuda's .data swap keeps them)
+    m = torch.nn.Linear(3, 2)
+    m.weight.no_decay = True
+    m.to(TPU)
+    assert m.weight.no_decay is True and m.weight.device.type == "tpu"
+    m.to("cpu")
+    assert m.weight.no_decay is True
