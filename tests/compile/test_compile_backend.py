@@ -746,3 +746,19 @@ def test_our_backward_wrapper_adds_no_graph_break():
 
     step(torch.randn(2, 4))
     assert not any("lock" in reason for reason in counters["graph_break"])
+
+
+def test_ctc_loss_breaks_the_graph_as_on_cpu():
+    # (its data-dependent shape breaks it on both; Dynamo then traced our kernel for tpu)
+    def f(lp, targets, input_lengths, target_lengths):
+        return nn.functional.ctc_loss(lp.log_softmax(-1), targets, input_lengths,
+                                      target_lengths)
+
+    args = (torch.randn(12, 2, 6), torch.randint(1, 6, (2, 4)), torch.full((2,), 12),
+            torch.full((2,), 4))
+    counts = {}
+    for device in ("cpu", TPU):
+        torch._dynamo.reset()
+        counts[device] = torch._dynamo.explain(f)(*[a.to(device) for a in args]).graph_count
+    assert counts[TPU] == counts["cpu"]
+    assert_same(torch.compile(f, backend="tpu")(*[a.to(TPU) for a in args]), f(*args))

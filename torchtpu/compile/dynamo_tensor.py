@@ -44,6 +44,7 @@ _SKIPPED = (
     "torchtpu.eager", "torchtpu.ops", "torchtpu.runtime", "torchtpu.compile", "torchtpu.debug",
     "torchtpu.tensor", "torchtpu.backend", "torchtpu._print", "torchtpu.jit_tracing",
     "torchtpu.distributed", "torchtpu.config", "torchtpu.backward_errors",
+    "torchtpu.autograd_formulas", "torchtpu.storage", "torchtpu.serialization",
     "jax", "jaxlib", "ml_dtypes", "opt_einsum",
 )
 
