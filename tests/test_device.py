@@ -324,6 +324,12 @@ def test_pin_memory_and_pinned_data_loader():
                                          pin_memory=True)
     batches = [b.to("tpu") for (b,) in loader]
     assert_same(torch.cat(batches), x)
+    # activations offloaded to pinned host memory (HF's offloaded checkpointing asks so)
+    w = x.to("tpu").requires_grad_()
+    with torch.autograd.graph.save_on_cpu(pin_memory=True, device_type="tpu"):
+        loss = (w * w).sum()
+    loss.backward()
+    assert_same(w.grad, 2 * x)
 
 
 def test_module_to_while_a_cpu_graph_holds_the_parameters():

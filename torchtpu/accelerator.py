@@ -1,6 +1,8 @@
 """``torch.accelerator``'s functions that need C++ device hooks a Python backend cannot
 register (they raised "Backend doesn't support synchronizing all streams" or an allocator
-INTERNAL ASSERT): with 'tpu' the process's accelerator, torch.tpu's answer them."""
+INTERNAL ASSERT): with 'tpu' the process's accelerator, torch.tpu's answer them. And
+``save_on_cpu(pin_memory=True, device_type="tpu")``, whose pinned host tensors need such a
+hook (a pinned allocator), saves to plain host memory."""
 
 from __future__ import annotations
 
@@ -26,6 +28,20 @@ def install() -> None:
         original = getattr(torch.accelerator, name, None)
         if original is not None and not hasattr(original, "_tpu_route"):
             setattr(torch.accelerator, name, _routed(original, getattr(device_module, ours)))
+    save_on_cpu = torch.autograd.graph.save_on_cpu
+    if not hasattr(save_on_cpu.__init__, "_tpu_route"):
+        save_on_cpu.__init__ = _unpinned_for_tpu(save_on_cpu.__init__)
+
+
+def _unpinned_for_tpu(init):
+    # XLA copies from any host memory: a plain copy is what pinning would give (as
+    # DataLoader(pin_memory=True) gets). HF's activation offload passes the accelerator.
+    @functools.wraps(init)
+    def __init__(self, pin_memory: bool = False, device_type: str = "cuda") -> None:
+        init(self, pin_memory and device_type != "tpu", device_type)
+
+    __init__._tpu_route = True
+    return __init__
 
 
 def _routed(original, ours):
