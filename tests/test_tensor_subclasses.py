@@ -5,6 +5,8 @@ user put on a parameter survives ``module.to``."""
 from __future__ import annotations
 
 import copy
+import io
+import pickle
 
 import torch
 from conftest import TPU, assert_same
@@ -62,6 +64,19 @@ def test_subclass_instances_move_between_devices_as_their_class():
     written = on_tpu.as_subclass(Tagged)  # an alias: a write is seen by both
     written.add_(1)
     assert on_tpu.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_subclass_instances_print_pickle_and_copy_as_their_class():
+    y = torch.arange(3.0, device=TPU).as_subclass(Tagged)
+    y.note = "kept"
+    assert repr(y) == "Tagged([0., 1., 2.], device='tpu:0')"
+    buffer = io.BytesIO()
+    torch.save(y, buffer)
+    buffer.seek(0)
+    for again in (pickle.loads(pickle.dumps(y)), torch.load(buffer, weights_only=False),
+                  copy.deepcopy(y), copy.copy(y)):
+        assert isinstance(again, Tagged) and again.device.type == "tpu"
+        assert again.note == "kept" and again.tolist() == [0.0, 1.0, 2.0]
 
 
 def test_make_subclass_of_tpu_data_is_a_detached_leaf():

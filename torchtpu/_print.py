@@ -25,12 +25,16 @@ def tensor_repr(t: torch.Tensor) -> str:
     wraps them."""
     with torch._C.DisableTorchFunctionSubclass():
         host = t.detach().cpu()
+        user_class = getattr(type(t), "_user_class", None)  # printed by its name, as on CPU
+        if user_class is not None:
+            host = host.as_subclass(user_class)
     if t.grad_fn is not None:
         grad = [f"grad_fn=<{type(t.grad_fn).__name__}>"]
     else:
         grad = ["requires_grad=True"] if t.requires_grad else []
     _printing.suffixes = [f"device='{t.device}'"], grad
     try:
-        return torch._tensor_str._str(host)
+        with torch._C.DisableTorchFunctionSubclass():  # (as Tensor.__repr__ runs it)
+            return torch._tensor_str._str(host)
     finally:
         del _printing.suffixes

@@ -164,9 +164,10 @@ class TpuTensor(torch.Tensor):
     def __repr__(self, *, tensor_contents=None) -> str:
         from ._print import tensor_repr
 
-        # nn.Parameter(t) of a tensor subclass is that subclass, marked _is_param.
-        prefix = "Parameter containing:\n" if getattr(self, "_is_param", False) else ""
-        return prefix + tensor_repr(self)
+        # nn.Parameter(t) of a tensor subclass is that subclass, marked _is_param. (A
+        # Parameter subclass's own __repr__ says it.)
+        marked = type(self) is TpuTensor and getattr(self, "_is_param", False)
+        return ("Parameter containing:\n" if marked else "") + tensor_repr(self)
 
     def __setattr__(self, name: str, value) -> None:
         if name == "data":
@@ -201,6 +202,7 @@ class TpuTensor(torch.Tensor):
             if self.grad is not None:
                 new.grad = copy.deepcopy(self.grad, memo)
             new.__dict__.update(copy.deepcopy(user_state(self), memo))
+            new.__class__ = type(self)  # a user's subclass (tpu_class) stays one
         memo[id(self)] = new
         return new
 
@@ -248,10 +250,11 @@ class TpuTensor(torch.Tensor):
         # copy and its device, which torch.load(weights_only=True) accepts.
         rebuild, args = (torch._utils._rebuild_device_tensor_from_cpu_tensor,
                          (_host_copy(self), self.dtype, str(self.device), self.requires_grad))
-        if not state:
+        cls = getattr(type(self), "_user_class", TpuTensor)  # a user's subclass: by name
+        if not state and cls is TpuTensor:
             return rebuild, args
         # With Python attributes: PyTorch's form for those (``Tensor.__reduce_ex__``).
-        return (torch._tensor._rebuild_from_type_v2, (rebuild, TpuTensor, args, state))
+        return (torch._tensor._rebuild_from_type_v2, (rebuild, cls, args, state))
 
     def as_subclass(self, cls: type) -> torch.Tensor:
         """An alias of this tensor (autograd history kept) whose class is ``cls``, as on CPU.
