@@ -160,11 +160,15 @@ def _set_source_storage(args, kwargs):
             f"set_: sizes {list(size)}, strides {list(stride)} and storage offset {offset} "
             f"need {needed} bytes, more than the tpu storage's {storage.nbytes()}: growing a "
             "tpu storage through set_ is not supported (resize_ a tensor viewing it first)")
+    shared = getattr(storage, "_tpu_storage", None)  # set by TpuTensor.untyped_storage
+    if shared is None and storage.device.type == "tpu":
+        raise RuntimeError("set_: this tpu storage was not taken from a tpu tensor "
+                           "(t.untyped_storage()), so it holds no values")
     with torch._C._DisableTorchDispatch():
         # PyTorch's checks (the devices match, the geometry fits) and the wrapper's geometry
         torch.ops.aten.set_.source_Storage_storage_offset.redispatch(
             _CPU, self, storage, offset, size, stride)
-    self._storage = storage._tpu_storage  # set by TpuTensor.untyped_storage
+    self._storage = shared
     dtype = to_jax_dtype(self.dtype)
     self._bitcast = None if dtype == self._storage.dtype else dtype
     views.set_geometry(self, size, stride, offset)
