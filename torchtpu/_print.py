@@ -23,18 +23,17 @@ def tensor_repr(t: torch.Tensor) -> str:
     """PyTorch's repr of ``t``'s host copy, with the suffixes of ``t`` itself: the device
     first (as cuda's), its autograd state last (the copy is detached), wrapped as PyTorch
     wraps them."""
-    with torch._C.DisableTorchFunctionSubclass():
-        host = t.detach().cpu()
-        user_class = getattr(type(t), "_user_class", None)  # printed by its name, as on CPU
-        if user_class is not None:
-            host = host.as_subclass(user_class)
     if t.grad_fn is not None:
         grad = [f"grad_fn=<{type(t.grad_fn).__name__}>"]
     else:
         grad = ["requires_grad=True"] if t.requires_grad else []
     _printing.suffixes = [f"device='{t.device}'"], grad
     try:
-        with torch._C.DisableTorchFunctionSubclass():  # (as Tensor.__repr__ runs it)
+        with torch._C.DisableTorchFunctionSubclass():  # (as Tensor.__repr__ runs _str)
+            host = t.detach().cpu()
+            user_class = getattr(type(t), "_user_class", None)  # printed by its name
+            if user_class is not None:
+                host = host.as_subclass(user_class)
             return torch._tensor_str._str(host)
     finally:
         del _printing.suffixes

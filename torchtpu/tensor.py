@@ -260,10 +260,7 @@ class TpuTensor(torch.Tensor):
         """An alias of this tensor (autograd history kept) whose class is ``cls``, as on CPU.
         PyTorch will not re-class a tensor whose Python object is a TpuTensor already: the
         alias is of a class deriving from both (``tpu_class``)."""
-        with torch._C.DisableTorchFunctionSubclass():
-            alias = torch.ops.aten.alias.default(self)
-        alias.__class__ = tpu_class(cls)
-        return alias
+        return _reclassed(torch.ops.aten.alias.default, self, cls)
 
     def __copy__(self):
         """An alias of the same values, as ``copy.copy`` of a CPU tensor (through its
@@ -333,10 +330,17 @@ def make_subclass(cls, data, requires_grad: bool = False, **kwargs) -> torch.Ten
     without its history) for tpu data too. (Dynamo's polyfill for it checks the names.)"""
     if not isinstance(data, TpuTensor) or kwargs:
         return _make_subclass(cls, data, requires_grad, **kwargs)
+    return _reclassed(torch.ops.aten.detach.default, data, cls).requires_grad_(requires_grad)
+
+
+def _reclassed(op, t: TpuTensor, cls: type) -> torch.Tensor:
+    """``op(t)`` (a new tensor viewing ``t``) as a ``cls``: its object is given the class
+    (the same layout), so its autograd history and aliasing stay. (A user's
+    ``__torch_function__`` on ``t`` does not see the op, as on CPU.)"""
     with torch._C.DisableTorchFunctionSubclass():
-        new = torch.ops.aten.detach.default(data)
+        new = op(t)
     new.__class__ = tpu_class(cls)
-    return new.requires_grad_(requires_grad)
+    return new
 
 
 def user_state(t: TpuTensor) -> dict:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import jax.numpy as jnp
 import torch
+from torch._prims_common import compute_required_storage_length
 
 from ..debug import counters as metrics
 from ..ops.dtypes import broadcast, cast, scalar_type_name, to_jax_dtype
@@ -151,8 +151,7 @@ def _set_source_storage(args, kwargs):
         if len(geometry) == 2:
             geometry.append(torch._prims_common.make_contiguous_strides_for(geometry[1]))
     offset, size, stride = geometry
-    needed = (offset + 1 + sum((n - 1) * s for n, s in zip(size, stride, strict=True))
-              if math.prod(size) else 0) * self.element_size()
+    needed = compute_required_storage_length(size, stride, offset) * self.element_size()
     if needed > storage.nbytes():
         # CPU's kernel grows the storage for every tensor viewing it; here that would leave
         # the other views' values stale. Refused before anything changes.
