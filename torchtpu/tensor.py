@@ -146,10 +146,19 @@ class TpuTensor(torch.Tensor):
         fake = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
         if fake is not None:
             return _as_fake(fake, func, args, kwargs or {})
-        if len(types) > 1 and _NJT is not None and _NJT in types:
-            # A nested tensor's op (building one from tpu values): its own dispatch runs it,
-            # as over cuda tensors, calling ours on the values.
-            return NotImplemented
+        if len(types) > 1:
+            if _NJT is not None and _NJT in types:
+                # A nested tensor's op (building one from tpu values): its own dispatch runs
+                # it, as over cuda tensors, calling ours on the values.
+                return NotImplemented
+            if _FakeTensor in types:
+                # Beside a fake tensor, with no fake mode active (flex_attention's backward
+                # traces its score_mod on fakes beside a real constant): its mode runs the
+                # op, ours faked as it fakes a real CPU tensor there. (FakeTensor itself
+                # declines any tensor subclass it does not know.)
+                fake = next(a.fake_mode for a in torch.utils._pytree.tree_leaves((args, kwargs))
+                            if isinstance(a, _FakeTensor))
+                return _as_fake(fake, func, args, kwargs or {})
         try:
             tracing = torch._C._get_tracing_state()  # torch.jit.trace
             if tracing is not None:
@@ -600,3 +609,4 @@ try:  # (PyTorch imports it with torch.nested)
     from torch.nested._internal.nested_tensor import NestedTensor as _NJT
 except ImportError:
     _NJT = None
+_FakeTensor = torch._subclasses.fake_tensor.FakeTensor

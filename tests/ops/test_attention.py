@@ -262,3 +262,22 @@ def test_flex_attention_compiles():
     actual = torch.compile(flex_attention, backend="tpu")(
         q.to("tpu"), k.to("tpu"), v.to("tpu"), score_mod=bias, block_mask=mask.to("tpu"))
     torch.testing.assert_close(actual.cpu(), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+def test_flex_attention_gradient_through_a_score_mod_of_the_head_index():
+    # Its backward traces the score_mod's joint on fake tensors beside a real tpu constant.
+    from torch.nn.attention.flex_attention import flex_attention
+
+    def head_scale(score, b, h, q_idx, kv_idx):
+        return score * (h + 1).to(score.dtype)
+
+    q, k, v, _, _ = _flex_case()
+    on_tpu = [t.to("tpu").requires_grad_() for t in (q, k, v)]
+    flex_attention(*on_tpu, score_mod=head_scale).sum().backward()
+    # CPU's flex attention has no backward: the same attention written out.
+    cpu = [t.clone().requires_grad_() for t in (q, k, v)]
+    scores = cpu[0] @ cpu[1].transpose(-1, -2) / 4 * torch.tensor([1.0, 2.0])[:, None, None]
+    (scores.softmax(-1) @ cpu[2]).sum().backward()
+    torch.testing.assert_close([t.grad.cpu() for t in on_tpu], [t.grad for t in cpu],
+                               rtol=1e-5, atol=1e-5)
