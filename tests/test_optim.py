@@ -170,3 +170,33 @@ def test_grad_scaler_scale_updates_as_cpu():
 def test_grad_scaler_unscale_checks_as_cpu(found_inf, inv_scale, grad):
     raises_as_cpu(lambda d: torch._amp_foreach_non_finite_check_and_unscale_(
         [grad.to(d)], found_inf.to(d), inv_scale.to(d)), Exception)
+
+
+def test_a_multi_tensor_step_counts_as_a_write_for_autograd():
+    # Stepping between a forward and its backward: the weight the backward needs was changed.
+    w = torch.nn.Parameter(torch.ones(3, 3, device="tpu"))
+    y = (torch.ones(2, 3, device="tpu", requires_grad=True) @ w).sum()
+    w.grad = torch.ones_like(w)
+    torch.optim.SGD([w], lr=0.5, foreach=True).step()
+    assert w._version == 1
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
+def test_differentiable_nesterov_steps_give_cpus_gradient_of_the_first_weights():
+    # SGD takes its foreach path here; the bias's gradient is a view its nesterov update
+    # writes, which autograd follows only when the write is counted.
+    def gradient(device):
+        torch.manual_seed(0)
+        w0 = torch.randn(4, 3).to(device).requires_grad_()
+        b0 = torch.randn(3).to(device).requires_grad_()
+        x = torch.randn(5, 4).to(device)
+        w, b = w0.clone(), b0.clone()
+        opt = torch.optim.SGD([w, b], lr=0.1, momentum=0.9, nesterov=True, differentiable=True)
+        for _ in range(2):
+            w.grad, b.grad = torch.autograd.grad((x @ w + b).square().sum(), [w, b],
+                                                 create_graph=True)
+            opt.step()
+        return torch.autograd.grad((x @ w + b).square().sum(), [w0, b0])
+
+    assert_same(gradient("tpu"), gradient("cpu"), rtol=1e-4, atol=1e-3)

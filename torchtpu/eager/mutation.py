@@ -286,6 +286,10 @@ def _inplace_handler(func, compute, checks_overlap: bool = False, pointwise: boo
         if isinstance(self, (list, tuple)):  # _foreach_*_
             for t, v in zip(self, out, strict=True):
                 _store(t, v, func)
+            # A foreach op has no ADInplaceOrView kernel: CPU's runs each tensor's in-place
+            # op, which counts the write (autograd then sees a saved tensor changed, and a
+            # written view's history is rebuilt), and cuda's counts it itself.
+            torch._C._increment_version([t for t in self if not t.is_inference()])
             return None
         _store(self, out, func)
         return self
