@@ -37,10 +37,10 @@ def _draw_with(g):
             torch.multinomial(x, 3, generator=g)]
 
 
-def test_a_generator_reproduces_its_draws_and_leaves_the_default_stream_alone():
-    # torch.Generator(device="tpu") needs C++ hooks PyTorch gives no Python backend, so a
-    # CPU generator is what a tpu op is handed; it was ignored before.
-    g = torch.Generator().manual_seed(7)
+@pytest.mark.parametrize("device", ["tpu", "cpu"])
+def test_a_generator_reproduces_its_draws_and_leaves_the_default_stream_alone(device):
+    # A tpu generator, or a CPU one (which a tpu op takes too).
+    g = torch.Generator(device=device).manual_seed(7)
     torch.manual_seed(0)
     a = _draw_with(g)
     after_a = torch.rand(3, device="tpu")
@@ -54,6 +54,24 @@ def test_a_generator_reproduces_its_draws_and_leaves_the_default_stream_alone():
     assert torch.equal(after_a.cpu(), torch.rand(3, device="tpu").cpu())
     g.manual_seed(8)
     assert not torch.equal(a[0].cpu(), torch.rand(5, generator=g, device="tpu").cpu())
+
+
+def test_a_tpu_generator_is_a_torch_generator_on_tpu():
+    import copy
+    import pickle
+
+    g = torch.Generator(device="tpu").manual_seed(3)
+    assert isinstance(g, torch.Generator) and g.device == torch.device("tpu", 0)
+    assert isinstance(torch.default_generator, torch.Generator)
+    assert type(torch.Generator()) is torch._C.Generator and torch.Generator().device.type == "cpu"
+    assert g.initial_seed() == 3 and "tpu:0" in repr(g)
+    first = torch.rand(4, generator=g, device="tpu")
+    g.set_state(torch.Generator(device="tpu").manual_seed(3).get_state())
+    assert torch.equal(torch.rand(4, generator=g, device="tpu").cpu(), first.cpu())
+    for twin in (copy.deepcopy(g), pickle.loads(pickle.dumps(g))):
+        assert twin.device == g.device
+        assert torch.equal(torch.rand(4, generator=twin, device="tpu").cpu(),
+                           torch.rand(4, generator=copy.deepcopy(g), device="tpu").cpu())
 
 
 def test_rng_state_round_trip():
@@ -261,3 +279,13 @@ def test_compiled_gamma_and_dirichlet_samples_differentiate():
     c = torch.tensor([0.5, 2.0], device="tpu", requires_grad=True)
     loss(c).backward()
     assert torch.isfinite(c.grad.cpu()).all()
+
+
+def test_compiled_draws_from_a_tpu_generator_are_eagers():
+    def noisy(x, g):
+        return x + torch.rand(x.shape, generator=g, device=x.device)
+
+    x = torch.zeros(3, device="tpu")
+    eager = noisy(x, torch.Generator(device="tpu").manual_seed(0))
+    compiled = torch.compile(noisy, backend="tpu")(x, torch.Generator(device="tpu").manual_seed(0))
+    assert torch.equal(compiled.cpu(), eager.cpu())

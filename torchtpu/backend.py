@@ -19,6 +19,7 @@ from . import (
     autograd_formulas,
     backward_errors,
     distributed,
+    generator,
     serialization,
     storage,
 )
@@ -524,6 +525,7 @@ def register() -> None:
     torch.Tensor._make_subclass = staticmethod(make_subclass)
     serialization.install()
     storage.install()
+    generator.install()
     torch.utils.dlpack.to_dlpack = to_dlpack
     proxy_tensor.HANDLED_TYPES = _TracedAsPlain(proxy_tensor.HANDLED_TYPES)
     backward_errors.install()

@@ -36,6 +36,7 @@ import importlib.util
 import jax
 import torch
 
+from ..generator import TpuGenerator
 from ..runtime import transfer
 from ..tensor import TpuTensor
 
@@ -45,6 +46,7 @@ _SKIPPED = (
     "torchtpu.tensor", "torchtpu.backend", "torchtpu._print", "torchtpu.jit_tracing",
     "torchtpu.distributed", "torchtpu.config", "torchtpu.backward_errors",
     "torchtpu.autograd_formulas", "torchtpu.storage", "torchtpu.serialization",
+    "torchtpu.generator",
     "jax", "jaxlib", "ml_dtypes", "opt_einsum",
 )
 
@@ -67,6 +69,9 @@ def install() -> None:
     # The table is built once per trace_numpy setting and cached; patch both.
     for trace_numpy in (False, True):
         dispatch_impl(trace_numpy)[TpuTensor] = VariableBuilder.wrap_tensor
+        # As Dynamo wraps PyTorch's own generator; as a subclass of it, it would be taken
+        # for an opaque script object, which fake tensors cannot draw from.
+        dispatch_impl(trace_numpy)[TpuGenerator] = VariableBuilder.wrap_user_defined
     _not_a_subclass()
     _no_constants_on_tpu()
     _register_fake_rules()

@@ -64,12 +64,11 @@ def _next(generator: torch.Generator | None = None):
 
 def _from_generator(generator: torch.Generator) -> tuple[int, int]:
     """A draw keyed by the caller's generator: two words from its stream, so reseeding it
-    repeats the draw, and the default stream is left alone. PyTorch cannot make a generator
-    for a Python backend's device (torch.Generator(device='tpu') needs C++ hooks), so a CPU
-    generator is what a tpu op can be handed; the values are tpu's, not CPU's."""
-    if generator.device.type != "cpu":
-        raise RuntimeError("Expected a 'cpu' device type for generator (the generator a tpu "
-                           f"op accepts) but found '{generator.device.type}'")
+    repeats the draw, and the default stream is left alone. A tpu generator
+    (torchtpu/generator.py) or a CPU one; the values are tpu's, not CPU's."""
+    if generator.device.type not in ("tpu", "cpu"):
+        raise RuntimeError("Expected a 'tpu' device type for generator but found "
+                           f"'{generator.device.type}'")
     seed, counter = torch.randint(0, 2 ** 32, (2,), generator=generator, dtype=torch.int64,
                                   device="cpu").tolist()
     return np.uint64(seed), counter
