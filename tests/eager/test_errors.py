@@ -82,6 +82,33 @@ def test_same_exception_as_cpu(bad, exc, eager_mode):
     assert str(on_tpu.value).splitlines()[0] == str(on_cpu.value).splitlines()[0]
 
 
+_BATCHED_PRODUCTS = {
+    "bmm": lambda s, x, y: torch.bmm(x[None], y[None]),
+    "baddbmm": lambda s, x, y: torch.baddbmm(s[None], x[None], y[None]),
+    "addbmm": lambda s, x, y: torch.addbmm(s, x[None], y[None]),
+    "dot": lambda s, x, y: torch.dot(x[0], y[0]),
+    "vdot": lambda s, x, y: torch.vdot(x[0], y[0]),
+}
+
+
+@pytest.mark.parametrize("op", _BATCHED_PRODUCTS)
+@pytest.mark.parametrize("dtypes", ["ffd", "dff", "dfd", "fdf", "ddf", "bbb", "fbb"])
+def test_products_of_mixed_dtypes_refuse_as_cpu(op, dtypes):
+    # CPU checks which operands match in a fixed order (addbmm computed a mixed product).
+    types = {"f": torch.float32, "d": torch.float64, "b": torch.bool}
+
+    def product(device):
+        return _BATCHED_PRODUCTS[op](
+            *[torch.ones(2, 2, dtype=types[c], device=device) for c in dtypes])
+
+    try:
+        expected = product("cpu")
+    except Exception:
+        raises_as_cpu(product, Exception)
+    else:
+        assert_same(product("tpu"), expected)
+
+
 def test_mixing_devices_is_an_error():
     with pytest.raises(RuntimeError, match="same device"):
         torch.ones(3, device="tpu") + torch.ones(3)

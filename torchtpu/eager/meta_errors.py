@@ -281,7 +281,7 @@ def _addmv_dtypes(result, mat, vec):
 
 
 def _bmm_check(self, mat2):
-    return _not_for_bool("bmm", self, mat2)
+    return _not_for_bool("bmm", self, mat2) or _same_dtype(self, mat2)
 
 
 def _no_bool(message: str):
@@ -373,6 +373,29 @@ def _same_dtype(self, other, *_, **__) -> str | None:
         return (f"expected scalar type {scalar_type_name(self.dtype)} but found "
                 f"{scalar_type_name(other.dtype)}")
     return None
+
+
+def _baddbmm_check(self, batch1, batch2, *_, **__):
+    if self.dtype != batch1.dtype:
+        return (f"Input dtypes must be the same, got: input {cpp_name(self.dtype)}, batch1: "
+                f"{cpp_name(batch1.dtype)}, batch2: {cpp_name(batch2.dtype)}")
+    return _same_dtype(batch1, batch2) or _not_for_bool("baddbmm", self)
+
+
+def _addbmm_check(self, batch1, batch2, *_, **__):
+    """CPU's addbmm runs addmm_ on each batch: its checks, self against mat2 first."""
+    for names, a, b in (("self and mat2", self, batch2), ("mat1 and mat2", batch1, batch2)):
+        if a.dtype != b.dtype:
+            return (f"{names} must have the same dtype, but got {scalar_type_name(a.dtype)} "
+                    f"and {scalar_type_name(b.dtype)}")
+    return _not_for_bool("addmm_impl_cpu_", self)
+
+
+def _dot_check(self, other, *_):
+    if self.dtype != other.dtype:
+        return ("dot : expected both vectors to have same dtype, but found "
+                f"{scalar_type_name(self.dtype)} and {scalar_type_name(other.dtype)}")
+    return _not_for_bool("dot", self)
 
 
 def _grid_sampler_check(input, grid, *_):  # noqa: A002
@@ -613,6 +636,10 @@ def _unscale_check(grads, found_inf, inv_scale):
 _CPU_CHECKS = {
     _aten.nll_loss_forward.default: _nll_target_check,
     _aten.linalg_cross.default: _same_dtype,
+    _aten.baddbmm.default: _baddbmm_check,
+    _aten.addbmm.default: _addbmm_check,
+    _aten.dot.default: _dot_check,
+    _aten.vdot.default: _dot_check,
     _aten._amp_foreach_non_finite_check_and_unscale.default: _unscale_check,
     _aten._amp_foreach_non_finite_check_and_unscale_.default: _unscale_check,
     _aten.nll_loss2d_forward.default: _nll2d_target_check,
