@@ -65,6 +65,11 @@ def test_a_tpu_generator_is_a_torch_generator_on_tpu():
     assert isinstance(torch.default_generator, torch.Generator)
     assert type(torch.Generator()) is torch._C.Generator and torch.Generator().device.type == "cpu"
     assert g.initial_seed() == 3 and "tpu:0" in repr(g)
+
+    class Seeded(torch.Generator):  # a user's subclass is still made as it says
+        pass
+
+    assert type(Seeded()) is Seeded and Seeded().device.type == "cpu"
     first = torch.rand(4, generator=g, device="tpu")
     g.set_state(torch.Generator(device="tpu").manual_seed(3).get_state())
     assert torch.equal(torch.rand(4, generator=g, device="tpu").cpu(), first.cpu())
@@ -289,3 +294,15 @@ def test_compiled_draws_from_a_tpu_generator_are_eagers():
     eager = noisy(x, torch.Generator(device="tpu").manual_seed(0))
     compiled = torch.compile(noisy, backend="tpu")(x, torch.Generator(device="tpu").manual_seed(0))
     assert torch.equal(compiled.cpu(), eager.cpu())
+
+
+def test_distribution_argument_errors_name_the_tensor_as_on_cpu():
+    messages = []
+    for device in ("cpu", "tpu"):
+        with pytest.raises(ValueError) as error:
+            # (validate_args given: Dynamo's first compile turns the default off)
+            torch.distributions.Normal(torch.zeros(2, device=device),
+                                       torch.tensor([1.0, -1.0], device=device),
+                                       validate_args=True)
+        messages.append(str(error.value).splitlines()[0])
+    assert messages[1] == messages[0]

@@ -42,6 +42,8 @@ class _GeneratorType(type(_CGenerator)):
     own otherwise, and every generator is an instance of it, as of PyTorch's."""
 
     def __call__(cls, device: torch.device | str | int = "cpu") -> _CGenerator:
+        if cls is not Generator:  # a user's subclass of torch.Generator: made as it says
+            return super().__call__(device)
         place = torch.device(device)
         if place.type != "tpu":
             return _CGenerator(device)

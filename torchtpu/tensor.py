@@ -476,6 +476,11 @@ def _as_fake(mode, func, args, kwargs):
         return func(*args, **kwargs)
 
 
+# Messages that print a tensor's class name (torch.distributions' argument checks, "Tensor of
+# shape (2,)") name it as on CPU and cuda; its repr and qualified name stay TpuTensor.
+TpuTensor.__name__ = "Tensor"
+
+
 def wrap(value: jax.Array) -> TpuTensor:
     """A fresh tensor that owns ``value``."""
     if type(value) is not Pending:  # held, a recorded value would become a program output
