@@ -46,3 +46,16 @@ def test_copy_copy_aliases_the_values():
         with torch.no_grad():
             alias.add_(1)
         assert x.tolist() == [1.0, 2.0, 3.0] and alias.requires_grad and alias.is_leaf
+
+
+class _NotAllowed:  # torch.load(weights_only=True) refuses it, halfway through the file
+    pass
+
+
+def test_a_failed_load_leaves_no_map_location_behind():
+    buffer = io.BytesIO()
+    torch.save({"x": torch.ones(2), "refused": _NotAllowed()}, buffer)
+    buffer.seek(0)
+    with pytest.raises(pickle.UnpicklingError):
+        torch.load(buffer, map_location="cpu")
+    assert pickle.loads(pickle.dumps(torch.arange(3.0, device=TPU))).device.type == "tpu"

@@ -163,6 +163,22 @@ def _saving_shared_storages(save):
     return saved
 
 
+def _forgetting_map_location(load):
+    """PyTorch sets the ``map_location`` its rebuilds read for the length of one load, and
+    leaves it set when the load raises: a later ``pickle.loads`` of a tpu tensor (whose
+    rebuild reads it) went where that failed load's ``map_location`` said."""
+
+    @functools.wraps(load)
+    def loaded(*args, **kwargs):
+        try:
+            return load(*args, **kwargs)
+        finally:
+            torch.serialization._serialization_tls.map_location = None
+
+    loaded._torchtpu = True
+    return loaded
+
+
 def _rebuild_device_tensor(data, dtype, device, requires_grad):
     """A tensor saved from tpu (its CPU copy and device), moved as ``_moved`` moves, so
     tensors that shared a storage when saved share one again."""
@@ -223,6 +239,7 @@ def install() -> None:
             _rebuild_from_cpu)(_rebuild_device_tensor)
         torch._weights_only_unpickler._get_allowed_globals.cache_clear()
         torch.save = torch.serialization.save = _saving_shared_storages(torch.save)
+        torch.serialization._load = _forgetting_map_location(torch.serialization._load)
     # Ahead of PyTorch's own privateuse1 restore (priority 20).
     torch.serialization.register_package(15, _tag, _restore)
     torch._utils._get_restore_location = _restore_location
