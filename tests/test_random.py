@@ -7,6 +7,8 @@ import torch
 import torch.nn.functional as F
 from conftest import TPU, assert_same
 
+import torchtpu
+
 
 def _draw():
     return [torch.rand(5, device="tpu"), torch.randn(5, device="tpu"),
@@ -54,6 +56,33 @@ def test_a_generator_reproduces_its_draws_and_leaves_the_default_stream_alone(de
     assert torch.equal(after_a.cpu(), torch.rand(3, device="tpu").cpu())
     g.manual_seed(8)
     assert not torch.equal(a[0].cpu(), torch.rand(5, generator=g, device="tpu").cpu())
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_draws_from_a_generator_are_cpus(mode):
+    # The op draws on the host from it (transformers' watermarking seeds a generator on the
+    # model's device and compares the permutation across machines).
+    def draws(device):
+        g = torch.Generator(device=device).manual_seed(7)
+        x = torch.ones(6, device=device)
+        return [torch.rand(5, generator=g, device=device),
+                torch.randn(3, dtype=torch.bfloat16, generator=g, device=device),
+                torch.randint(0, 100, (5,), generator=g, device=device),
+                torch.randperm(7, generator=g, device=device),
+                torch.bernoulli(x / 2, generator=g), torch.multinomial(x, 3, generator=g),
+                torch.normal(x, 2.0, generator=g), torch.poisson(x * 3, generator=g),
+                torch.nn.init.normal_(torch.empty(4, device=device), generator=g),
+                torch.rand(2, generator=g)]  # the generator's state moved on as CPU's
+
+    expected = draws("cpu")
+    previous = torchtpu.get_eager_mode()
+    torchtpu.set_eager_mode(mode)
+    try:
+        actual = draws("tpu")
+        for a, e in zip(actual, expected, strict=True):
+            assert torch.equal(a.cpu(), e)
+    finally:
+        torchtpu.set_eager_mode(previous)
 
 
 def test_a_tpu_generator_is_a_torch_generator_on_tpu():

@@ -1,5 +1,6 @@
-"""Counters the runtime keeps: compiles per op, CPU fallbacks per op, transfers; for
-torch.compile, graph events ('graph') and compiled-program cache lookups ('cache')."""
+"""Counters the runtime keeps: compiles per op, CPU fallbacks per op, draws on the host from
+an explicit generator ('host_draw'), transfers; for torch.compile, graph events ('graph') and
+compiled-program cache lookups ('cache')."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from collections import Counter
 
 COUNTERS: dict[str, Counter] = {
     kind: Counter()
-    for kind in ("compile", "cache_hit", "execute", "fallback", "transfer", "graph", "cache")
+    for kind in ("compile", "cache_hit", "execute", "fallback", "host_draw", "transfer", "graph",
+                 "cache")
 }
 
 

@@ -110,9 +110,29 @@ def _strict_handler(func) -> Handler:
 
 def _build(func, fused: bool = False) -> Handler:
     handler = _build_here(func, fused)
+    handler = _drawing_on_the_host_with_a_generator(func, handler)
     if func in _CHECKS_ERRORS:
         handler = _checking_errors(handler, _CHECKS_ERRORS[func])
     return _on_requested_device(func, handler) if func in _TEMPLATE_FACTORIES else handler
+
+
+def _drawing_on_the_host_with_a_generator(func, inner: Handler) -> Handler:
+    """A random op handed a generator (a tpu one, generator.py, or a CPU one) draws on the
+    host from it and moves the result: CPU's values for the same seed, and the generator's
+    state moves on as on CPU. (Without one, ops draw on the device from tpu's stream.)"""
+    at = next((i for i, a in enumerate(func._schema.arguments) if a.name == "generator"), None)
+    if at is None:
+        return inner
+
+    def handler(args, kwargs):
+        g = args[at] if at < len(args) else kwargs.get("generator")
+        if g is None:
+            return inner(args, kwargs)
+        if "device" in kwargs:  # a factory (randperm): made on the host, then moved
+            kwargs = {**kwargs, "device": torch.device("cpu")}
+        return fallback.run_on_cpu(func, args, kwargs, reason="host_draw")
+
+    return handler
 
 
 # The *_ex linear-algebra ops: with check_errors=True, CPU raises on their info as the

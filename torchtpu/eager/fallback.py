@@ -42,9 +42,10 @@ def handler(func):
     return missing
 
 
-def run_on_cpu(func, args, kwargs):
-    """Run ``func`` on CPU copies, write mutated inputs back, move outputs to the device."""
-    metrics.count("fallback", func)
+def run_on_cpu(func, args, kwargs, reason: str = "fallback"):
+    """Run ``func`` on CPU copies, write mutated inputs back, move outputs to the device.
+    Counted under ``reason`` in the metrics."""
+    metrics.count(reason, func)
     to_cpu = lambda x: to_host(read(x)) if isinstance(x, TpuTensor) else x  # noqa: E731
     cpu_args, cpu_kwargs = tree_map(to_cpu, (list(args), dict(kwargs)))
     out = func(*cpu_args, **cpu_kwargs)
@@ -60,8 +61,9 @@ def run_on_cpu(func, args, kwargs):
             if isinstance(o, TpuTensor):
                 write(o, to_device(n))
                 originals[id(n)] = o
-    return tree_map(
-        lambda x: originals.get(id(x)) or wrap(to_device(x)) if isinstance(x, torch.Tensor)
-        else x,
-        out,
-    )
+    def moved(x):
+        if not isinstance(x, torch.Tensor):
+            return x
+        return originals[id(x)] if id(x) in originals else wrap(to_device(x))
+
+    return tree_map(moved, out)

@@ -63,9 +63,9 @@ def _next(generator: torch.Generator | None = None):
 
 
 def _from_generator(generator: torch.Generator) -> tuple[int, int]:
-    """A draw keyed by the caller's generator: two words from its stream, so reseeding it
-    repeats the draw, and the default stream is left alone. A tpu generator
-    (torchtpu/generator.py) or a CPU one; the values are tpu's, not CPU's."""
+    """A draw keyed by the caller's generator, where a rule runs with one (eager ops handed
+    one draw on the host instead: eager/dispatch.py): two words from its stream, so reseeding
+    it repeats the draw, and the default stream is left alone."""
     if generator.device.type not in ("tpu", "cpu"):
         raise RuntimeError("Expected a 'tpu' device type for generator but found "
                            f"'{generator.device.type}'")
