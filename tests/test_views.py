@@ -297,6 +297,20 @@ def test_assigning_data_across_cpu_and_tpu_moves_parameters_in_place():
     assert_same(layer(x), cpu(x))
 
 
+def test_assigning_data_across_cpu_and_tpu_moves_a_buffer_in_place():
+    # `b.data = b.data.to(device)` for a module's buffers (a plain tensor), as on cuda.
+    bn = torch.nn.BatchNorm1d(3)
+    buffer = bn.running_mean
+    buffer.data = buffer.data.to(TPU) + 1
+    assert bn.running_mean is buffer and buffer.device.type == "tpu"
+    assert_same(buffer, torch.ones(3))
+    plain = torch.zeros(2)
+    plain.data = torch.ones(3)  # a CPU value: PyTorch's own setter
+    assert_same(plain, torch.ones(3))
+    with pytest.raises(TypeError, match="Variable data has to be a tensor"):
+        plain.data = 3
+
+
 def test_deepcopy_of_views_copies_their_storage_once():
     import copy
 
