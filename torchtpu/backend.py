@@ -30,6 +30,7 @@ from .ops import random
 from .runtime.platform import check_device_index
 from .runtime.transfer import to_device
 from .tensor import (
+    DATA,
     TpuTensor,
     make_subclass,
     read,
@@ -76,16 +77,13 @@ def _parameter_setattr(self, name: str, value) -> None:
 _setattr = torch.nn.Parameter.__setattr__
 
 
-_DATA = torch._C.TensorBase.data
-
-
 def _set_any_data(self, value) -> None:
     """``t.data = tpu_value`` for a CPU tensor (a module's buffer), as PyTorch's C++ allows
     for cuda: swapped in place (tensor.set_data). The getter is PyTorch's own."""
     if isinstance(value, TpuTensor) and not isinstance(self, TpuTensor):
         set_data(self, value)
     else:
-        _DATA.__set__(self, value)
+        DATA.__set__(self, value)
 
 
 def _parameter_new(cls, data=None, requires_grad=True):
@@ -491,7 +489,7 @@ def register() -> None:
     torch.nn.Module._apply = _apply_keeping_ties
     torch.nn.Parameter.__setattr__ = _parameter_setattr  # a tpu parameter's is TpuTensor's
     torch.nn.Parameter.__new__ = _parameter_new
-    torch.Tensor.data = property(_DATA.__get__, _set_any_data, doc=_DATA.__doc__)
+    torch.Tensor.data = property(DATA.__get__, _set_any_data, doc=DATA.__doc__)
     UninitializedTensorMixin.materialize = _materialize_on_tpu
     for cls in (torch.nn.UninitializedParameter, torch.nn.UninitializedBuffer):
         cls.__new__ = _aimed_at_tpu(cls.__new__)

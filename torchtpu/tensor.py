@@ -413,7 +413,7 @@ def to_dlpack(tensor):
 
 
 _SETATTR = torch.Tensor.__setattr__
-_DATA = torch._C.TensorBase.data  # PyTorch's own ``.data`` (backend.py puts another on Tensor)
+DATA = torch._C.TensorBase.data  # PyTorch's own ``.data`` (backend.py puts another on Tensor)
 
 
 def set_data(t: torch.Tensor, value: torch.Tensor) -> None:
@@ -422,7 +422,7 @@ def set_data(t: torch.Tensor, value: torch.Tensor) -> None:
     ``value``'s data, keeping its identity, ``requires_grad``, being a Parameter and its own
     attributes (not its grad: that stays on the old device on cuda, unusable)."""
     try:
-        _DATA.__set__(t, value)
+        DATA.__set__(t, value)
     except RuntimeError as e:
         if "incompatible tensor type" not in str(e) or t.device.type == value.device.type:
             raise
