@@ -66,26 +66,6 @@ class _Guard(torch._C._acc.DeviceGuard):
         return torch._C._autograd.DeviceType.PrivateUse1
 
 
-def _parameter_setattr(self, name: str, value) -> None:
-    """``p.data = t`` for a CPU parameter and a tpu ``t``, as PyTorch's C++ allows for cuda."""
-    if name == "data" and isinstance(value, TpuTensor):
-        set_data(self, value)
-    else:
-        _setattr(self, name, value)
-
-
-_setattr = torch.nn.Parameter.__setattr__
-
-
-def _set_any_data(self, value) -> None:
-    """``t.data = tpu_value`` for a CPU tensor (a module's buffer), as PyTorch's C++ allows
-    for cuda: swapped in place (tensor.set_data). The getter is PyTorch's own."""
-    if isinstance(value, TpuTensor) and not isinstance(self, TpuTensor):
-        set_data(self, value)
-    else:
-        DATA.__set__(self, value)
-
-
 def _parameter_new(cls, data=None, requires_grad=True):
     """A Parameter subclass (``class Scaled(nn.Parameter)``) of tpu data is of that class,
     as on CPU. (nn.Parameter itself marks a tpu tensor instead: it stays a TpuTensor.)"""
@@ -487,9 +467,10 @@ def register() -> None:
     # model.to('tpu') must keep each Parameter object, as on cuda: _apply swaps tensors in
     # place (_converting).
     torch.nn.Module._apply = _apply_keeping_ties
-    torch.nn.Parameter.__setattr__ = _parameter_setattr  # a tpu parameter's is TpuTensor's
     torch.nn.Parameter.__new__ = _parameter_new
-    torch.Tensor.data = property(DATA.__get__, _set_any_data, doc=DATA.__doc__)
+    # ``t.data = v`` across CPU and tpu (a parameter, a buffer, a tpu tensor), as PyTorch's C++
+    # allows for cuda: set_data swaps in place where PyTorch's setter refuses.
+    torch.Tensor.data = property(DATA.__get__, set_data, doc=DATA.__doc__)
     UninitializedTensorMixin.materialize = _materialize_on_tpu
     for cls in (torch.nn.UninitializedParameter, torch.nn.UninitializedBuffer):
         cls.__new__ = _aimed_at_tpu(cls.__new__)

@@ -178,12 +178,6 @@ class TpuTensor(torch.Tensor):
         marked = type(self) is TpuTensor and getattr(self, "_is_param", False)
         return ("Parameter containing:\n" if marked else "") + tensor_repr(self)
 
-    def __setattr__(self, name: str, value) -> None:
-        if name == "data":
-            set_data(self, value)
-        else:
-            _SETATTR(self, name, value)
-
     # A tpu tensor's bytes are not in host memory. Its pointers are stand-ins: the identity
     # of the storage its views share, plus its offset, so code that compares pointers
     # (safetensors, save_pretrained's tied weights) sees aliasing as on cuda.
@@ -412,7 +406,6 @@ def to_dlpack(tensor):
     return _to_dlpack(tensor)
 
 
-_SETATTR = torch.Tensor.__setattr__
 DATA = torch._C.TensorBase.data  # PyTorch's own ``.data`` (backend.py puts another on Tensor)
 
 
