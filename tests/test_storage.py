@@ -62,3 +62,37 @@ def test_set_onto_a_storage_refuses_what_it_cannot_do():
     with pytest.raises(RuntimeError, match="need 28 bytes, more than the tpu storage's 24"):
         torch.empty(0, device=TPU).set_(t.untyped_storage(), 0, (7,), (1,))
     assert t.untyped_storage().nbytes() == 24 and t.tolist() == list(range(6))
+
+
+def test_a_storage_moves_to_tpu_as_to_cuda(tmp_path):
+    t = torch.arange(6.0) * 1.5 - 2
+    moved = t.untyped_storage().tpu()
+    assert moved.device.type == "tpu" and moved.is_tpu and not t.untyped_storage().is_tpu
+    assert moved.tpu() is moved and list(moved.cpu()) == list(t.untyped_storage())
+    assert t.storage().tpu().tolist() == t.tolist()
+    assert_same(torch.empty(0, device=TPU).set_(moved, 1, (2, 2), (1, 2)),
+                torch.empty(0).set_(t.untyped_storage(), 1, (2, 2), (1, 2)))
+    with pytest.raises(RuntimeError, match="must be tpu device"):
+        t.untyped_storage().tpu("cpu")
+    # torch.load's callable map_location, cuda's ``lambda s, loc: s.cuda()``
+    torch.save({"t": t, "tail": t[2:]}, tmp_path / "t.pt")
+    loaded = torch.load(tmp_path / "t.pt", map_location=lambda s, loc: s.tpu())
+    assert_same(loaded["t"], t) and assert_same(loaded["tail"], t[2:])
+    assert loaded["tail"].untyped_storage().data_ptr() == loaded["t"].untyped_storage().data_ptr()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.UntypedStorage(8, device="tpu").copy_(torch.arange(8, dtype=torch.uint8)
+                                                        .untyped_storage()),
+    lambda: torch.UntypedStorage(list(range(8)), device="tpu"),
+    lambda: torch.arange(8, dtype=torch.uint8, device=TPU).untyped_storage().clone(),
+    lambda: torch.UntypedStorage(list(range(8))).to(device="tpu"),
+], ids=["new", "sequence", "clone", "to"])
+def test_a_storage_is_made_on_tpu_as_on_cuda(make):
+    # (PyTorch's C++ constructor would use an allocator a Python backend has not: a crash)
+    s = make()
+    assert s.device.type == "tpu" and s.nbytes() == 8 and s.tolist() == list(range(8))
+    s.fill_(300)  # bytes, wrapped as CPU's storage fill wraps them
+    assert torch.empty(0, dtype=torch.uint8, device=TPU).set_(s).tolist() == [44] * 8
+    with pytest.raises(RuntimeError, match="fill_ expects int"):
+        s.fill_(2.5)

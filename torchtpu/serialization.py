@@ -91,18 +91,56 @@ def _names_tpu(device) -> bool:
         return False
 
 
-def _load_file_onto_tpu(load_file):
-    """safetensors' ``load_file(path, device=...)``: its device parser (Rust) knows cuda's
-    names, not 'tpu'. The file is read on the CPU and moved, as a cuda load is read there."""
+def _opening_for_tpu(safe_open):
+    """safetensors' ``safe_open(path, framework, device=...)`` (and ``load_file``, which calls
+    it): its device parser (Rust) knows cuda's names, not 'tpu'. The file is opened on the
+    CPU and each tensor read is moved, as a cuda load is read there."""
 
-    @functools.wraps(load_file)
-    def load(filename, device="cpu", **kwargs):
+    @functools.wraps(safe_open)
+    def opening(filename, framework, device="cpu", **kwargs):
         if _names_tpu(device):
-            return {k: v.to(device) for k, v in load_file(filename, **kwargs).items()}
-        return load_file(filename, device, **kwargs)
+            return _OpenedForTpu(safe_open(filename, framework, "cpu", **kwargs), device)
+        return safe_open(filename, framework, device, **kwargs)
 
-    load._torchtpu = True
-    return load
+    opening._torchtpu = True
+    return opening
+
+
+class _OpenedForTpu:
+    """A file opened on the CPU whose tensors are moved to ``device`` as they are read."""
+
+    def __init__(self, opened, device) -> None:
+        self._opened, self._device = opened, device
+
+    def __enter__(self):
+        self._opened.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._opened.__exit__(*exc)
+
+    def __getattr__(self, name):  # keys, metadata, offset_keys
+        return getattr(self._opened, name)
+
+    def get_tensor(self, name: str) -> torch.Tensor:
+        return self._opened.get_tensor(name).to(self._device)
+
+    def get_tensors(self) -> dict[str, torch.Tensor]:
+        return {k: v.to(self._device) for k, v in self._opened.get_tensors().items()}
+
+    def get_slice(self, name: str):
+        return _SliceForTpu(self._opened.get_slice(name), self._device)
+
+
+class _SliceForTpu:
+    def __init__(self, part, device) -> None:
+        self._slice, self._device = part, device
+
+    def __getitem__(self, index) -> torch.Tensor:
+        return self._slice[index].to(self._device)
+
+    def __getattr__(self, name):  # get_shape, get_dtype
+        return getattr(self._slice, name)
 
 
 def _jit_load_onto_tpu(jit_load):
@@ -134,23 +172,6 @@ def _jit_save_from_tpu(jit_save):
 
     save._torchtpu = True
     return save
-
-
-_new_storage = torch._C.StorageBase.__new__
-
-
-def _storage_new(cls, *args, **kwargs):
-    """``torch.UntypedStorage(n, device='tpu')`` (and so ``storage.to('tpu')``, ``.clone()``
-    of a tpu tensor's storage): PyTorch's C++ constructor would use an allocator this
-    storage-less backend does not have and crash the process."""
-    device = kwargs.get("device")
-    if device is not None and _names_tpu(device):
-        raise RuntimeError(
-            "torchtpu: a storage cannot be made on tpu (a tpu tensor keeps its data in an XLA "
-            "buffer, not a storage). Keep storages on the CPU and move tensors or modules "
-            "with .to('tpu'); in torch.load, map_location=lambda storage, loc: storage keeps "
-            "them on the CPU.")
-    return _new_storage(cls, *args, **kwargs)
 
 
 def _saving_shared_storages(save):
@@ -228,7 +249,6 @@ def install() -> None:
     # A tpu tensor with Python attributes is saved as PyTorch saves a CPU one with them:
     # its class named, which torch.load(weights_only=True) must accept.
     torch.serialization.add_safe_globals([TpuTensor])
-    torch.UntypedStorage.__new__ = _storage_new
     if not getattr(torch._utils._rebuild_tensor, "_torchtpu", False):
         # (_rebuild_tensor_v2 calls _rebuild_tensor; v3 builds its own)
         for name in ("_rebuild_tensor", "_rebuild_tensor_v3"):
@@ -250,5 +270,6 @@ def install() -> None:
         import safetensors.torch
     except ImportError:
         return
-    if not getattr(safetensors.torch.load_file, "_torchtpu", False):
-        safetensors.torch.load_file = _load_file_onto_tpu(safetensors.torch.load_file)
+    if not getattr(safetensors.safe_open, "_torchtpu", False):
+        safetensors.safe_open = safetensors.torch.safe_open = _opening_for_tpu(
+            safetensors.safe_open)

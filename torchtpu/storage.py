@@ -1,12 +1,17 @@
-"""A tpu tensor's storage object (``t.untyped_storage()``, ``t.storage()``): its stand-in
-address, and copies out of and into it."""
+"""Storage objects on tpu (``t.untyped_storage()``, ``t.storage()``, ``storage.tpu()``,
+``torch.UntypedStorage(n, device="tpu")``): their stand-in address, making one, and copies
+and fills of their bytes."""
 
 from __future__ import annotations
 
 import torch
 
+from .serialization import _names_tpu
+
 _storage_data_ptr = torch._C.StorageBase.data_ptr
 _storage_copy_ = torch._C.StorageBase.copy_
+_new_storage = torch._C.StorageBase.__new__
+_storage_fill_ = torch._C.StorageBase.fill_
 
 
 def _data_ptr(storage) -> int:
@@ -34,6 +39,17 @@ def _copy_(storage, src, non_blocking: bool | None = None):
     return storage
 
 
+def _fill_(storage, value):
+    """``storage.fill_(value)`` of a tpu storage: each byte, through a byte tensor viewing it
+    (the C function refuses a storage with no host pointer)."""
+    if storage.device.type != "tpu":
+        return _storage_fill_(storage, value)
+    byte = torch.empty(1, dtype=torch.uint8)
+    _storage_fill_(byte.untyped_storage(), value)  # CPU's check and conversion (300 -> 44)
+    torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage).fill_(byte.item())
+    return storage
+
+
 def _listed_on_the_host(tolist):
     # PyTorch lists a storage element by element (one device read each): a tpu storage is
     # copied to the host once instead.
@@ -44,9 +60,49 @@ def _listed_on_the_host(tolist):
     return listed
 
 
+def _to_tpu(storage, device=None, non_blocking: bool = False):
+    """``storage.tpu()``: a tpu storage holding a copy of its bytes, as ``storage.cuda()``
+    (PyTorch's generated method allocates through a device allocator, which a Python
+    backend has not: the copy is a tpu byte tensor's storage)."""
+    index = _index(device)
+    if storage.device.type == "tpu" and storage.get_device() == index:
+        return storage
+    if storage.is_sparse:
+        raise RuntimeError("Can not support a sparse storage move to tpu backend")
+    moved = torch.empty(storage.nbytes(), dtype=torch.uint8, device=torch.device("tpu", index))
+    return moved.untyped_storage().copy_(storage, non_blocking)
+
+
+def _storage_new(cls, *args, **kwargs):
+    """``torch.UntypedStorage(n or a byte sequence, device='tpu')`` (and so
+    ``storage.to('tpu')``, a tpu storage's ``clone()``): made on the CPU as asked, then moved
+    (PyTorch's C++ constructor would use an allocator this backend has not: a crash)."""
+    device = kwargs.get("device")
+    if device is None or not _names_tpu(device):
+        return _new_storage(cls, *args, **kwargs)
+    return _to_tpu(_new_storage(cls, *args, **{**kwargs, "device": "cpu"}), device)
+
+
+def _index(device) -> int:
+    if device is None:
+        return torch.tpu.current_device()
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type != "tpu":
+        raise RuntimeError("Invalid device, must be tpu device")
+    return torch.tpu.current_device() if device.index is None else device.index
+
+
 def install() -> None:
+    if not hasattr(torch.UntypedStorage, "is_tpu"):
+        # is_tpu, and TypedStorage.tpu over the untyped storage's
+        torch.utils.backend_registration._generate_storage_methods_for_privateuse1_backend("tpu")
+        torch.storage._StorageBase.tpu = _to_tpu
+    torch.UntypedStorage.__new__ = _storage_new
     for cls in (torch.UntypedStorage, torch.TypedStorage):
         if not getattr(cls.tolist, "_torchtpu", False):
             cls.tolist = _listed_on_the_host(cls.tolist)
     torch.UntypedStorage.data_ptr = _data_ptr
     torch.UntypedStorage.copy_ = _copy_
+    torch.UntypedStorage.fill_ = _fill_
