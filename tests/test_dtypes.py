@@ -457,3 +457,19 @@ def test_integer_powers_wrap_over_every_exponent_bit():
 def test_angle_of_negative_zero_is_zero():
     x = torch.tensor([-0.0, 0.0, -1.0, float("nan"), -float("inf"), 3.0])
     _bits_equal(x.angle(), x.to("tpu").angle())
+
+
+def test_legacy_tensor_types_as_cudas():
+    # torch.cuda.FloatTensor and its kin, for code written before torch.device
+    T = torch.tpu.FloatTensor
+    assert T.dtype == torch.float32 and repr(T) == "<class 'torch.tpu.FloatTensor'>"
+    assert T(2, 3).shape == (2, 3) and T(2, 3).device.type == "tpu"
+    assert_same(torch.tpu.LongTensor([1, 2]), torch.tensor([1, 2], device=TPU))
+    x = torch.ones(2, device=TPU)
+    assert isinstance(x, T) and not isinstance(x, torch.tpu.DoubleTensor)
+    assert not isinstance(torch.ones(2), T) and T(x) is x
+    assert_same(x.type(torch.tpu.DoubleTensor), x.double())
+    assert_same(torch.ones(2).type(torch.tpu.HalfTensor), x.half())
+    assert x.type() == "torch.tpu.FloatTensor" and x.type(torch.FloatTensor).device.type == "cpu"
+    with pytest.raises(TypeError, match="expected <class 'torch.tpu.FloatTensor'>"):
+        T(torch.ones(2))

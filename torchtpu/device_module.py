@@ -11,6 +11,7 @@ import jax
 import torch
 
 from . import device_amp as amp
+from . import tensor_types
 from .eager.modes import get_eager_mode, set_eager_mode
 from .ops import random as _random
 from .runtime import execute, memory, platform
@@ -170,6 +171,7 @@ def install_submodules() -> None:
     """``from torch.tpu.amp import autocast`` and ``import torch.tpu.random``, as for cuda."""
     sys.modules.setdefault("torch.tpu.amp", amp)
     sys.modules.setdefault("torch.tpu.random", random)
+    tensor_types.install(sys.modules[__name__])
 
 
 def is_current_stream_capturing() -> bool:
