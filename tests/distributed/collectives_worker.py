@@ -40,6 +40,13 @@ def collectives(device: str, rank: int, world: int) -> dict:
     part = torch.zeros(2, device=device)
     dist.reduce_scatter_tensor(part, torch.arange(2.0 * world, device=device) * (rank + 1))
     out["reduce_scatter_tensor"] = part.tolist()
+    # transposed (strided) inputs and outputs
+    flat = torch.zeros(3, 2 * world, device=device).t()
+    dist.all_gather_into_tensor(flat, torch.arange(6.0, device=device).view(3, 2).t() + rank)
+    out["all_gather_into_tensor_strided"] = flat.tolist()
+    part = torch.zeros(3, 2, device=device).t()
+    dist.reduce_scatter_tensor(part, torch.arange(6.0 * world, device=device).view(3, -1).t())
+    out["reduce_scatter_tensor_strided"] = part.tolist()
     b = t(rank, rank)
     dist.broadcast(b, src=world - 1)
     out["broadcast"] = b.tolist()

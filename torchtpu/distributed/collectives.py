@@ -73,7 +73,9 @@ class _OnHost:
     def copy(self, a):
         if type(a) is not TpuTensor:
             return a
-        host = a.cpu()
+        # Contiguous: gloo reads a tensor's memory from its data pointer on (a strided
+        # view's elements would be others), and the flat ops view it whole.
+        host = a.cpu().contiguous()
         self.device_of[id(host)] = a
         return host
 
