@@ -237,3 +237,18 @@ def test_a_dual_of_tensors_on_two_devices():
             dual = fwAD.make_dual(primal, tangent)
             assert fwAD.unpack_dual(dual).tangent.device == tangent.device
     assert not t.is_set_to(torch.ones(2))
+
+
+def test_a_saved_tensor_written_in_place_is_named_as_cudas():
+    def backward(device):
+        y = torch.randn(3, device=device, requires_grad=True).sigmoid()
+        y.add_(1)
+        y.sum().backward()
+
+    with pytest.raises(RuntimeError) as on_cpu:
+        backward("cpu")
+    with pytest.raises(RuntimeError) as on_tpu:
+        backward(TPU)
+    # CPU's "[torch.FloatTensor [3]]" is "[torch.cuda.FloatTensor [3]]" on cuda
+    assert "[torch.FloatTensor [3]], which is output 0 of Sigmoid," in str(on_cpu.value)
+    assert str(on_tpu.value) == str(on_cpu.value).replace("torch.Float", "torch.tpu.Float")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import re
 import threading
 
 import torch
@@ -58,9 +59,19 @@ def _reraising_op_errors(run_backward):
             if err is None:
                 raise
             raise err.with_traceback(err.__traceback__) from None
+        except RuntimeError as e:
+            named = _TYPE_NAME.sub(r"[torch.tpu.\1Tensor ", str(e))
+            if named == str(e):
+                raise
+            raise type(e)(named).with_traceback(e.__traceback__) from None
 
     run._torchtpu_wrapped = True
     return run
+
+
+# The engine names a saved tensor's type as PyTorch's C++ names a PrivateUse1 one
+# ("[tpuFloatType [3]]"); cuda's read "[torch.cuda.FloatTensor [3]]", as t.type() says.
+_TYPE_NAME = re.compile(r"\[tpu(\w+)Type ")
 
 
 def _check_root_gradients(outputs, grads) -> None:

@@ -145,6 +145,19 @@ def test_a_graph_that_ignores_padded_positions_shares_bucket_programs(case):
     assert graph["bucket_compile"] == 2  # 7 -> 8; 9 and 11 -> 16
 
 
+def test_a_pad_naming_no_input_is_pointed_out():
+    # "target" for "targets": the loss's padded targets are then 0, not its ignore_index
+    def loss(logits, targets):
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+
+    with pytest.warns(UserWarning, match=r"'pad' names \['target'\], no input of this graph "
+                                         r"\(its inputs: \['logits', 'targets'\]\)"):
+        graph = _compare_lengths(loss, lambda n: (torch.randn(2, n, 4),
+                                                  torch.randint(0, 4, (2, n))),
+                                 pad={"target": -100})
+    assert graph["bucket_unpadded"] == 1
+
+
 def test_a_number_argument_is_passed_as_it_is():
     graph = _compare_lengths(lambda x, k: x * k, lambda n: (torch.ones(3), n))
     assert "bucket_compile" not in graph or graph.get("bucket_unpadded", 0) == 0

@@ -730,46 +730,6 @@ def test_a_meta_kernels_message_in_parts_reads_as_one():
     assert str(info.value).startswith("Integer division with addcdiv is no longer supported")
 
 
-@pytest.mark.parametrize("bad", [
-    lambda d: torch.tensor([5, 7], device=d) // 0,
-    lambda d: torch.tensor([5, 7], device=d) % torch.tensor([2, 0], device=d),
-    lambda d: torch.fmod(torch.tensor([5, 7], device=d), 0),
-    lambda d: torch.div(torch.tensor([5, 7], device=d), torch.tensor(0, device=d),
-                        rounding_mode="trunc"),
-    lambda d: torch.tensor([5, 7], device=d).floor_divide_(torch.tensor([0, 1], device=d)),
-    lambda d: 5 // torch.tensor([0], device=d),
-    # the divisor as the result's dtype: int8 by 2**31 or by a 0-d 256 divides by 0
-    lambda d: torch.tensor([5, 7], dtype=torch.int8, device=d) // 2**31,
-    lambda d: torch.tensor([5, 7], dtype=torch.int8, device=d) % torch.tensor(256, device=d),
-], ids=["floordiv_number", "remainder_tensor", "fmod", "div_trunc", "in_place", "reflected",
-        "wrapped_number", "wrapped_0d"])
-def test_integer_division_by_zeroraises_as_cpu(bad):
-    # XLA gives a value (-1, the dividend, 0); CPU raises. Strict and debug eager wait for
-    # a tensor divisor's values, as they do for indices.
-    raises_as_cpu(bad)
-
-
-@pytest.mark.parametrize("bound", [1e39, 70000.0, 3e38])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32])
-def test_clamp_bounds_that_overflow_the_result_dtype_raise_as_cpu(dtype, bound):
-    # (an int32 tensor clamped by a float is clamped as float32; inf is no overflow)
-    for clamp in (lambda t: t.clamp(max=bound), lambda t: t.clamp_min(-bound)):
-        x = torch.ones(2, dtype=dtype)
-        try:
-            expected = clamp(x)
-        except RuntimeError:
-            raises_as_cpu(lambda d, clamp=clamp: clamp(torch.ones(2, dtype=dtype, device=d)))
-        else:
-            assert_same(clamp(x.to("tpu")), expected)
-
-
-def test_division_by_zero_that_cpu_allows():
-    x = torch.tensor([5.0, -7.0])
-    for op in (lambda t: t // 0, lambda t: t % 0.0, lambda t: torch.div(t.long(), 0),
-               lambda t: t.long() // 2):
-        assert_same(op(x.to("tpu")), op(x))
-
-
 def test_deterministic_mode_takes_cpus_deterministic_kernels():
     # Their meta kernels raise cuda's determinism alerts: CPU's kernels have none to raise.
     x = torch.tensor([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]])

@@ -24,6 +24,7 @@ beyond the largest bucket run unpadded.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -96,6 +97,18 @@ def _aliases(node: fx.Node) -> set:
     return found
 
 
+def _warn_of_unknown_pads(spec: BucketSpec, placeholders: list, why_not: str) -> None:
+    """A graph left unpadded while ``pad`` names none of its inputs: likely a misspelt name
+    (``"target"`` for ``"targets"``), which would have made it safe."""
+    names = set().union(*(_aliases(n) for n in placeholders))
+    unknown = sorted(str(k) for k in set(spec.pad) - names)
+    if unknown:
+        known = sorted(str(a) for a in names)
+        warnings.warn(f"torchtpu: buckets' 'pad' names {unknown}, no input of this graph "
+                      f"(its inputs: {known}); the graph runs unpadded, one program per size: "
+                      f"{why_not}", stacklevel=2)
+
+
 class Bucketed:
     """The callable the backend returns for a graph with symbolic sizes and buckets on."""
 
@@ -137,6 +150,7 @@ class Bucketed:
         if not self.sliceable:
             metrics.count("graph", "bucket_unpadded")
             explain.note(f"buckets off for this graph, each size runs unpadded: {why_not}")
+            _warn_of_unknown_pads(spec, placeholders, why_not)
         self.programs: dict[tuple, Callable] = {}
 
     def _output_dims(self, gm: fx.GraphModule):

@@ -260,6 +260,15 @@ def _assert_tensor_metadata(args, kwargs):
                                  **{k: v for k, v in kwargs.items() if k != "device"})
 
 
+def _assert_async(args, kwargs):
+    """``torch._assert_async(t[, message])``: CPU's check, made on the host (cuda asserts on
+    the device; in fused eager, reading ``t`` is a sync point)."""
+    t, *message = args
+    if not bool(t):  # one element, or bool()'s own error
+        raise RuntimeError(message[0] if message
+                           else "Expected Tensor with single nonzero value, but got zero")
+
+
 def _range_of_tensor_ends(scalar_form):
     """linspace/logspace of 0-d tensor ends: ATen reads the ends (``item()``) and makes the
     range where ``device=`` says, the default device without it, never on the ends' device
@@ -280,6 +289,8 @@ def _range_of_tensor_ends(scalar_form):
 
 
 HANDLERS = {
+    aten._assert_async.default: _assert_async,
+    aten._assert_async.msg: _assert_async,
     aten._assert_tensor_metadata.default: _assert_tensor_metadata,
     aten._pack_padded_sequence.default: _pack_padded_sequence,
     aten._pack_padded_sequence_backward.default: _pack_padded_sequence_backward,
