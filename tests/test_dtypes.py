@@ -459,6 +459,21 @@ def test_angle_of_negative_zero_is_zero():
     _bits_equal(x.angle(), x.to("tpu").angle())
 
 
+@pytest.mark.parametrize("op", [
+    lambda a, b: torch.maximum(a, b), lambda a, b: torch.minimum(a, b),
+    lambda a, b: torch.fmax(a, b), lambda a, b: torch.fmin(a, b),
+    lambda a, b: a.clamp(min=b), lambda a, b: a.clamp(max=b), lambda a, b: a.clamp(min=0.0),
+    lambda a, b: a.clamp(max=-0.0), lambda a, b: torch.relu(a),
+    lambda a, b: torch.nn.functional.hardtanh(a, 0.0, 1.0),
+], ids=["maximum", "minimum", "fmax", "fmin", "clamp_min_t", "clamp_max_t", "clamp_min",
+        "clamp_max", "relu", "hardtanh"])
+def test_max_and_min_keep_cpus_sign_of_zero_and_nans(op):
+    # Equal values give the first operand (XLA's max orders -0.0 below 0.0): seen by 1 / x
+    a = torch.tensor([-0.0, 0.0, float("nan"), 1.0, float("nan"), -0.0, 2.0])
+    b = torch.tensor([0.0, -0.0, 1.0, float("nan"), float("nan"), -0.0, -3.0])
+    _bits_equal(op(a, b), op(a.to(TPU), b.to(TPU)))
+
+
 def test_legacy_tensor_types_as_cudas():
     # torch.cuda.FloatTensor and its kin, for code written before torch.device
     T = torch.tpu.FloatTensor

@@ -29,6 +29,16 @@ from .registry import LOWERINGS, lowering
 aten = torch.ops.aten
 
 
+def cpu_maximum(a, b):
+    """``maximum`` as CPU's kernel orders it: ``a`` where the two are equal (-0.0 and 0.0
+    keep ``a``'s sign; XLA's max orders -0.0 below 0.0), NaN from either."""
+    return jnp.where((a < b) | jnp.isnan(b), b, a)
+
+
+def cpu_minimum(a, b):
+    return jnp.where((b < a) | jnp.isnan(b), b, a)
+
+
 def _unary(op, fn):
     """Same dtype in and out (neg, abs, floor...)."""
     lowering(op)(lambda self: fn(self))
@@ -96,7 +106,7 @@ for _op, _fn in [
     (aten.floor, lambda x: jnp.floor(x) if jnp.issubdtype(x.dtype, jnp.floating) else x),
     (aten.trunc, lambda x: jnp.trunc(x) if jnp.issubdtype(x.dtype, jnp.floating) else x),
     (aten.frac, lambda x: x - jnp.trunc(x)),
-    (aten.relu, lambda x: jnp.maximum(x, jnp.zeros((), x.dtype))),
+    (aten.relu, lambda x: cpu_maximum(x, jnp.zeros((), x.dtype))),
     (aten.sgn, _sign),
     (aten.positive, lambda x: x),
     (aten.conj_physical, jnp.conj),
@@ -137,8 +147,11 @@ for _op, _fn in [
     _unary_float(_op, _fn)
 
 for _op, _fn in [
-    (aten.maximum, jnp.maximum), (aten.minimum, jnp.minimum),
-    (aten.fmax, jnp.fmax), (aten.fmin, jnp.fmin), (aten.fmod, jnp.fmod),
+    (aten.maximum, cpu_maximum), (aten.minimum, cpu_minimum),
+    # NaN only where both are; equal values give the first (its sign of zero), as on CPU
+    (aten.fmax, lambda a, b: jnp.where(jnp.isnan(a) | (a < b), b, a)),
+    (aten.fmin, lambda a, b: jnp.where(jnp.isnan(a) | (b < a), b, a)),
+    (aten.fmod, jnp.fmod),
     (aten.remainder, jnp.remainder), (aten.copysign, jnp.copysign),
     (aten.nextafter, jnp.nextafter), (aten.xlogy, jax.scipy.special.xlogy),
 ]:
@@ -368,9 +381,9 @@ def _clamp(self, min=None, max=None):  # noqa: A002 (PyTorch's argument names)
     dtype = result_type(self, *(v for v in (min, max) if v is not None))
     x = self.astype(dtype)
     if min is not None:
-        x = jnp.maximum(x, jnp.asarray(wrapped(min, dtype), dtype))
+        x = cpu_maximum(x, jnp.asarray(wrapped(min, dtype), dtype))
     if max is not None:
-        x = jnp.minimum(x, jnp.asarray(wrapped(max, dtype), dtype))
+        x = cpu_minimum(x, jnp.asarray(wrapped(max, dtype), dtype))
     return x
 
 
@@ -531,7 +544,9 @@ def _leaky_relu_backward(grad_output, self, negative_slope, self_is_result):
 
 @lowering(aten.hardtanh)
 def _hardtanh(self, min_val=-1, max_val=1):
-    return jnp.clip(self, min_val, max_val).astype(self.dtype)
+    x = cpu_minimum(cpu_maximum(self, jnp.asarray(min_val, self.dtype)),
+                    jnp.asarray(max_val, self.dtype))
+    return x.astype(self.dtype)
 
 
 @lowering(aten.hardtanh_backward)
