@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from compile_testlib import count as _count
@@ -762,3 +764,13 @@ def test_ctc_loss_breaks_the_graph_as_on_cpu():
         counts[device] = torch._dynamo.explain(f)(*[a.to(device) for a in args]).graph_count
     assert counts[TPU] == counts["cpu"]
     assert_same(torch.compile(f, backend="tpu")(*[a.to(TPU) for a in args]), f(*args))
+
+
+def test_an_rnn_run_eagerly_under_compile_traces_none_of_our_frames():
+    # Dynamo runs nn.LSTM eagerly with its frame hook on: it stepped into our dispatch
+    # (dropout's error-message helper, Tensor.type) and warned it could not trace a builtin.
+    lstm = nn.LSTM(8, 8, 2, dropout=0.2).to(TPU)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        torch.compile(lstm, backend="tpu")(torch.randn(5, 2, 8, device=TPU))
+    assert not [w for w in seen if "Dynamo" in str(w.message)]

@@ -46,7 +46,7 @@ _SKIPPED = (
     "torchtpu.tensor", "torchtpu.backend", "torchtpu._print", "torchtpu.jit_tracing",
     "torchtpu.distributed", "torchtpu.config", "torchtpu.backward_errors",
     "torchtpu.autograd_formulas", "torchtpu.storage", "torchtpu.serialization",
-    "torchtpu.generator",
+    "torchtpu.generator", "torchtpu.tensor_types",
     "jax", "jaxlib", "ml_dtypes", "opt_einsum",
 )
 
