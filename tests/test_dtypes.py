@@ -488,3 +488,12 @@ def test_legacy_tensor_types_as_cudas():
     assert x.type() == "torch.tpu.FloatTensor" and x.type(torch.FloatTensor).device.type == "cpu"
     with pytest.raises(TypeError, match="expected <class 'torch.tpu.FloatTensor'>"):
         T(torch.ones(2))
+
+
+def test_complex32_is_refused_by_name_through_operators_too():
+    # (a TypeError inside an operator becomes Python's "unsupported operand type(s)")
+    h = torch.ones(3, dtype=torch.float16, device=TPU)
+    for make in (lambda: h * 1j, lambda: 1j / h, lambda: h + torch.tensor(2j, device=TPU),
+                 lambda: torch.zeros(2, dtype=torch.complex32, device=TPU)):
+        with pytest.raises(RuntimeError, match="dtype torch.complex32 is not supported on tpu"):
+            make()

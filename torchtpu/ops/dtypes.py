@@ -41,7 +41,9 @@ def to_jax_dtype(dtype: torch.dtype) -> np.dtype:
     try:
         return TORCH_TO_JAX[dtype]
     except KeyError:
-        raise TypeError(f"torchtpu: dtype {dtype} is not supported on tpu") from None
+        # Not a TypeError: PyTorch's operators (h * 1j) turn one into NotImplemented, and
+        # Python's "unsupported operand type(s)" would replace this message.
+        raise RuntimeError(f"torchtpu: dtype {dtype} is not supported on tpu") from None
 
 
 def to_torch_dtype(dtype) -> torch.dtype:
