@@ -742,3 +742,18 @@ def test_deterministic_mode_takes_cpus_deterministic_kernels():
         assert torch.are_deterministic_algorithms_enabled()
     finally:
         torch.use_deterministic_algorithms(False)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.tensor([True], device=d) - torch.tensor([True], device=d),
+    lambda d: torch.tensor([True], device=d) - True,
+    lambda d: torch.tensor([1.0], device=d) - True,
+    lambda d: torch.rsub(torch.tensor([True], device=d), torch.tensor([True], device=d)),
+    lambda d: torch.where(torch.tensor([1, 0], device=d), 1.0, 0.0),
+    lambda d: torch.where(torch.tensor([1.0, 0.0], device=d), torch.ones(3, device=d), 0.0),
+    lambda d: torch.topk(torch.tensor([1.0, 2.0], device=d), 3),
+    lambda d: torch.topk(torch.tensor([True], device=d), 3),
+], ids=["bools", "bool_number", "a_bool_number", "rsub", "where_long", "where_float",
+        "topk_k", "topk_k_first"])
+def test_checks_worded_and_ordered_as_cpus(bad):
+    raises_as_cpu(bad)

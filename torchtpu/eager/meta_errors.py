@@ -284,18 +284,17 @@ def _bmm_check(self, mat2):
     return _not_for_bool("bmm", self, mat2) or _same_dtype(self, mat2)
 
 
-def _no_bool(message: str):
-    def check(*args):
-        if any(str(getattr(a, "dtype", None)) == "bool" for a in args):
-            return message
-        return None
-
-    return check
-
-
-_BOOL_SUBTRACTION = _no_bool(
-    "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
-    "invert a mask, use the `~` or `logical_not()` operator instead.")
+def _bool_subtraction(self, other, *_) -> str | None:
+    """ATen's sub_check (a bool number counts as a bool operand)."""
+    bools = [isinstance(x, bool) or str(getattr(x, "dtype", None)) == "bool"
+             for x in (self, other)]
+    if all(bools):
+        return ("Subtraction, the `-` operator, with two bool tensors is not supported. Use "
+                "the `^` or `logical_xor()` operator instead.")
+    if any(bools):
+        return ("Subtraction, the `-` operator, with a bool tensor is not supported. If you "
+                "are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+    return None
 
 
 def _arg_reduction_check(name: str):
@@ -560,10 +559,21 @@ def _int_mm_check(self, mat2) -> str | None:
     return None
 
 
-def _topk_check(self, *_) -> str | None:
+def _topk_check(self, k=None, dim=-1, *_) -> str | None:
+    ndim = len(self.shape)
+    if k is not None and -max(ndim, 1) <= dim < max(ndim, 1):  # (else the dim's IndexError)
+        if not 0 <= k <= (self.shape[dim] if ndim else 1):
+            return "selected index k out of range"
     if self.dtype == bool:
         return "topk does not support bool dtypes on CPU"
     return " topk does not support complex dtypes on CPU" if self.dtype.kind == "c" else None
+
+
+def _where_check(condition, *_) -> str | None:
+    if np.dtype(condition.dtype) not in (np.bool_, np.uint8):  # (uint8: deprecated, taken)
+        return ("where expected condition to be a boolean tensor, but got a tensor with dtype "
+                f"{scalar_type_name(condition.dtype)}")
+    return None
 
 
 def _unordered_complex(message: str):
@@ -657,10 +667,10 @@ _CPU_CHECKS = {
     _aten._adaptive_avg_pool3d.default: _adaptive_avg_check(3),
     _aten.pixel_shuffle.default: _pixel_shuffle_check,
     _aten.pixel_unshuffle.default: _pixel_unshuffle_check,
-    _aten.sub.Tensor: _BOOL_SUBTRACTION,
-    _aten.sub.Scalar: _BOOL_SUBTRACTION,
-    _aten.rsub.Tensor: _BOOL_SUBTRACTION,
-    _aten.rsub.Scalar: _BOOL_SUBTRACTION,
+    _aten.sub.Tensor: _bool_subtraction,
+    _aten.sub.Scalar: _bool_subtraction,
+    _aten.rsub.Tensor: _bool_subtraction,
+    _aten.rsub.Scalar: _bool_subtraction,
     _aten.argmax.default: _first(_unordered_complex("argmax(): does not support complex input"),
                                  _arg_reduction_check("argmax")),
     _aten.argmin.default: _first(_unordered_complex("argmin(): does not support complex input"),
@@ -720,6 +730,8 @@ _CPU_CHECKS = {
     _aten.nanmedian.dim: _order_statistic_check("median", None, "median_out"),
     _aten.kthvalue.default: _order_statistic_check("kthvalue", None, "kthvalue_cpu"),
     _aten.topk.default: _topk_check,
+    **dict.fromkeys((_aten.where.self, _aten.where.ScalarSelf, _aten.where.ScalarOther,
+                     _aten.where.Scalar), _where_check),
     _aten._int_mm.default: _int_mm_check,
     _aten.floor_divide.default: _result_refuses("div_floor_cpu", "b"),
     _aten.floor_divide.Scalar: _result_refuses("div_floor_cpu", "b"),
