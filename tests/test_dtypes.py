@@ -85,12 +85,17 @@ def test_conversions():
                                      lambda c: torch.empty(2, device=c.device).copy_(c),
                                      lambda c: c.to(torch.int16)],
                          ids=["float", "to", "copy_", "int"])
-def test_complex_to_real_keeps_the_real_part_and_warns_as_cpu(convert):
+def test_complex_to_real_keeps_the_real_part_and_warns_once_as_cpu(convert, monkeypatch):
+    from torchtpu.eager import special
+
+    monkeypatch.setattr(special, "_warned_of_imaginary", False)
     c = torch.tensor([1.5 + 2j, -3 - 1j])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         warnings.simplefilter("error", DeprecationWarning)  # jax's, for casting a complex
+        assert_same(c.to("tpu").bool(), c.bool())  # no warning: nonzero-ness is kept
         out = convert(c.to("tpu"))
+        convert(c.to("tpu"))  # once a process, as CPU's TORCH_WARN_ONCE
     assert [str(w.message) for w in caught if w.category is UserWarning] == [
         "Casting complex values to real discards the imaginary part"]
     assert_same(out, convert(c))

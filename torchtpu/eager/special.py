@@ -70,8 +70,15 @@ def _to_copy(args, kwargs):
     return with_layout(v, stride)
 
 
+_warned_of_imaginary = False
+
+
 def _warn_if_dropping_imaginary(src: torch.dtype, dst: torch.dtype) -> None:
-    if src.is_complex and not dst.is_complex:
+    """CPU's warning, once per process as its TORCH_WARN_ONCE (a bool keeps nonzero-ness:
+    none)."""
+    global _warned_of_imaginary
+    if src.is_complex and not dst.is_complex and dst != torch.bool and not _warned_of_imaginary:
+        _warned_of_imaginary = True
         warnings.warn("Casting complex values to real discards the imaginary part",
                       UserWarning, stacklevel=2)
 
