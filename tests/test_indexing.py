@@ -220,3 +220,15 @@ def test_one_hot_checks_its_classes_as_cpu(classes, num_classes, eager_mode):
         assert actual == expected
     else:
         assert_same(actual, expected)
+
+
+def test_nonzero_indices_are_laid_out_as_cpus():
+    # a column at a time: as_tuple's and where(cond)'s index tensors are contiguous
+    x = torch.tensor([[1, 0, 3], [0, 5, 6]])
+    for fn in (torch.nonzero, torch.argwhere, lambda t: torch.nonzero(t, as_tuple=True),
+               lambda t: torch.where(t.bool()), lambda t: torch.nonzero(t[0])):
+        out, expected = fn(x.to(TPU)), fn(x)
+        assert_same(out, expected)
+        for o, e in zip(out if isinstance(out, tuple) else [out],
+                        expected if isinstance(expected, tuple) else [expected], strict=True):
+            assert o.stride() == e.stride()

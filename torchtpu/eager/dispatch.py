@@ -191,6 +191,8 @@ def _build_here(func, fused: bool) -> Handler:
             return _taking_host_arguments(_rule_handler(rule, fused), _HOST_ARGS[func])
         if func is aten.as_strided_scatter.default:
             return _scattering_in_memory_order(_rule_handler(rule, fused))
+        if func is aten.nonzero.default:
+            return _in_columns(_rule_handler(rule, fused))
         return number_checks.checking_number(
             func, _following_memory_format(func, _rule_handler(rule, fused)))
     derived = mutation.derived_handler(func, functional_handler)
@@ -411,6 +413,17 @@ def _laid_out_as(out, meta):
     if isinstance(out, (list, tuple)) and isinstance(meta, (list, tuple)):
         return type(out)(_laid_out_as(o, m) for o, m in zip(out, meta, strict=True))
     return out
+
+
+def _in_columns(inner: Handler) -> Handler:
+    """``nonzero``'s (N, ndim) indices laid out as CPU's, a column at a time (strides (1, N)):
+    ``nonzero(as_tuple=True)``, ``where(cond)`` and ``argwhere`` then have CPU's strides."""
+
+    def handler(args, kwargs):
+        out = inner(args, kwargs)
+        return with_layout(read(out), (1, out.shape[0]))
+
+    return handler
 
 
 # Their rules factor a real A's transpose, as CPU does for a contiguous A (ops.linalg_factor.
