@@ -200,3 +200,29 @@ def test_differentiable_nesterov_steps_give_cpus_gradient_of_the_first_weights()
         return torch.autograd.grad((x @ w + b).square().sum(), [w0, b0])
 
     assert_same(gradient("tpu"), gradient("cpu"), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("maximize", [False, True])
+def test_sparse_adam_trains_a_sparse_embedding_as_on_cpu(eager_mode, maximize):
+    # Its gradient is dense on tpu (no sparse layouts): the rows a batch did not look up
+    # keep their values and moments, as CPU's sparse update leaves them.
+    def train(device):
+        torch.manual_seed(0)
+        table = torch.nn.Embedding(10, 4, sparse=True, padding_idx=0).to(device)
+        opt = torch.optim.SparseAdam(table.parameters(), lr=0.1, betas=(0.8, 0.9),
+                                     maximize=maximize)
+        for ids in ([1, 2, 2, 5], [0, 7, 1, 3], [4, 4, 4, 4]):
+            table(torch.tensor(ids, device=device)).pow(2).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        state = opt.state[table.weight]
+        return table.weight.detach(), state["exp_avg"], state["exp_avg_sq"], state["step"]
+
+    tpu, cpu = train("tpu"), train("cpu")
+    assert_same(tpu[:3], tuple(t.to_dense() for t in cpu[:3]), rtol=1e-5, atol=1e-6)
+    assert tpu[3] == cpu[3] == 3
+    assert torch.equal(tpu[0][[6, 8, 9]].cpu(), cpu[0][[6, 8, 9]])  # never looked up
+    with pytest.raises(RuntimeError, match="SparseAdam does not support dense gradients"):
+        p = torch.nn.Parameter(torch.ones(2))
+        p.grad = torch.ones(2)
+        torch.optim.SparseAdam([p]).step()

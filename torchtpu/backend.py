@@ -21,6 +21,7 @@ from . import (
     distributed,
     generator,
     serialization,
+    sparse_adam,
     storage,
 )
 from .backward_errors import take_pending_exception
@@ -518,6 +519,7 @@ def register() -> None:
     serialization.install()
     storage.install()
     generator.install()
+    sparse_adam.install()
     torch.utils.dlpack.to_dlpack = to_dlpack
     proxy_tensor.HANDLED_TYPES = _TracedAsPlain(proxy_tensor.HANDLED_TYPES)
     backward_errors.install()
