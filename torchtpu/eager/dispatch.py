@@ -376,6 +376,8 @@ def _flat(args):
             yield from a
         else:
             yield a
+
+
 # A copy of their first input with a part written: laid out as it (CPU clones it).
 _COPIES_OF_INPUT = {aten.slice_scatter.default, aten.select_scatter.default,
                     aten.diagonal_scatter.default, aten.copy.default}
