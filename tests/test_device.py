@@ -696,6 +696,11 @@ def test_torch_accelerator_functions_answer_for_tpu():
     torch.accelerator.empty_cache()
     assert isinstance(torch.accelerator.memory_stats(), dict)
     assert x.sum().item() == 2000
+    # the same functions by their own module (an allocator INTERNAL ASSERT there)
+    assert torch.accelerator.memory.memory_allocated() == torch.tpu.memory_allocated()
+    torch.accelerator.memory.reset_peak_memory_stats()
+    assert {torch.float32, torch.bfloat16, torch.int64, torch.bool} <= (
+        torch.accelerator.get_device_capability()["supported_dtypes"])
 
 
 def test_tolist_with_dispatch_off():

@@ -23,11 +23,26 @@ _ROUTES = {
 }
 
 
+def _capability() -> dict:
+    """``torch.accelerator.get_device_capability()``: the dtypes a tpu tensor can hold."""
+    from .ops.dtypes import TORCH_TO_JAX
+
+    return {"supported_dtypes": set(TORCH_TO_JAX)}
+
+
 def install() -> None:
+    import torch.accelerator.memory  # its functions, under their own module's names too
+
     for name, ours in _ROUTES.items():
         original = getattr(torch.accelerator, name, None)
         if original is not None and not hasattr(original, "_tpu_route"):
-            setattr(torch.accelerator, name, _routed(original, getattr(device_module, ours)))
+            routed = _routed(original, getattr(device_module, ours))
+            setattr(torch.accelerator, name, routed)
+            if getattr(torch.accelerator.memory, name, None) is original:
+                setattr(torch.accelerator.memory, name, routed)
+    capability = getattr(torch.accelerator, "get_device_capability", None)
+    if capability is not None and not hasattr(capability, "_tpu_route"):
+        torch.accelerator.get_device_capability = _routed(capability, _capability)
     save_on_cpu = torch.autograd.graph.save_on_cpu
     if not hasattr(save_on_cpu.__init__, "_tpu_route"):
         save_on_cpu.__init__ = _unpinned_for_tpu(save_on_cpu.__init__)
