@@ -5,6 +5,7 @@ and fills of their bytes."""
 from __future__ import annotations
 
 import torch
+from torch.utils.backend_registration import _normalization_device
 
 from .serialization import _names_tpu
 
@@ -33,10 +34,13 @@ def _copy_(storage, src, non_blocking: bool | None = None):
     if storage.nbytes() != src.nbytes():
         raise RuntimeError(f"size does not match, self was {storage.nbytes()} bytes but src "
                            f"was {src.nbytes()} bytes")
-    dst_bytes = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
-    src_bytes = torch.empty(0, dtype=torch.uint8, device=src.device).set_(src)
-    dst_bytes.copy_(src_bytes, non_blocking=bool(non_blocking))
+    _bytes(storage).copy_(_bytes(src), non_blocking=bool(non_blocking))
     return storage
+
+
+def _bytes(storage) -> torch.Tensor:
+    """A byte tensor viewing the whole storage (a tpu one's reads and writes go through it)."""
+    return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
 
 
 def _fill_(storage, value):
@@ -46,7 +50,7 @@ def _fill_(storage, value):
         return _storage_fill_(storage, value)
     byte = torch.empty(1, dtype=torch.uint8)
     _storage_fill_(byte.untyped_storage(), value)  # CPU's check and conversion (300 -> 44)
-    torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage).fill_(byte.item())
+    _bytes(storage).fill_(byte.item())
     return storage
 
 
@@ -64,7 +68,7 @@ def _to_tpu(storage, device=None, non_blocking: bool = False):
     """``storage.tpu()``: a tpu storage holding a copy of its bytes, as ``storage.cuda()``
     (PyTorch's generated method allocates through a device allocator, which a Python
     backend has not: the copy is a tpu byte tensor's storage)."""
-    index = _index(device)
+    index = _normalization_device("tpu", device)
     if storage.device.type == "tpu" and storage.get_device() == index:
         return storage
     if storage.is_sparse:
@@ -81,17 +85,6 @@ def _storage_new(cls, *args, **kwargs):
     if device is None or not _names_tpu(device):
         return _new_storage(cls, *args, **kwargs)
     return _to_tpu(_new_storage(cls, *args, **{**kwargs, "device": "cpu"}), device)
-
-
-def _index(device) -> int:
-    if device is None:
-        return torch.tpu.current_device()
-    if isinstance(device, int):
-        return device
-    device = torch.device(device)
-    if device.type != "tpu":
-        raise RuntimeError("Invalid device, must be tpu device")
-    return torch.tpu.current_device() if device.index is None else device.index
 
 
 def install() -> None:
