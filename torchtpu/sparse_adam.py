@@ -30,6 +30,8 @@ def _step(self, closure=None):
             loss = closure()
     for group in self.param_groups:
         beta1, beta2 = group["betas"]
+        options = dict(eps=group["eps"], beta1=beta1, beta2=beta2, lr=float(group["lr"]),
+                       maximize=group.get("maximize", False))
         sparse: list[list] = [[], [], [], [], []]
         for p in group["params"]:
             if p.grad is None:
@@ -48,11 +50,9 @@ def _step(self, closure=None):
                 for kept, x in zip(sparse, moments, strict=True):
                     kept.append(x)
             else:
-                _masked_update(*moments, eps=group["eps"], beta1=beta1, beta2=beta2,
-                               lr=float(group["lr"]), maximize=group.get("maximize", False))
+                _masked_update(*moments, **options)
         if sparse[0]:
-            F.sparse_adam(*sparse, eps=group["eps"], beta1=beta1, beta2=beta2,
-                          lr=float(group["lr"]), maximize=group.get("maximize", False))
+            F.sparse_adam(*sparse, **options)
     return loss
 
 
