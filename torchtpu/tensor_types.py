@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
-_DTYPES = {"Float": torch.float32, "Double": torch.float64, "Half": torch.float16,
-           "BFloat16": torch.bfloat16, "Long": torch.int64, "Int": torch.int32,
-           "Short": torch.int16, "Char": torch.int8, "Byte": torch.uint8, "Bool": torch.bool}
+# The CPU types (torch.FloatTensor...), whose dtypes ours take
+_NAMES = ("FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor",
+          "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor")
 
 
 class _TensorType(type):
@@ -31,9 +31,9 @@ class _TensorType(type):
         return f"<class 'torch.tpu.{cls.__name__}'>"
 
 
-TYPES = {f"{name}Tensor": _TensorType(f"{name}Tensor", (), {
-    "dtype": dtype, "is_cuda": False, "is_sparse": False, "__module__": "torch.tpu"})
-    for name, dtype in _DTYPES.items()}
+TYPES = {name: _TensorType(name, (), {"dtype": getattr(torch, name).dtype, "is_cuda": False,
+                                      "is_sparse": False, "__module__": "torch.tpu"})
+         for name in _NAMES}
 
 _type = torch.Tensor.type
 
