@@ -12,16 +12,6 @@ import torch
 
 from . import device_module
 
-# torch.accelerator's name -> torch.tpu's
-_ROUTES = {
-    "synchronize": "synchronize", "empty_cache": "empty_cache",
-    "memory_allocated": "memory_allocated", "max_memory_allocated": "max_memory_allocated",
-    "memory_reserved": "memory_reserved", "max_memory_reserved": "max_memory_reserved",
-    "memory_stats": "memory_stats", "reset_peak_memory_stats": "reset_peak_memory_stats",
-    "reset_accumulated_memory_stats": "reset_accumulated_memory_stats",
-    "get_memory_info": "mem_get_info",
-}
-
 
 def _capability() -> dict:
     """``torch.accelerator.get_device_capability()``: the dtypes a tpu tensor can hold."""
@@ -30,19 +20,27 @@ def _capability() -> dict:
     return {"supported_dtypes": set(TORCH_TO_JAX)}
 
 
+# torch.accelerator's name -> what answers it for tpu
+_ROUTES = {
+    **{name: getattr(device_module, name) for name in (
+        "synchronize", "empty_cache", "memory_allocated", "max_memory_allocated",
+        "memory_reserved", "max_memory_reserved", "memory_stats", "reset_peak_memory_stats",
+        "reset_accumulated_memory_stats")},
+    "get_memory_info": device_module.mem_get_info,
+    "get_device_capability": _capability,
+}
+
+
 def install() -> None:
     import torch.accelerator.memory  # its functions, under their own module's names too
 
     for name, ours in _ROUTES.items():
         original = getattr(torch.accelerator, name, None)
         if original is not None and not hasattr(original, "_tpu_route"):
-            routed = _routed(original, getattr(device_module, ours))
+            routed = _routed(original, ours)
             setattr(torch.accelerator, name, routed)
             if getattr(torch.accelerator.memory, name, None) is original:
                 setattr(torch.accelerator.memory, name, routed)
-    capability = getattr(torch.accelerator, "get_device_capability", None)
-    if capability is not None and not hasattr(capability, "_tpu_route"):
-        torch.accelerator.get_device_capability = _routed(capability, _capability)
     save_on_cpu = torch.autograd.graph.save_on_cpu
     if not hasattr(save_on_cpu.__init__, "_tpu_route"):
         save_on_cpu.__init__ = _unpinned_for_tpu(save_on_cpu.__init__)
