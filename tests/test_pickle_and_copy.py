@@ -59,3 +59,16 @@ def test_a_failed_load_leaves_no_map_location_behind():
     with pytest.raises(pickle.UnpicklingError):
         torch.load(buffer, map_location="cpu")
     assert pickle.loads(pickle.dumps(torch.arange(3.0, device=TPU))).device.type == "tpu"
+
+
+@pytest.mark.parametrize("device", ["cpu", TPU])
+def test_deepcopy_of_an_unmaterialized_lazy_module(device):
+    # PyTorch's copy of a placeholder passes its device by position; a copy of one aimed at
+    # tpu is created on tpu at its first call, as the original would be.
+    m = torch.nn.Sequential(torch.nn.LazyConv1d(4, 3, device=device),
+                            torch.nn.LazyLinear(2, device=device))
+    m2 = copy.deepcopy(m)
+    assert isinstance(m2[0].weight, torch.nn.parameter.UninitializedParameter)
+    y = m2(torch.randn(2, 3, 8, device=device))
+    assert y.shape == (2, 4, 2) and m2[0].weight.device == torch.device(device)
+    assert m2[1].weight.device == torch.device(device)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import importlib
+import inspect
 import os
 import warnings
 
@@ -237,15 +238,33 @@ def _aimed_at_tpu(new):
     puts its value. PyTorch makes the placeholder a subclass instance of the empty tensor it
     is given, which a tpu tensor, already a TpuTensor, cannot become."""
 
-    def aimed(cls, *args, device=None, **kwargs):
+    signature = inspect.signature(new)
+
+    def aimed(cls, *args, **kwargs):
+        # device may come by position, as in PyTorch's own __deepcopy__ of a placeholder
+        bound = signature.bind(cls, *args, **kwargs)
+        device = bound.arguments.get("device")
         target = torch.device(device) if device is not None else torch.get_default_device()
         if target.type != "tpu":
-            return new(cls, *args, device=device, **kwargs)
-        placeholder = new(cls, *args, device="cpu", **kwargs)
+            return new(*bound.args, **bound.kwargs)
+        bound.arguments["device"] = "cpu"
+        placeholder = new(*bound.args, **bound.kwargs)
         placeholder._torchtpu_target = (target, placeholder.dtype)
         return placeholder
 
     return aimed
+
+
+_deepcopy_placeholder = torch.nn.UninitializedParameter.__deepcopy__
+
+
+def _deepcopy_keeping_target(self, memo):
+    """A copy of a parameter placeholder aimed at tpu is aimed there too (PyTorch's copy is
+    made on the device its empty value is on: the CPU)."""
+    result = _deepcopy_placeholder(self, memo)
+    if "_torchtpu_target" in self.__dict__:
+        result._torchtpu_target = self._torchtpu_target
+    return result
 
 
 @contextlib.contextmanager
@@ -475,6 +494,7 @@ def register() -> None:
     UninitializedTensorMixin.materialize = _materialize_on_tpu
     for cls in (torch.nn.UninitializedParameter, torch.nn.UninitializedBuffer):
         cls.__new__ = _aimed_at_tpu(cls.__new__)
+    torch.nn.UninitializedParameter.__deepcopy__ = _deepcopy_keeping_target
     _lib = torch.library.Library("aten", "IMPL")
     # The factories PyTorch's others (zeros, randn, tensor, ...) start from.
     factories = {
