@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import warnings
 
 import pytest
@@ -119,6 +120,26 @@ def test_autocast_follows_pytorchs_accelerator_policy():
         assert (b + b).dtype == torch.bfloat16  # everything else as is
     with torch.autocast("tpu", dtype=torch.float16):
         assert (x @ x.T).dtype == torch.float16
+
+
+def test_autocast_defaults_to_bfloat16_in_every_thread():
+    # PyTorch keeps the autocast dtype per thread, a new one starting at float16 for a
+    # PrivateUse1 device; a dtype a thread chooses stays its own.
+    seen = {}
+
+    def work(name, chosen=None):
+        if chosen is not None:
+            torch.set_autocast_dtype("tpu", chosen)
+        x = torch.randn(3, 3, device="tpu")
+        with torch.autocast("tpu"):
+            seen[name] = (torch.get_autocast_dtype("tpu"), (x @ x).dtype)
+
+    for name, chosen in (("default", None), ("float16", torch.float16)):
+        thread = threading.Thread(target=work, args=(name, chosen))
+        thread.start()
+        thread.join()
+    assert seen == {"default": (torch.bfloat16,) * 2, "float16": (torch.float16,) * 2}
+    assert torch.get_autocast_dtype("tpu") == torch.bfloat16
 
 
 def test_autocast_rms_norm_vdot_and_interpolate():

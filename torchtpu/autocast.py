@@ -16,6 +16,8 @@ rounded to bfloat16's precision, which XLA may or may not keep inside a fused pr
 
 from __future__ import annotations
 
+import threading
+
 import torch
 
 _KEY = "AutocastPrivateUse1"
@@ -75,7 +77,7 @@ def _cast(x, dtype):
 
 
 def _widest(args, kwargs) -> torch.dtype:
-    dtype = torch.get_autocast_dtype("tpu")
+    dtype = _get_dtype("tpu")
     for x in (*args, *kwargs.values()):
         for t in x if isinstance(x, (list, tuple)) else (x,):
             if _eligible(t) and t.dtype == torch.float32:
@@ -122,7 +124,7 @@ def _overload(name: str):
 
 
 def _low(args, kwargs):
-    return torch.get_autocast_dtype("tpu")
+    return _get_dtype("tpu")
 
 
 def _float32(args, kwargs):
@@ -146,7 +148,29 @@ def register(lib: torch.library.Library) -> torch.library.Library:
         kernels[name] = _float32_appended(_overload(with_dtype))
     for name, kernel in kernels.items():
         lib.impl(name, kernel, _KEY)
-    # CPU's default; float16 (PyTorch's for a PrivateUse1 device) is slow or absent on TPUs.
-    # PyTorch keeps it per thread: this sets the importing thread's.
-    torch.set_autocast_dtype("tpu", torch.bfloat16)
+    torch.get_autocast_dtype, torch.set_autocast_dtype = get_autocast_dtype, set_autocast_dtype
     return fallthrough
+
+
+# The raw per-thread setting (the kernels read it inside an autocast region, which set it).
+_get_dtype, _set_dtype = torch.get_autocast_dtype, torch.set_autocast_dtype
+_thread = threading.local()
+
+
+def get_autocast_dtype(device_type: str) -> torch.dtype:
+    """``torch.get_autocast_dtype``, tpu's default bfloat16 (CPU's; float16, PyTorch's for a
+    PrivateUse1 device, is slow or absent on TPUs) in every thread: PyTorch keeps the setting
+    per thread, and a new thread starts at float16."""
+    if device_type == "tpu" and not getattr(_thread, "chosen", False):
+        set_autocast_dtype("tpu", torch.bfloat16)
+    return _get_dtype(device_type)
+
+
+def set_autocast_dtype(device_type: str, dtype: torch.dtype) -> None:
+    if device_type == "tpu":
+        _thread.chosen = True
+    _set_dtype(device_type, dtype)
+
+
+# Dynamo folds torch's own getter to its value at trace time: the same for ours.
+get_autocast_dtype._dynamo_marked_constant = True
