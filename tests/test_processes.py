@@ -79,3 +79,15 @@ def test_dataloader_workers_fork_and_a_worker_refuses_tpu():
     assert_same(torch.cat(batches), torch.arange(8.0).repeat_interleave(3).view(8, 3))
     with pytest.raises(RuntimeError, match="cannot be used in a forked subprocess"):
         list(torch.utils.data.DataLoader(_Rows("tpu"), batch_size=4, num_workers=1))
+
+
+def test_a_tpu_tensor_sent_to_another_process_warns_it_is_a_copy():
+    # Hogwild-style code (model.share_memory(), children stepping it) would run and train
+    # nothing: cuda's tensors are shared between processes, tpu's are copied.
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    t = torch.ones(3, device="tpu")
+    with pytest.warns(UserWarning, match="arrives as a copy"):
+        data = ForkingPickler.dumps(t)
+    assert_same(pickle.loads(data), t)

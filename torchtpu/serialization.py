@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import warnings
 
 import torch
 import torch._weights_only_unpickler
@@ -223,6 +224,13 @@ def _reduce_for_another_process(t: torch.Tensor):
             "autograd does not support crossing process boundaries.  If you just want to "
             "transfer the data, call detach() on the tensor before serializing (e.g., "
             "putting it on the queue).")
+    # Hogwild-style training (model.share_memory(), children stepping it) would run and
+    # train nothing here: say so where cuda's tensors would be shared.
+    warnings.warn(
+        "a tpu tensor sent to another process arrives as a copy: in-place changes made there "
+        "(add_, an optimizer step) are not seen by this process, as they would be for a CPU "
+        "tensor in shared memory or a cuda tensor; send CPU tensors "
+        "(t.cpu().share_memory_()) to share them", stacklevel=2)
     host = t.detach().cpu().resolve_conj().resolve_neg().contiguous()
     data = host.reshape(-1).view(torch.uint8).numpy().tobytes() if host.numel() else b""
     return _rebuild_in_another_process, (data, host.dtype, tuple(host.shape), str(t.device),
