@@ -703,6 +703,19 @@ def test_torch_accelerator_functions_answer_for_tpu():
         torch.accelerator.get_device_capability()["supported_dtypes"])
 
 
+def test_torch_accelerator_refuses_a_device_index_that_does_not_exist():
+    # As torch.tpu.set_device and cuda (an invalid ordinal); it was taken, tensors on tpu:0.
+    with pytest.raises(RuntimeError, match="invalid device index 1"):
+        torch.accelerator.set_device_index(1)
+    with pytest.raises(RuntimeError, match="invalid device index 3"):
+        with torch.accelerator.device_index(3):
+            pass
+    torch.accelerator.set_device_index(0)
+    torch.accelerator.set_device_index(-1)  # negative: selects nothing
+    with torch.accelerator.device_index(0), torch.accelerator.device_index(None):
+        assert torch.accelerator.current_device_index() == 0
+
+
 def test_tolist_with_dispatch_off():
     # Inductor reads small constants this way (AOTInductor on a tpu ExportedProgram).
     from torch.utils._mode_utils import no_dispatch

@@ -11,6 +11,7 @@ import functools
 import torch
 
 from . import device_module
+from .runtime import platform
 
 
 def _capability() -> dict:
@@ -41,6 +42,11 @@ def install() -> None:
             setattr(torch.accelerator, name, routed)
             if getattr(torch.accelerator.memory, name, None) is original:
                 setattr(torch.accelerator.memory, name, routed)
+    for owner, name in ((torch.accelerator, "set_device_index"),
+                        (torch.accelerator.device_index, "__enter__")):
+        original = getattr(owner, name)
+        if not hasattr(original, "_tpu_route"):
+            setattr(owner, name, _index_checked(original))
     save_on_cpu = torch.autograd.graph.save_on_cpu
     if not hasattr(save_on_cpu.__init__, "_tpu_route"):
         save_on_cpu.__init__ = _unpinned_for_tpu(save_on_cpu.__init__)
@@ -55,6 +61,23 @@ def _unpinned_for_tpu(init):
 
     __init__._tpu_route = True
     return __init__
+
+
+def _index_checked(original):
+    """Selecting a device index refuses one past ``device_count()``, as ``torch.tpu.set_device``
+    and cuda (an invalid ordinal) do: it was taken, and everything stayed on tpu:0."""
+
+    @functools.wraps(original)
+    def call(*args):
+        index = args[-1].idx if original.__name__ == "__enter__" else args[0]
+        accelerator = torch.accelerator.current_accelerator()
+        negative = isinstance(index, int) and index < 0  # selects nothing (PyTorch's rule)
+        if accelerator is not None and accelerator.type == "tpu" and not negative:
+            platform.check_device_index(index)
+        return original(*args)
+
+    call._tpu_route = True
+    return call
 
 
 def _routed(original, ours):
