@@ -113,6 +113,8 @@ def _build(func, fused: bool = False) -> Handler:
     handler = _drawing_on_the_host_with_a_generator(func, handler)
     if func in _CHECKS_ERRORS:
         handler = _checking_errors(handler, _CHECKS_ERRORS[func])
+    if func in _UNINITIALIZED:
+        handler = _filled_if_deterministic(handler)
     return _on_requested_device(func, handler) if func in _TEMPLATE_FACTORIES else handler
 
 
@@ -152,6 +154,29 @@ def _checking_errors(inner: Handler, api_name: str) -> Handler:
             return inner(args, kwargs)
         out = inner(args, {**kwargs, "check_errors": False})
         torch._linalg_check_errors(out[-1], api_name, is_matrix=args[0].dim() == 2)
+        return out
+
+    return handler
+
+
+_UNINITIALIZED = {torch.ops.aten.empty.memory_format, torch.ops.aten.empty_strided.default,
+                  torch.ops.aten.empty_like.default, torch.ops.aten.new_empty.default,
+                  torch.ops.aten.new_empty_strided.default}
+
+
+def _filled_if_deterministic(inner: Handler) -> Handler:
+    """Under ``torch.use_deterministic_algorithms(True)`` CPU and cuda fill new uninitialized
+    memory (``torch.utils.deterministic.fill_uninitialized_memory``) with NaN, an integer's
+    largest value or True, so that reading it shows."""
+
+    def handler(args, kwargs):
+        out = inner(args, kwargs)
+        if (torch.are_deterministic_algorithms_enabled()
+                and torch.utils.deterministic.fill_uninitialized_memory):
+            if out.is_floating_point() or out.is_complex():
+                out.fill_(float("nan"))
+            else:
+                out.fill_(True if out.dtype == torch.bool else torch.iinfo(out.dtype).max)
         return out
 
     return handler

@@ -1,0 +1,42 @@
+"""``torch.use_deterministic_algorithms(True)`` on tpu: what CPU does under it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import TPU, assert_same
+
+
+@pytest.fixture
+def deterministic():
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.complex64, torch.int64,
+                                   torch.uint8, torch.bool])
+def test_uninitialized_memory_is_filled_as_cpus(deterministic, dtype):
+    # torch.utils.deterministic.fill_uninitialized_memory: NaN, an integer's largest value,
+    # True; what an unwritten element then reads shows.
+    made = [
+        lambda d: torch.empty(2, 3, dtype=dtype, device=d),
+        lambda d: torch.empty(1, 2, 2, 3, dtype=dtype, device=d,
+                              memory_format=torch.channels_last),
+        lambda d: torch.empty_strided((2, 3), (1, 2), dtype=dtype, device=d),
+        lambda d: torch.empty_like(torch.zeros(2, 3, dtype=dtype, device=d)),
+        lambda d: torch.zeros(1, dtype=dtype, device=d).new_empty(2, 3),
+        lambda d: torch.zeros(1, dtype=dtype, device=d).new_empty_strided((2, 3), (1, 2)),
+    ]
+    for make in made:
+        cpu, tpu = make("cpu"), make(TPU)
+        assert tpu.stride() == cpu.stride()
+        assert_same(tpu, cpu)
+    torch.utils.deterministic.fill_uninitialized_memory = False
+    try:
+        assert torch.empty(2, device=TPU).tolist() == [0.0, 0.0]  # XLA's zeros, not filled
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = True
+
