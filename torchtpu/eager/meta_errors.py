@@ -20,6 +20,7 @@ import torch
 
 from ..ops.dtypes import result_type, scalar_type_name, to_jax_dtype, to_torch_dtype
 from ..ops.reduction import check_nonempty
+from . import nn_checks
 from .number_checks import overflow_error
 
 _MATMUL = re.compile(r"a and b must have same reduction dim, but got \[(.*)\] X \[(.*)\]")
@@ -44,7 +45,7 @@ def check_as_cpu(op, args: Sequence, kwargs: dict | None = None) -> None:
         if dim is not None:
             _check_dim(dim, len(args[0].shape))
     check = _CPU_CHECKS.get(op)
-    kw = (kwargs or {}) if op in _DIVISIONS else {}
+    kw = (kwargs or {}) if op in _DIVISIONS or op in nn_checks.DECOMPOSED else {}
     if check is not None and (error := check(*args, **kw)):
         raise error if isinstance(error, Exception) else RuntimeError(error)
 
@@ -323,18 +324,6 @@ def _softmax_check(kernel: str):
     return check
 
 
-def _adaptive_avg_check(nd: int):
-    def check(self, output_size):
-        for i in range(-nd, 0):
-            if self.shape[i] == 0:
-                return (f"adaptive_avg_pool{nd}d(): Expected input to have non-zero size for "
-                        f"non-batch dimensions, but input has sizes {list(self.shape)} with "
-                        f"dimension {i + self.ndim} being empty")
-        return None
-
-    return check
-
-
 def _shuffle_common(op: str, self, factor_name: str, factor: int) -> str | None:
     if self.ndim < 3:
         return (f"{op} expects input to have at least 3 dimensions, but got input "
@@ -414,29 +403,6 @@ def _grid_sampler_check(input, grid, *_):  # noqa: A002
     return None
 
 
-def _bce_check(self, target, *_):
-    """CPU's kernel reads the target in the input's dtype (int multi-hot labels are refused;
-    PyTorch's decomposition would take them)."""
-    if target.dtype != self.dtype:
-        return (f"Found dtype {scalar_type_name(target.dtype)} but expected "
-                f"{scalar_type_name(self.dtype)}")
-    return None
-
-
-def _bce_with_logits_check(self, target, *_):
-    """CPU's kernel computes in place into a buffer of the target's dtype."""
-    if not self.dtype.is_floating_point:
-        return NotImplementedError(
-            f'"log_sigmoid_cpu" not implemented for \'{scalar_type_name(self.dtype)}\'')
-    if target.dtype == torch.bool:
-        return ("Subtraction, the `-` operator, with two bool tensors is not supported. Use "
-                "the `^` or `logical_xor()` operator instead.")
-    if not target.dtype.is_floating_point:
-        return (f"result type {scalar_type_name(self.dtype)} can't be cast to the desired "
-                f"output type {scalar_type_name(target.dtype)}")
-    return None
-
-
 def _floating_only(message: str):
     """var/std and var_mean (CPU's check; PyTorch's meta kernels take integers)."""
     def check(self, *_, **__):
@@ -447,20 +413,6 @@ def _floating_only(message: str):
 
 
 _VAR = _floating_only("std and var only support floating point and complex dtypes")
-
-
-def _nll_target_check(self, target, *_):
-    name = str(target.dtype).removeprefix("torch.")  # a torch or a jax dtype
-    if name not in ("int64", "uint8"):
-        return (f"expected target dtype to be Long or Byte, but got "
-                f"{scalar_type_name(target.dtype)}")
-    return None
-
-
-def _nll2d_target_check(self, target, *_):
-    # CPU's 2-d kernel then reads the target as int64 only.
-    return _nll_target_check(self, target) or (
-        "expected scalar type Long but found Byte" if "uint8" in str(target.dtype) else None)
 
 
 def _index_select_check(self, dim, index) -> Exception | None:
@@ -644,7 +596,8 @@ def _unscale_check(grads, found_inf, inv_scale):
 
 
 _CPU_CHECKS = {
-    _aten.nll_loss_forward.default: _nll_target_check,
+    **nn_checks.DECOMPOSED,
+    _aten.nll_loss_forward.default: nn_checks.nll_check,
     _aten.linalg_cross.default: _same_dtype,
     _aten.baddbmm.default: _baddbmm_check,
     _aten.addbmm.default: _addbmm_check,
@@ -652,19 +605,19 @@ _CPU_CHECKS = {
     _aten.vdot.default: _dot_check,
     _aten._amp_foreach_non_finite_check_and_unscale.default: _unscale_check,
     _aten._amp_foreach_non_finite_check_and_unscale_.default: _unscale_check,
-    _aten.nll_loss2d_forward.default: _nll2d_target_check,
+    _aten.nll_loss2d_forward.default: nn_checks.nll2d_check,
     _aten.var.correction: _VAR, _aten.var.dim: _VAR, _aten.var.default: _VAR,
     _aten.std.correction: _VAR, _aten.std.dim: _VAR, _aten.std.default: _VAR,
     _aten.var_mean.correction: _floating_only(
         "var_mean only support floating point and complex dtypes"),
     _aten.std_mean.correction: _floating_only(
         "std_mean only support floating point and complex dtypes"),
-    _aten.binary_cross_entropy.default: _bce_check,
-    _aten.binary_cross_entropy_with_logits.default: _bce_with_logits_check,
+    _aten.binary_cross_entropy.default: nn_checks.bce_check,
+    _aten.binary_cross_entropy_with_logits.default: nn_checks.bce_with_logits_check,
     _aten.grid_sampler_2d.default: _grid_sampler_check,
     _aten.grid_sampler_3d.default: _grid_sampler_check,
-    _aten._adaptive_avg_pool2d.default: _adaptive_avg_check(2),
-    _aten._adaptive_avg_pool3d.default: _adaptive_avg_check(3),
+    _aten._adaptive_avg_pool2d.default: nn_checks.adaptive_avg_check(2),
+    _aten._adaptive_avg_pool3d.default: nn_checks.adaptive_avg_check(3),
     _aten.pixel_shuffle.default: _pixel_shuffle_check,
     _aten.pixel_unshuffle.default: _pixel_unshuffle_check,
     _aten.sub.Tensor: _bool_subtraction,
@@ -685,7 +638,8 @@ _CPU_CHECKS = {
     _aten.addmv.default: lambda self, mat, vec, *_: _addmv_dtypes(self.dtype, mat, vec),
     _aten.bmm.default: _bmm_check,
     _aten.index_select.default: _index_select_check,
-    _aten.native_layer_norm.default: _norm_dtypes(2, 3),
+    _aten.native_layer_norm.default: _first(nn_checks.layer_norm_shapes, _norm_dtypes(2, 3),
+                                            nn_checks.layer_norm_kernel),
     _aten.native_group_norm.default: _norm_dtypes(1, 2),
     _aten.native_batch_norm.default: _norm_dtypes(1, 2, 3, 4),
     _aten._native_batch_norm_legit.default: _norm_dtypes(1, 2, 3, 4),
