@@ -75,3 +75,24 @@ def test_valid_nn_arguments_still_compute():
     assert F.mse_loss(x.to("tpu"), y.to("tpu")).item() == F.mse_loss(x, y).item()
     assert F.smooth_l1_loss(y.to("tpu"), y.to("tpu") * 2, beta=0.0).item() == \
         F.smooth_l1_loss(y, y * 2, beta=0.0).item()
+
+
+def _qkv(d, dtypes=(torch.float32,) * 3, shape=(1, 2, 4, 8)):
+    return [torch.ones(shape, dtype=t, device=d) for t in dtypes]
+
+
+@pytest.mark.parametrize("bad", [
+    # a 0/1 mask of integers: CPU refuses it (added, it would shift the scores)
+    lambda d: F.scaled_dot_product_attention(*_qkv(d), attn_mask=torch.ones(
+        4, 4, dtype=torch.long, device=d)),
+    lambda d: F.scaled_dot_product_attention(*_qkv(d), attn_mask=torch.ones(
+        4, 4, dtype=torch.long, device=d), is_causal=True),
+    lambda d: F.scaled_dot_product_attention(*_qkv(d, (torch.double,) * 3), attn_mask=torch.ones(
+        4, 4, dtype=torch.int32, device=d)),
+    lambda d: F.scaled_dot_product_attention(*_qkv(d), attn_mask=torch.ones(
+        4, 4, dtype=torch.half, device=d)),
+    lambda d: F.scaled_dot_product_attention(*_qkv(d, (torch.float, torch.double, torch.float))),
+    lambda d: F.scaled_dot_product_attention(*_qkv(d, shape=(8,))),
+])
+def test_bad_attention_arguments_raise_as_cpu(bad, eager_mode):
+    raises_as_cpu(bad, RuntimeError)
