@@ -30,6 +30,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from . import config
 from .eager.meta_errors import cpp_name
+from .eager.nn_checks import ctc_check
 from .runtime import execute
 from .tensor import TpuTensor
 
@@ -222,12 +223,25 @@ def _one_hot(self, num_classes=-1):
     return torch.eq(self.unsqueeze(-1), torch.arange(num_classes, device=self.device)).long()
 
 
+def _on_host(v) -> bool:
+    """A list of lengths, or a plain CPU tensor (not a tpu or torch.compile's fake one)."""
+    return not isinstance(v, torch.Tensor) or (type(v) is torch.Tensor
+                                                and v.device.type == "cpu")
+
+
 def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction=1,
               zero_infinity=False):
     """PyTorch's composite, its lengths as tpu tensors. For a tensor subclass PyTorch skips
     cuda's path (which reads the lengths on the host) and divides the mean by the target
     lengths where they are: CPU lengths met a tpu loss. Length lists become tensors too: as
-    static arguments each new list compiled the loss again."""
+    static arguments each new list compiled the loss again. CPU's checks run first, on lengths
+    the host holds (tpu lengths would have to be read)."""
+    for name, v in (("input_lengths", input_lengths), ("target_lengths", target_lengths)):
+        if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()
+                                            or v.dtype == torch.bool):
+            raise RuntimeError(f"{name} must be integral")
+    if all(_on_host(v) for v in (input_lengths, target_lengths)):
+        ctc_check(log_probs.shape, targets.shape, input_lengths, target_lengths, blank)
     lengths = [torch.as_tensor(v, dtype=torch.int64).to(log_probs.device)
                for v in (input_lengths, target_lengths)]
     return aten.ctc_loss.Tensor.decompose(log_probs, targets, *lengths, blank, reduction,

@@ -96,3 +96,38 @@ def _qkv(d, dtypes=(torch.float32,) * 3, shape=(1, 2, 4, 8)):
 ])
 def test_bad_attention_arguments_raise_as_cpu(bad, eager_mode):
     raises_as_cpu(bad, RuntimeError)
+
+
+def _ctc(d, il, tl, targets=(2, 3), blank=0, shape=(10, 2, 5)):
+    log_probs = torch.zeros(shape, device=d).log_softmax(-1)
+    return F.ctc_loss(log_probs, torch.ones(targets, dtype=torch.long, device=d), il, tl,
+                      blank=blank)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: _ctc(d, torch.tensor([10, 10]), torch.tensor([3])),
+    lambda d: _ctc(d, torch.tensor([10]), torch.tensor([3, 3])),
+    lambda d: _ctc(d, torch.tensor([10, 11]), torch.tensor([3, 3])),
+    lambda d: _ctc(d, [10, 11], [3, 3]),
+    lambda d: _ctc(d, torch.tensor([10, -1]), torch.tensor([3, 3])),
+    lambda d: _ctc(d, torch.tensor([10, 10]), torch.tensor([3, 4])),
+    lambda d: _ctc(d, torch.tensor([11, 10]), torch.tensor([4, 3])),  # targets first
+    lambda d: _ctc(d, torch.tensor([10, 10]), torch.tensor([3, -1])),
+    lambda d: _ctc(d, torch.tensor([10, 10]), torch.tensor([3, 3]), targets=(5,)),
+    lambda d: _ctc(d, torch.tensor([10, 10]), torch.tensor([3, 3]), targets=(7,)),
+    lambda d: _ctc(d, torch.tensor([10, 10]), torch.tensor([3, 3]), targets=(3, 3)),
+    lambda d: _ctc(d, torch.tensor([10, 10]), torch.tensor([3, 3]), targets=(2, 3, 1)),
+    lambda d: _ctc(d, torch.tensor([10, 10]), torch.tensor([3, 3]), blank=5),
+    lambda d: _ctc(d, torch.tensor([10., 10.]), torch.tensor([3, 3])),
+    lambda d: _ctc(d, torch.tensor(11), torch.tensor(3), targets=(3,), shape=(10, 5)),
+])
+def test_bad_ctc_lengths_raise_as_cpu(bad, eager_mode):
+    raises_as_cpu(bad, RuntimeError)
+
+
+def test_ctc_lengths_within_bounds_still_compute():
+    # concatenated targets and an input length of T: valid on CPU
+    def loss(d):
+        return _ctc(d, torch.tensor([10, 7]), torch.tensor([2, 1]), targets=(3,))
+
+    assert torch.allclose(loss("tpu").cpu(), loss("cpu"), atol=1e-5)
