@@ -29,6 +29,9 @@ _CAT = re.compile(r"Sizes of tensors must match except in dimension (\d+)\. "
 _DTYPE = re.compile(r"torch\.(\w+)")
 _TORCH_SIZE = re.compile(r"torch\.Size\((\[[^\]]*\])\)")
 _MV = re.compile(r"size mismatch, got input \((\d+)x(\d+)\), vec \((\d+)\)")
+_META_TYPE = re.compile(r"\bMeta(\w+)Type\{")  # a meta tensor as c10 prints it: MetaFloatType{
+_INDEX_ADD = re.compile(r"Number of indices \((\d+)\) should be equal to tensor\.size\(dim\) "
+                        r"\((\d+)\), for dim=(-?\d+)")
 _NDIM = re.compile(r"Number of dimensions of tensors must match\.  Expected (\d+)-D tensors, "
                    r"but got (\d+)-D")
 # Checks whose condition CPU's also fails, worded otherwise.
@@ -134,6 +137,12 @@ def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
     if "to have thesame number" in text:  # the dot meta kernel's typo
         return RuntimeError(text.replace("thesame", "the same"))
     if text.startswith("Attempting to broadcast a dimension"):
+        if (order := _BROADCAST_ORDER.get(op)) is not None:
+            return RuntimeError(order(*args) or text)
+        if len(args) > 1 and all(isinstance(a, (list, tuple)) for a in args[:2]):
+            pairs = (_broadcast_message([a.shape, b.shape])
+                     for a, b in zip(*args[:2], strict=False))
+            return RuntimeError(next(filter(None, pairs), None) or text)  # foreach: a pair
         return RuntimeError(_broadcast_message(shapes) or text)
     if m := _MATMUL.match(text):
         a, b = (x.replace(", ", "x") for x in m.groups())
@@ -144,6 +153,15 @@ def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
                             f"size {want} but got size {got} for tensor number {i} in the list.")
     if "torch.Size([" in text:  # Python meta kernels print a size so, CPU as a list
         return RuntimeError(_TORCH_SIZE.sub(r"\1", text))
+    if _META_TYPE.search(text):  # PyTorch's own meta kernels print a CPU tensor's type
+        return RuntimeError(_META_TYPE.sub(r"torch.\1Tensor{", text))
+    if text.startswith("linalg.inv_ex:"):  # CPU's inv_ex checks as linalg.inv
+        return RuntimeError(text.replace("linalg.inv_ex:", "linalg.inv:", 1))
+    if m := _INDEX_ADD.match(text):
+        return RuntimeError("index_add_(): Number of indices ({}) should be equal to "
+                            "source.size(dim): ({}), for dim: {}".format(*m.groups()))
+    if "Got torch." in text and "tensor as input" in text:  # linalg's dtype checks
+        return RuntimeError(_DTYPE.sub(lambda m: _c10_name(m.group(1)), text))
     if "could not infer output dtype" in text and "Got: torch." in text:
         return RuntimeError(_DTYPE.sub(lambda m: _c10_name(m.group(1)), text))
     return None
@@ -177,6 +195,29 @@ def _broadcast_message(shapes: Sequence[tuple]) -> str | None:
             out.append(sb if sa == 1 else sa)
         acc = tuple(reversed(out))
     return None
+
+
+def _expand_message(shape: Sequence[int], target: Sequence[int]) -> str | None:
+    """CPU's expand_size message, when ``shape`` does not expand to ``target``."""
+    lead = len(target) - len(shape)
+    for i in range(len(target) - 1, lead - 1, -1):
+        size = shape[i - lead]
+        if size not in (1, target[i]):
+            return (f"The expanded size of the tensor ({target[i]}) must match the existing "
+                    f"size ({size}) at non-singleton dimension {i}.  Target sizes: "
+                    f"{list(target)}.  Tensor sizes: {list(shape)}")
+    return None
+
+
+def _addmm_expand(self, mat1, mat2, *_) -> str | None:
+    # CPU expands self to the product's shape
+    return _expand_message(self.shape, (mat1.shape[0], mat2.shape[1]))
+
+
+def _bce_with_logits_order(self, target, weight=None, pos_weight=None, *_) -> str | None:
+    # CPU's formula meets pos_weight with the target first, the weight last
+    shapes = [t.shape for t in (pos_weight, target, self, weight) if t is not None]
+    return _broadcast_message(shapes)
 
 
 def _c10_name(name: str) -> str:
@@ -255,6 +296,9 @@ def _same_mm_dtypes(m1, m2) -> str | None:
 
 # Matrix products: CPU multiplies only like dtypes (their meta kernels promote instead).
 def _mm_check(self, mat2):
+    for name, m in (("self", self), ("mat2", mat2)):
+        if m.ndim != 2:
+            return f"{name} must be a matrix"
     return _not_for_bool("addmm_impl_cpu_", self, mat2) or _same_mm_dtypes(self, mat2)
 
 
@@ -413,6 +457,17 @@ def _floating_only(message: str):
 
 
 _VAR = _floating_only("std and var only support floating point and complex dtypes")
+
+
+def _masked_fill_check(self, mask, value=None) -> str | None:
+    """CPU's masked_fill: a tensor value's dims first, then the mask's dtype."""
+    if getattr(value, "ndim", 0):
+        return ("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                f"{value.ndim} dimension(s).")
+    if np.dtype(mask.dtype) != np.bool_:
+        return ("masked_fill_ only supports boolean masks, but got mask with dtype "
+                f"{cpp_name(mask.dtype)}")
+    return None
 
 
 def _index_select_check(self, dim, index) -> Exception | None:
@@ -595,6 +650,12 @@ def _unscale_check(grads, found_inf, inv_scale):
     return next(filter(None, map(_UNSCALE_KERNEL, grads)), None)
 
 
+# Ops whose broadcast CPU checks among other shapes, or in another order, than their arguments'.
+_BROADCAST_ORDER = {torch.ops.aten.addmm.default: _addmm_expand,
+                    torch.ops.aten.binary_cross_entropy_with_logits.default:
+                        _bce_with_logits_order}
+
+
 _CPU_CHECKS = {
     **nn_checks.DECOMPOSED,
     _aten.nll_loss_forward.default: nn_checks.nll_check,
@@ -638,6 +699,8 @@ _CPU_CHECKS = {
     _aten.addmv.default: lambda self, mat, vec, *_: _addmv_dtypes(self.dtype, mat, vec),
     _aten.bmm.default: _bmm_check,
     _aten.index_select.default: _index_select_check,
+    _aten.masked_fill.Scalar: _masked_fill_check,
+    _aten.masked_fill.Tensor: _masked_fill_check,
     _aten.native_layer_norm.default: _first(nn_checks.layer_norm_shapes, _norm_dtypes(2, 3),
                                             nn_checks.layer_norm_kernel),
     _aten.native_group_norm.default: _norm_dtypes(1, 2),
