@@ -29,6 +29,8 @@ import torch.autograd.forward_ad as fwAD
 from torch.utils._python_dispatch import _disable_current_modes
 
 from . import config
+from .eager.meta_errors import cpp_name
+from .eager.nn_checks import ctc_check
 from .runtime import execute
 from .tensor import TpuTensor
 
@@ -131,6 +133,7 @@ def _has_tangent(*tensors) -> bool:
 
 def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
           enable_gqa=False):
+    _validate_sdpa_input(query, key, value, attn_mask)
     if (torch._C._functorch.maybe_current_level() is not None
             or _has_tangent(query, key, value, attn_mask)
             or not _cpu_runs_flash(query, key, value, attn_mask, dropout_p, is_causal, scale,
@@ -139,6 +142,31 @@ def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sca
                                enable_gqa=enable_gqa)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     return torch.ops.torchtpu.attention(query, key, value, attn_mask, is_causal, scale)[0]
+
+
+def _validate_sdpa_input(query, key, value, attn_mask) -> None:
+    """CPU's validate_sdpa_input (its composite runs it; torchtpu::attention would not)."""
+    if not query.dtype == key.dtype == value.dtype:
+        raise RuntimeError(
+            "Expected query, key, and value to have the same dtype, but got query.dtype: "
+            f"{cpp_name(query.dtype)} key.dtype: {cpp_name(key.dtype)} and value.dtype: "
+            f"{cpp_name(value.dtype)} instead.")
+    if not query.device == key.device == value.device:
+        raise RuntimeError(
+            "Expected query, key, and value to have the same device type, but got "
+            f"query.device: {query.device} key.device: {key.device} and value.device: "
+            f"{value.device} instead.")
+    if min(query.dim(), key.dim(), value.dim()) < 2:
+        raise RuntimeError(
+            "Expected query, key, and value to all be  at least 2 dimensional, but got "
+            f"query.dim: {query.dim()} key.dim: {key.dim()} and value.dim: {value.dim()} "
+            "instead.")
+    if attn_mask is not None and attn_mask.dtype not in (torch.bool, torch.float32,
+                                                         query.dtype):
+        raise RuntimeError(
+            "Expected attn_mask dtype to be bool or float or to match query dtype, but got "
+            f"attn_mask.dtype: {cpp_name(attn_mask.dtype)} and  query.dtype: "
+            f"{cpp_name(query.dtype)} instead.")
 
 
 def _attention_setup(ctx, inputs, output):
@@ -195,12 +223,25 @@ def _one_hot(self, num_classes=-1):
     return torch.eq(self.unsqueeze(-1), torch.arange(num_classes, device=self.device)).long()
 
 
+def _on_host(v) -> bool:
+    """A list of lengths, or a plain CPU tensor (not a tpu or torch.compile's fake one)."""
+    return not isinstance(v, torch.Tensor) or (type(v) is torch.Tensor
+                                                and v.device.type == "cpu")
+
+
 def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction=1,
               zero_infinity=False):
     """PyTorch's composite, its lengths as tpu tensors. For a tensor subclass PyTorch skips
     cuda's path (which reads the lengths on the host) and divides the mean by the target
     lengths where they are: CPU lengths met a tpu loss. Length lists become tensors too: as
-    static arguments each new list compiled the loss again."""
+    static arguments each new list compiled the loss again. CPU's checks run first, on lengths
+    the host holds (tpu lengths would have to be read)."""
+    for name, v in (("input_lengths", input_lengths), ("target_lengths", target_lengths)):
+        if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()
+                                            or v.dtype == torch.bool):
+            raise RuntimeError(f"{name} must be integral")
+    if all(_on_host(v) for v in (input_lengths, target_lengths)):
+        ctc_check(log_probs.shape, targets.shape, input_lengths, target_lengths, blank)
     lengths = [torch.as_tensor(v, dtype=torch.int64).to(log_probs.device)
                for v in (input_lengths, target_lengths)]
     return aten.ctc_loss.Tensor.decompose(log_probs, targets, *lengths, blank, reduction,

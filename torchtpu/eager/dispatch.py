@@ -21,7 +21,17 @@ from ..runtime.execute import Pending, unrecorded
 from ..runtime.platform import check_device_index
 from ..tensor import DEVICE, TpuTensor, is_dense, read, set_executor, with_layout
 from ..tensor import wrap as wrap_tensor
-from . import bounds, fallback, meta_errors, mutation, number_checks, special, strict, views
+from . import (
+    bounds,
+    fallback,
+    meta_errors,
+    mutation,
+    nn_checks,
+    number_checks,
+    special,
+    strict,
+    views,
+)
 from .values import MIXED_DEVICES, unwrap, wrap_out
 
 Handler = Callable[[tuple, dict], object]
@@ -226,6 +236,8 @@ def _build_here(func, fused: bool) -> Handler:
     decomp = DECOMPOSITIONS.get(func)
     if decomp is not None and func in _CHECKED_BY_META:
         return _checked_by_meta(func, decomp)
+    if decomp is not None and func in nn_checks.DECOMPOSED:
+        return _checked_as_cpu(func, decomp)
     if decomp is not None:
         return lambda args, kwargs: decomp(*args, **kwargs)
     if composite:
@@ -270,6 +282,15 @@ def _checked_by_meta(func, decomp) -> Handler:
         return decomp(*args, **kwargs)
 
     return handler
+
+def _checked_as_cpu(func, decomp) -> Handler:
+    # CPU's checks only (of dtypes and numbers): running the meta kernel costs each call.
+    def handler(args, kwargs):
+        meta_errors.check_as_cpu(func, args, kwargs)
+        return decomp(*args, **kwargs)
+
+    return handler
+
 
 # Advanced indexing takes index tensors on the host, as on cuda (x[cpu_indices] = v): the
 # position of the indices argument. Other indexing ops (gather, index_select) refuse them.

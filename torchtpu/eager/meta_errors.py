@@ -20,6 +20,7 @@ import torch
 
 from ..ops.dtypes import result_type, scalar_type_name, to_jax_dtype, to_torch_dtype
 from ..ops.reduction import check_nonempty
+from . import nn_checks
 from .number_checks import overflow_error
 
 _MATMUL = re.compile(r"a and b must have same reduction dim, but got \[(.*)\] X \[(.*)\]")
@@ -28,6 +29,9 @@ _CAT = re.compile(r"Sizes of tensors must match except in dimension (\d+)\. "
 _DTYPE = re.compile(r"torch\.(\w+)")
 _TORCH_SIZE = re.compile(r"torch\.Size\((\[[^\]]*\])\)")
 _MV = re.compile(r"size mismatch, got input \((\d+)x(\d+)\), vec \((\d+)\)")
+_META_TYPE = re.compile(r"\bMeta(\w+)Type\{")  # a meta tensor as c10 prints it: MetaFloatType{
+_INDEX_ADD = re.compile(r"Number of indices \((\d+)\) should be equal to tensor\.size\(dim\) "
+                        r"\((\d+)\), for dim=(-?\d+)")
 _NDIM = re.compile(r"Number of dimensions of tensors must match\.  Expected (\d+)-D tensors, "
                    r"but got (\d+)-D")
 # Checks whose condition CPU's also fails, worded otherwise.
@@ -44,7 +48,7 @@ def check_as_cpu(op, args: Sequence, kwargs: dict | None = None) -> None:
         if dim is not None:
             _check_dim(dim, len(args[0].shape))
     check = _CPU_CHECKS.get(op)
-    kw = (kwargs or {}) if op in _DIVISIONS else {}
+    kw = (kwargs or {}) if op in _DIVISIONS or op in nn_checks.DECOMPOSED else {}
     if check is not None and (error := check(*args, **kw)):
         raise error if isinstance(error, Exception) else RuntimeError(error)
 
@@ -133,6 +137,12 @@ def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
     if "to have thesame number" in text:  # the dot meta kernel's typo
         return RuntimeError(text.replace("thesame", "the same"))
     if text.startswith("Attempting to broadcast a dimension"):
+        if (order := _BROADCAST_ORDER.get(op)) is not None:
+            return RuntimeError(order(*args) or text)
+        if len(args) > 1 and all(isinstance(a, (list, tuple)) for a in args[:2]):
+            pairs = (_broadcast_message([a.shape, b.shape])
+                     for a, b in zip(*args[:2], strict=False))
+            return RuntimeError(next(filter(None, pairs), None) or text)  # foreach: a pair
         return RuntimeError(_broadcast_message(shapes) or text)
     if m := _MATMUL.match(text):
         a, b = (x.replace(", ", "x") for x in m.groups())
@@ -143,6 +153,15 @@ def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
                             f"size {want} but got size {got} for tensor number {i} in the list.")
     if "torch.Size([" in text:  # Python meta kernels print a size so, CPU as a list
         return RuntimeError(_TORCH_SIZE.sub(r"\1", text))
+    if _META_TYPE.search(text):  # PyTorch's own meta kernels print a CPU tensor's type
+        return RuntimeError(_META_TYPE.sub(r"torch.\1Tensor{", text))
+    if text.startswith("linalg.inv_ex:"):  # CPU's inv_ex checks as linalg.inv
+        return RuntimeError(text.replace("linalg.inv_ex:", "linalg.inv:", 1))
+    if m := _INDEX_ADD.match(text):
+        return RuntimeError("index_add_(): Number of indices ({}) should be equal to "
+                            "source.size(dim): ({}), for dim: {}".format(*m.groups()))
+    if "Got torch." in text and "tensor as input" in text:  # linalg's dtype checks
+        return RuntimeError(_DTYPE.sub(lambda m: _c10_name(m.group(1)), text))
     if "could not infer output dtype" in text and "Got: torch." in text:
         return RuntimeError(_DTYPE.sub(lambda m: _c10_name(m.group(1)), text))
     return None
@@ -176,6 +195,29 @@ def _broadcast_message(shapes: Sequence[tuple]) -> str | None:
             out.append(sb if sa == 1 else sa)
         acc = tuple(reversed(out))
     return None
+
+
+def _expand_message(shape: Sequence[int], target: Sequence[int]) -> str | None:
+    """CPU's expand_size message, when ``shape`` does not expand to ``target``."""
+    lead = len(target) - len(shape)
+    for i in range(len(target) - 1, lead - 1, -1):
+        size = shape[i - lead]
+        if size not in (1, target[i]):
+            return (f"The expanded size of the tensor ({target[i]}) must match the existing "
+                    f"size ({size}) at non-singleton dimension {i}.  Target sizes: "
+                    f"{list(target)}.  Tensor sizes: {list(shape)}")
+    return None
+
+
+def _addmm_expand(self, mat1, mat2, *_) -> str | None:
+    # CPU expands self to the product's shape
+    return _expand_message(self.shape, (mat1.shape[0], mat2.shape[1]))
+
+
+def _bce_with_logits_order(self, target, weight=None, pos_weight=None, *_) -> str | None:
+    # CPU's formula meets pos_weight with the target first, the weight last
+    shapes = [t.shape for t in (pos_weight, target, self, weight) if t is not None]
+    return _broadcast_message(shapes)
 
 
 def _c10_name(name: str) -> str:
@@ -254,6 +296,9 @@ def _same_mm_dtypes(m1, m2) -> str | None:
 
 # Matrix products: CPU multiplies only like dtypes (their meta kernels promote instead).
 def _mm_check(self, mat2):
+    for name, m in (("self", self), ("mat2", mat2)):
+        if m.ndim != 2:
+            return f"{name} must be a matrix"
     return _not_for_bool("addmm_impl_cpu_", self, mat2) or _same_mm_dtypes(self, mat2)
 
 
@@ -318,18 +363,6 @@ def _softmax_check(kernel: str):
             name = f"{kernel}_lastdim_kernel_impl" if last else f"{kernel}_kernel_impl"
             return NotImplementedError(
                 f'"{name}" not implemented for \'{scalar_type_name(self.dtype)}\'')
-        return None
-
-    return check
-
-
-def _adaptive_avg_check(nd: int):
-    def check(self, output_size):
-        for i in range(-nd, 0):
-            if self.shape[i] == 0:
-                return (f"adaptive_avg_pool{nd}d(): Expected input to have non-zero size for "
-                        f"non-batch dimensions, but input has sizes {list(self.shape)} with "
-                        f"dimension {i + self.ndim} being empty")
         return None
 
     return check
@@ -414,29 +447,6 @@ def _grid_sampler_check(input, grid, *_):  # noqa: A002
     return None
 
 
-def _bce_check(self, target, *_):
-    """CPU's kernel reads the target in the input's dtype (int multi-hot labels are refused;
-    PyTorch's decomposition would take them)."""
-    if target.dtype != self.dtype:
-        return (f"Found dtype {scalar_type_name(target.dtype)} but expected "
-                f"{scalar_type_name(self.dtype)}")
-    return None
-
-
-def _bce_with_logits_check(self, target, *_):
-    """CPU's kernel computes in place into a buffer of the target's dtype."""
-    if not self.dtype.is_floating_point:
-        return NotImplementedError(
-            f'"log_sigmoid_cpu" not implemented for \'{scalar_type_name(self.dtype)}\'')
-    if target.dtype == torch.bool:
-        return ("Subtraction, the `-` operator, with two bool tensors is not supported. Use "
-                "the `^` or `logical_xor()` operator instead.")
-    if not target.dtype.is_floating_point:
-        return (f"result type {scalar_type_name(self.dtype)} can't be cast to the desired "
-                f"output type {scalar_type_name(target.dtype)}")
-    return None
-
-
 def _floating_only(message: str):
     """var/std and var_mean (CPU's check; PyTorch's meta kernels take integers)."""
     def check(self, *_, **__):
@@ -449,18 +459,15 @@ def _floating_only(message: str):
 _VAR = _floating_only("std and var only support floating point and complex dtypes")
 
 
-def _nll_target_check(self, target, *_):
-    name = str(target.dtype).removeprefix("torch.")  # a torch or a jax dtype
-    if name not in ("int64", "uint8"):
-        return (f"expected target dtype to be Long or Byte, but got "
-                f"{scalar_type_name(target.dtype)}")
+def _masked_fill_check(self, mask, value=None) -> str | None:
+    """CPU's masked_fill: a tensor value's dims first, then the mask's dtype."""
+    if getattr(value, "ndim", 0):
+        return ("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                f"{value.ndim} dimension(s).")
+    if np.dtype(mask.dtype) != np.bool_:
+        return ("masked_fill_ only supports boolean masks, but got mask with dtype "
+                f"{cpp_name(mask.dtype)}")
     return None
-
-
-def _nll2d_target_check(self, target, *_):
-    # CPU's 2-d kernel then reads the target as int64 only.
-    return _nll_target_check(self, target) or (
-        "expected scalar type Long but found Byte" if "uint8" in str(target.dtype) else None)
 
 
 def _index_select_check(self, dim, index) -> Exception | None:
@@ -643,8 +650,15 @@ def _unscale_check(grads, found_inf, inv_scale):
     return next(filter(None, map(_UNSCALE_KERNEL, grads)), None)
 
 
+# Ops whose broadcast CPU checks among other shapes, or in another order, than their arguments'.
+_BROADCAST_ORDER = {torch.ops.aten.addmm.default: _addmm_expand,
+                    torch.ops.aten.binary_cross_entropy_with_logits.default:
+                        _bce_with_logits_order}
+
+
 _CPU_CHECKS = {
-    _aten.nll_loss_forward.default: _nll_target_check,
+    **nn_checks.DECOMPOSED,
+    _aten.nll_loss_forward.default: nn_checks.nll_check,
     _aten.linalg_cross.default: _same_dtype,
     _aten.baddbmm.default: _baddbmm_check,
     _aten.addbmm.default: _addbmm_check,
@@ -652,19 +666,19 @@ _CPU_CHECKS = {
     _aten.vdot.default: _dot_check,
     _aten._amp_foreach_non_finite_check_and_unscale.default: _unscale_check,
     _aten._amp_foreach_non_finite_check_and_unscale_.default: _unscale_check,
-    _aten.nll_loss2d_forward.default: _nll2d_target_check,
+    _aten.nll_loss2d_forward.default: nn_checks.nll2d_check,
     _aten.var.correction: _VAR, _aten.var.dim: _VAR, _aten.var.default: _VAR,
     _aten.std.correction: _VAR, _aten.std.dim: _VAR, _aten.std.default: _VAR,
     _aten.var_mean.correction: _floating_only(
         "var_mean only support floating point and complex dtypes"),
     _aten.std_mean.correction: _floating_only(
         "std_mean only support floating point and complex dtypes"),
-    _aten.binary_cross_entropy.default: _bce_check,
-    _aten.binary_cross_entropy_with_logits.default: _bce_with_logits_check,
+    _aten.binary_cross_entropy.default: nn_checks.bce_check,
+    _aten.binary_cross_entropy_with_logits.default: nn_checks.bce_with_logits_check,
     _aten.grid_sampler_2d.default: _grid_sampler_check,
     _aten.grid_sampler_3d.default: _grid_sampler_check,
-    _aten._adaptive_avg_pool2d.default: _adaptive_avg_check(2),
-    _aten._adaptive_avg_pool3d.default: _adaptive_avg_check(3),
+    _aten._adaptive_avg_pool2d.default: nn_checks.adaptive_avg_check(2),
+    _aten._adaptive_avg_pool3d.default: nn_checks.adaptive_avg_check(3),
     _aten.pixel_shuffle.default: _pixel_shuffle_check,
     _aten.pixel_unshuffle.default: _pixel_unshuffle_check,
     _aten.sub.Tensor: _bool_subtraction,
@@ -685,7 +699,10 @@ _CPU_CHECKS = {
     _aten.addmv.default: lambda self, mat, vec, *_: _addmv_dtypes(self.dtype, mat, vec),
     _aten.bmm.default: _bmm_check,
     _aten.index_select.default: _index_select_check,
-    _aten.native_layer_norm.default: _norm_dtypes(2, 3),
+    _aten.masked_fill.Scalar: _masked_fill_check,
+    _aten.masked_fill.Tensor: _masked_fill_check,
+    _aten.native_layer_norm.default: _first(nn_checks.layer_norm_shapes, _norm_dtypes(2, 3),
+                                            nn_checks.layer_norm_kernel),
     _aten.native_group_norm.default: _norm_dtypes(1, 2),
     _aten.native_batch_norm.default: _norm_dtypes(1, 2, 3, 4),
     _aten._native_batch_norm_legit.default: _norm_dtypes(1, 2, 3, 4),

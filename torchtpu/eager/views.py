@@ -14,7 +14,7 @@ import torch
 from ..ops.registry import LOWERINGS
 from ..ops.views import gather_view, grow_storage, math_bits
 from ..tensor import Storage, TpuTensor, contiguous_strides, make_view, wrap
-from . import strict
+from . import meta_errors, strict
 from .values import call_unwrapped, unwrap
 
 
@@ -82,7 +82,10 @@ def _view_of(func, base: TpuTensor, args, kwargs) -> tuple:
     whether it is its base as it is, whether it aliases at all, and each output's geometry
     and math bits."""
     meta_base = meta_like(base)
-    meta = func(meta_base, *[meta_like(a) for a in args[1:]], **kwargs)
+    try:
+        meta = func(meta_base, *[meta_like(a) for a in args[1:]], **kwargs)
+    except RuntimeError as e:
+        raise meta_errors.cpu_wording(func, e, args) or e from None
     if func is aten.as_strided.default:
         # The functional meta kernel does not check the storage's bounds; its in-place
         # twin raises CPU's error.

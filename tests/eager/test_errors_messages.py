@@ -1,0 +1,52 @@
+"""CPU's messages where PyTorch's meta kernels word an error otherwise."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import raises_as_cpu
+
+
+def _ones(*shape, dtype=torch.float32):
+    return lambda d: torch.ones(shape, dtype=dtype, device=d)
+
+
+@pytest.mark.parametrize("bad", [
+    # the pair CPU's broadcast fails on, in its order
+    lambda d: torch._foreach_add_([_ones(3)(d), _ones(5)(d)], [_ones(2)(d), _ones(5)(d)]),
+    lambda d: torch._foreach_mul([_ones(3)(d), _ones(5)(d)], [_ones(3)(d), _ones(4)(d)]),
+    lambda d: F.binary_cross_entropy_with_logits(_ones(4, 3)(d), _ones(4, 3)(d),
+                                                 pos_weight=_ones(4)(d)),
+    # a bias CPU expands to the product's shape
+    lambda d: F.linear(_ones(2, 4)(d), _ones(3, 4)(d), _ones(5)(d)),
+    lambda d: F.linear(_ones(2, 2, 4)(d), _ones(3, 4)(d), _ones(5)(d)),
+    lambda d: torch.addmm(_ones(5)(d), _ones(2, 4)(d), _ones(4, 3)(d)),
+    # no meta tensor's type in a message
+    lambda d: _ones(3, 4)(d).expand(4),
+    lambda d: _ones(3, 4, dtype=torch.long)(d).expand(4),
+    # dtypes by c10's names
+    lambda d: torch.linalg.det(_ones(2, 2, dtype=torch.long)(d)),
+    lambda d: torch.linalg.vector_norm(_ones(2, dtype=torch.long)(d)),
+    lambda d: torch.mm(_ones(2, 3, 4)(d), _ones(4, 5)(d)),
+    lambda d: torch.mm(_ones(2, 3)(d), _ones(3, 2, 2)(d)),
+    lambda d: torch.mm(_ones(2, 3, 4)(d), _ones(3, 2, dtype=torch.double)(d)),
+    lambda d: torch.linalg.inv(_ones(2, 3)(d)),
+    lambda d: torch.linalg.inv_ex(_ones(2, 3)(d)),
+    lambda d: _ones(3)(d).masked_fill(_ones(3)(d), 0.),
+    lambda d: _ones(3)(d).masked_fill(_ones(3, dtype=torch.long)(d), 0.),
+    lambda d: _ones(3)(d).masked_fill(_ones(3, dtype=torch.bool)(d), _ones(3)(d)),
+    lambda d: _ones(3)(d).masked_fill_(_ones(3, dtype=torch.bool)(d), _ones(3, 1)(d)),
+    lambda d: torch.zeros(5, 3, device=d).index_add(0, torch.tensor([0, 1], device=d),
+                                                   _ones(3, 3)(d)),
+    lambda d: torch.zeros(5, 3, device=d).index_add_(0, torch.tensor([0, 1], device=d),
+                                                    _ones(3, 3)(d)),
+])
+def test_messages_read_as_cpu(bad, eager_mode):
+    raises_as_cpu(bad, RuntimeError)
+
+
+def test_masked_fill_takes_a_bool_mask_and_0_d_value():
+    x, mask = torch.arange(3.0), torch.tensor([True, False, True])
+    out = x.to("tpu").masked_fill(mask.to("tpu"), torch.tensor(7.0, device="tpu"))
+    assert out.cpu().tolist() == x.masked_fill(mask, 7.0).tolist()

@@ -1,0 +1,133 @@
+"""Bad input to losses, norms, pooling and attention: CPU's exception types and messages."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import raises_as_cpu
+
+_aten = torch.ops.aten
+
+
+def _long(*rows):
+    return lambda d: torch.tensor(rows, device=d)
+
+
+@pytest.mark.parametrize("bad, exc", [
+    # nll_loss: the meta kernel's checks in CPU's order, then the kernel's dtypes
+    (lambda d: F.cross_entropy(torch.ones(5, device=d), torch.tensor([0, 1], device=d)),
+     ValueError),
+    (lambda d: F.cross_entropy(torch.ones(4, 5, device=d), torch.ones(4, 3, device=d)),
+     RuntimeError),
+    (lambda d: F.nll_loss(_long([1, 2], [3, 4])(d), torch.tensor([0, 1], device=d)),
+     NotImplementedError),
+    (lambda d: F.nll_loss(torch.ones(2, 2, dtype=torch.bool, device=d),
+                          torch.tensor([0, 1], device=d)), NotImplementedError),
+    (lambda d: F.nll_loss(_long([1, 2], [3, 4])(d), torch.tensor([0., 1.], device=d)),
+     RuntimeError),
+    (lambda d: _aten.nll_loss_forward(torch.ones(2, 3, dtype=torch.long, device=d),
+                                      torch.zeros(2, dtype=torch.long, device=d),
+                                      torch.ones(2, device=d), 1, -100), RuntimeError),
+    (lambda d: _aten.nll_loss_forward(torch.ones(2, 3, 4, device=d),
+                                      torch.zeros(2, dtype=torch.long, device=d), None, 1,
+                                      -100), RuntimeError),
+    (lambda d: _aten.nll_loss2d_forward(torch.ones(2, 3, 4, 4, dtype=torch.long, device=d),
+                                        torch.zeros(2, 4, 4, dtype=torch.uint8, device=d),
+                                        None, 1, -100), NotImplementedError),
+    # layer_norm: CPU's shape checks and wording, then its kernel's dtypes
+    (lambda d: F.layer_norm(_long([1, 2, 3])(d), (3,)), NotImplementedError),
+    (lambda d: F.layer_norm(torch.ones(2, 3, dtype=torch.bool, device=d), (3,)),
+     NotImplementedError),
+    (lambda d: F.layer_norm(_long([1, 2, 3])(d), (4,)), RuntimeError),
+    (lambda d: F.layer_norm(_long([1, 2, 3])(d), (3,), torch.ones(3, device=d)), RuntimeError),
+    (lambda d: torch.nn.LayerNorm(5).to(d)(torch.ones(2, 4, device=d)), RuntimeError),
+    (lambda d: F.layer_norm(torch.ones(2, 3, device=d), (2, 3, 4)), RuntimeError),
+    (lambda d: F.layer_norm(torch.ones(2, 3, device=d), (3,), torch.ones(4, device=d)),
+     RuntimeError),
+    (lambda d: F.layer_norm(torch.ones(2, 3, device=d), (3,), None, torch.ones(4, device=d)),
+     RuntimeError),
+    # decomposed losses: their kernels' dtypes and numbers
+    (lambda d: F.mse_loss(_long(1, 2)(d), _long(1, 3)(d)), NotImplementedError),
+    (lambda d: F.mse_loss(_long(1, 2)(d), _long(1, 3)(d), reduction="none"),
+     NotImplementedError),
+    (lambda d: F.mse_loss(torch.ones(2, dtype=torch.bool, device=d),
+                          torch.ones(2, dtype=torch.bool, device=d)), NotImplementedError),
+    (lambda d: F.smooth_l1_loss(torch.ones(3, device=d), torch.zeros(3, device=d), beta=-1.),
+     RuntimeError),
+    (lambda d: F.smooth_l1_loss(torch.ones(3, device=d), torch.zeros(3, device=d), beta=-1.,
+                                reduction="none"), RuntimeError),
+    (lambda d: F.huber_loss(torch.ones(3, device=d), torch.zeros(3, device=d), delta=-1.),
+     RuntimeError),
+    # adaptive average pooling: the input's dimensions before its sizes
+    (lambda d: F.adaptive_avg_pool2d(torch.ones(4, device=d), 2), RuntimeError),
+    (lambda d: F.adaptive_avg_pool2d(torch.ones(4, 4, device=d), 2), RuntimeError),
+    (lambda d: F.adaptive_avg_pool2d(torch.ones(1, 1, 1, 0, 4, device=d), 2), RuntimeError),
+    (lambda d: F.adaptive_avg_pool3d(torch.ones(4, 4, device=d), 2), RuntimeError),
+])
+def test_bad_nn_arguments_raise_as_cpu(bad, exc, eager_mode):
+    raises_as_cpu(bad, exc)
+
+
+def test_valid_nn_arguments_still_compute():
+    # mixed integer and float operands promote, as CPU's kernels take them
+    x, y = torch.tensor([1, 2]), torch.tensor([1.5, 3.0])
+    assert F.mse_loss(x.to("tpu"), y.to("tpu")).item() == F.mse_loss(x, y).item()
+    assert F.smooth_l1_loss(y.to("tpu"), y.to("tpu") * 2, beta=0.0).item() == \
+        F.smooth_l1_loss(y, y * 2, beta=0.0).item()
+
+
+def _qkv(d, dtypes=(torch.float32,) * 3, shape=(1, 2, 4, 8)):
+    return [torch.ones(shape, dtype=t, device=d) for t in dtypes]
+
+
+@pytest.mark.parametrize("bad", [
+    # a 0/1 mask of integers: CPU refuses it (added, it would shift the scores)
+    lambda d: F.scaled_dot_product_attention(*_qkv(d), attn_mask=torch.ones(
+        4, 4, dtype=torch.long, device=d)),
+    lambda d: F.scaled_dot_product_attention(*_qkv(d), attn_mask=torch.ones(
+        4, 4, dtype=torch.long, device=d), is_causal=True),
+    lambda d: F.scaled_dot_product_attention(*_qkv(d, (torch.double,) * 3), attn_mask=torch.ones(
+        4, 4, dtype=torch.int32, device=d)),
+    lambda d: F.scaled_dot_product_attention(*_qkv(d), attn_mask=torch.ones(
+        4, 4, dtype=torch.half, device=d)),
+    lambda d: F.scaled_dot_product_attention(*_qkv(d, (torch.float, torch.double, torch.float))),
+    lambda d: F.scaled_dot_product_attention(*_qkv(d, shape=(8,))),
+])
+def test_bad_attention_arguments_raise_as_cpu(bad, eager_mode):
+    raises_as_cpu(bad, RuntimeError)
+
+
+def _ctc(d, il, tl, targets=(2, 3), blank=0, shape=(10, 2, 5)):
+    log_probs = torch.zeros(shape, device=d).log_softmax(-1)
+    return F.ctc_loss(log_probs, torch.ones(targets, dtype=torch.long, device=d), il, tl,
+                      blank=blank)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: _ctc(d, torch.tensor([10, 10]), torch.tensor([3])),
+    lambda d: _ctc(d, torch.tensor([10]), torch.tensor([3, 3])),
+    lambda d: _ctc(d, torch.tensor([10, 11]), torch.tensor([3, 3])),
+    lambda d: _ctc(d, [10, 11], [3, 3]),
+    lambda d: _ctc(d, torch.tensor([10, -1]), torch.tensor([3, 3])),
+    lambda d: _ctc(d, torch.tensor([10, 10]), torch.tensor([3, 4])),
+    lambda d: _ctc(d, torch.tensor([11, 10]), torch.tensor([4, 3])),  # targets first
+    lambda d: _ctc(d, torch.tensor([10, 10]), torch.tensor([3, -1])),
+    lambda d: _ctc(d, torch.tensor([10, 10]), torch.tensor([3, 3]), targets=(5,)),
+    lambda d: _ctc(d, torch.tensor([10, 10]), torch.tensor([3, 3]), targets=(7,)),
+    lambda d: _ctc(d, torch.tensor([10, 10]), torch.tensor([3, 3]), targets=(3, 3)),
+    lambda d: _ctc(d, torch.tensor([10, 10]), torch.tensor([3, 3]), targets=(2, 3, 1)),
+    lambda d: _ctc(d, torch.tensor([10, 10]), torch.tensor([3, 3]), blank=5),
+    lambda d: _ctc(d, torch.tensor([10., 10.]), torch.tensor([3, 3])),
+    lambda d: _ctc(d, torch.tensor(11), torch.tensor(3), targets=(3,), shape=(10, 5)),
+])
+def test_bad_ctc_lengths_raise_as_cpu(bad, eager_mode):
+    raises_as_cpu(bad, RuntimeError)
+
+
+def test_ctc_lengths_within_bounds_still_compute():
+    # concatenated targets and an input length of T: valid on CPU
+    def loss(d):
+        return _ctc(d, torch.tensor([10, 7]), torch.tensor([2, 1]), targets=(3,))
+
+    assert torch.allclose(loss("tpu").cpu(), loss("cpu"), atol=1e-5)

@@ -1,0 +1,182 @@
+"""CPU's argument checks for losses, norms and pooling (meta_errors.py's table takes these):
+the checks PyTorch's meta kernels and decompositions skip, or make in another order."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..ops.dtypes import scalar_type_name, to_jax_dtype
+
+
+def _kind(dtype) -> str:
+    """numpy's kind of a torch or a jax dtype: b bool, i/u integers, f/V floats, c complex."""
+    return np.dtype(to_jax_dtype(dtype) if isinstance(dtype, torch.dtype) else dtype).kind
+
+
+def _not_implemented(kernel: str, dtype) -> NotImplementedError:
+    return NotImplementedError(f'"{kernel}" not implemented for \'{scalar_type_name(dtype)}\'')
+
+
+def _floating_kernel(kernel: str, dtype) -> NotImplementedError | None:
+    """CPU's kernels built for the floating dtypes only (AT_DISPATCH_FLOATING_TYPES_AND2)."""
+    return _not_implemented(kernel, dtype) if _kind(dtype) in "biuc" else None
+
+
+def adaptive_avg_check(nd: int):
+    def check(self, output_size):
+        if self.ndim not in (nd + 1, nd + 2):
+            return (f"adaptive_avg_pool{nd}d(): Expected {nd + 1}D or {nd + 2}D tensor, but got "
+                    f"{list(self.shape)}")
+        for i in range(-nd, 0):
+            if self.shape[i] == 0:
+                return (f"adaptive_avg_pool{nd}d(): Expected input to have non-zero size for "
+                        f"non-batch dimensions, but input has sizes {list(self.shape)} with "
+                        f"dimension {i + self.ndim} being empty")
+        return None
+
+    return check
+
+
+def bce_check(self, target, *_):
+    """CPU's kernel reads the target in the input's dtype (int multi-hot labels are refused;
+    PyTorch's decomposition would take them)."""
+    if target.dtype != self.dtype:
+        return (f"Found dtype {scalar_type_name(target.dtype)} but expected "
+                f"{scalar_type_name(self.dtype)}")
+    return None
+
+
+def bce_with_logits_check(self, target, *_):
+    """CPU's kernel computes in place into a buffer of the target's dtype."""
+    if not self.dtype.is_floating_point:
+        return NotImplementedError(
+            f'"log_sigmoid_cpu" not implemented for \'{scalar_type_name(self.dtype)}\'')
+    if target.dtype == torch.bool:
+        return ("Subtraction, the `-` operator, with two bool tensors is not supported. Use "
+                "the `^` or `logical_xor()` operator instead.")
+    if not target.dtype.is_floating_point:
+        return (f"result type {scalar_type_name(self.dtype)} can't be cast to the desired "
+                f"output type {scalar_type_name(target.dtype)}")
+    return None
+
+
+def _target_dtype_check(target) -> str | None:
+    name = str(target.dtype).removeprefix("torch.")  # a torch or a jax dtype
+    if name not in ("int64", "uint8"):
+        return (f"expected target dtype to be Long or Byte, but got "
+                f"{scalar_type_name(target.dtype)}")
+    return None
+
+
+def nll_check(self, target, weight=None, *_) -> Exception | str | None:
+    """nll_loss_forward's meta checks in CPU's order (the Python meta kernel checks the
+    sizes first and words them otherwise), then the kernel's dtypes."""
+    if not 1 <= self.ndim <= 2:
+        return "input tensor should be 1D or 2D"
+    if target.ndim > 1:
+        return "0D or 1D target tensor expected, multi-target not supported"
+    if error := _target_dtype_check(target):
+        return error
+    if self.ndim == 1 and target.ndim == 1 and target.shape[0] != 1:
+        return ValueError("For 1D input, 1D target must have size 1, but got target size: "
+                          f"{target.shape[0]}")
+    if self.ndim == 2 and target.ndim == 1 and self.shape[0] != target.shape[0]:
+        return f"size mismatch (got input: {list(self.shape)}, target: {list(target.shape)})"
+    classes = self.shape[-1]
+    if weight is not None and (weight.ndim != 1 or weight.shape[0] != classes):
+        return (f"weight tensor should be defined either for all {classes} classes or no "
+                f"classes but got weight tensor of shape: {list(weight.shape)}")
+    return _floating_kernel("nll_loss_out_frame", self.dtype)
+
+
+def nll2d_check(self, target, *_) -> Exception | str | None:
+    # CPU's 2-d kernel then reads the target as int64 only.
+    return (_target_dtype_check(target)
+            or _floating_kernel("nll_loss2d_forward_out_frame", self.dtype)
+            or ("expected scalar type Long but found Byte" if "uint8" in str(target.dtype)
+                else None))
+
+
+def layer_norm_shapes(self, normalized_shape, weight=None, bias=None, *_) -> str | None:
+    """CPU's _check_layer_norm_inputs (the meta kernel words the input's check otherwise)."""
+    shape = list(normalized_shape)
+    if not shape:
+        return ("Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
+                f"least one element, but got normalized_shape = {shape}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and list(t.shape) != shape:
+            return (f"Expected {name} to be of same shape as normalized_shape, but got {name} "
+                    f"of shape {list(t.shape)} and normalized_shape = {shape}")
+    if self.ndim < len(shape) or list(self.shape[self.ndim - len(shape):]) != shape:
+        dims = "".join(f", {n}" for n in shape)
+        return (f"Given normalized_shape={shape}, expected input with shape [*{dims}], but got "
+                f"input of size{list(self.shape)}")
+    return None
+
+
+def layer_norm_kernel(self, *_) -> NotImplementedError | None:
+    return _floating_kernel("LayerNormKernelImpl", self.dtype)
+
+
+def _mse_check(self, target, *_) -> NotImplementedError | None:
+    # (decomposed: torch tensors) the kernel runs in the promoted dtype
+    return _floating_kernel("mse_cpu", torch.result_type(self, target))
+
+
+def _smooth_l1_check(self, target, reduction=1, beta=1.0) -> str | None:
+    return "smooth_l1_loss does not support negative values for beta." if beta < 0 else None
+
+
+def _huber_check(self, target, reduction=1, delta=1.0) -> str | None:
+    return "huber_loss does not support non-positive values for delta." if delta <= 0 else None
+
+
+_aten = torch.ops.aten
+
+# Decompositions (torch tensors in) that run these checks first (dispatch.py).
+DECOMPOSED = {
+    _aten.mse_loss.default: _mse_check,
+    _aten.smooth_l1_loss.default: _smooth_l1_check,
+    _aten.huber_loss.default: _huber_check,
+}
+
+
+_CTC = " (while checking arguments for ctc_loss_allocate_outputs)"
+
+
+def ctc_check(log_probs_shape, targets_shape, input_lengths, target_lengths, blank: int) -> None:
+    """CPU's ctc_loss_allocate_outputs checks, in its order, of the shapes as its composite
+    passes them (an unbatched input gains its batch dim) and lengths read on the host."""
+    batched = len(log_probs_shape) == 3
+    lp = list(log_probs_shape) if batched else [*log_probs_shape[:1], 1, *log_probs_shape[1:]]
+    tg = list(targets_shape) if batched else [1, *targets_shape]
+    il, tl = (np.asarray(v, np.int64).reshape(-1) for v in (input_lengths, target_lengths))
+    if len(lp) != 3:
+        raise RuntimeError(f"Expected 3-dimensional tensor, but got {len(lp)}-dimensional "
+                           f"tensor for argument #1 'log_probs'{_CTC}")
+    if not 1 <= len(tg) <= 2:
+        raise RuntimeError(f"Expected 1 to 2 dimensions, but got {len(tg)}-dimensional tensor "
+                           f"for argument #2 'targets'{_CTC}")
+    t_max, batch, labels = lp
+    if not 0 <= blank < labels:
+        raise RuntimeError("blank must be in label range")
+    for name, v in (("input_lengths", il), ("target_lengths", tl)):
+        if len(v) != batch:
+            raise RuntimeError(f"{name} must be of size batch_size")
+    for n in tl:
+        if n < 0:
+            raise RuntimeError(f"Expected target_lengths to have value at least 0, but got "
+                               f"value {n}{_CTC}")
+    want = int(tl.sum()) if len(tg) == 1 else batch
+    if tg[0] != want:
+        raise RuntimeError(f"Expected tensor to have size {want} at dimension 0, but got size "
+                           f"{tg[0]} for argument #2 'targets'{_CTC}")
+    if len(tg) == 2 and batch and tg[1] < (longest := int(tl.max())):
+        raise RuntimeError(f"Expected tensor to have size at least {longest} at dimension 1, "
+                           f"but got size {tg[1]} for argument #2 'targets'{_CTC}")
+    for n in il:
+        if not 0 <= n <= t_max:
+            bound = "at least 0" if n < 0 else f"at most {t_max}"
+            raise RuntimeError(f"Expected input_lengths to have value {bound}, but got value "
+                               f"{n}{_CTC}")
