@@ -64,6 +64,11 @@ def _long(*rows):
     (lambda d: F.adaptive_avg_pool2d(torch.ones(4, 4, device=d), 2), RuntimeError),
     (lambda d: F.adaptive_avg_pool2d(torch.ones(1, 1, 1, 0, 4, device=d), 2), RuntimeError),
     (lambda d: F.adaptive_avg_pool3d(torch.ones(4, 4, device=d), 2), RuntimeError),
+    # nearest upsampling: empty spatial sizes first, then any empty dim but the batch
+    *[(lambda d, shape=shape, mode=mode: F.interpolate(torch.ones(shape, device=d),
+                                                      scale_factor=2, mode=mode), RuntimeError)
+      for shape in [(2, 2, 0), (2, 2, 0, 4), (1, 1, 0, 1, 1), (2, 0, 4, 4), (0, 0, 3)]
+      for mode in ("nearest", "nearest-exact")],
 ])
 def test_bad_nn_arguments_raise_as_cpu(bad, exc, eager_mode):
     raises_as_cpu(bad, exc)
@@ -75,6 +80,17 @@ def test_valid_nn_arguments_still_compute():
     assert F.mse_loss(x.to("tpu"), y.to("tpu")).item() == F.mse_loss(x, y).item()
     assert F.smooth_l1_loss(y.to("tpu"), y.to("tpu") * 2, beta=0.0).item() == \
         F.smooth_l1_loss(y, y * 2, beta=0.0).item()
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact", "bilinear"])
+def test_upsampling_an_empty_batch_gives_an_empty_result(mode):
+    # PyTorch's meta kernel raises a TypeError of its own there; CPU's kernel runs
+    x = torch.ones(0, 3, 4, 4, requires_grad=True)
+    xt = x.detach().to("tpu").requires_grad_()
+    out = F.interpolate(xt, scale_factor=2, mode=mode)
+    assert out.shape == F.interpolate(x, scale_factor=2, mode=mode).shape == (0, 3, 8, 8)
+    out.sum().backward()
+    assert xt.grad.shape == x.shape
 
 
 def _qkv(d, dtypes=(torch.float32,) * 3, shape=(1, 2, 4, 8)):

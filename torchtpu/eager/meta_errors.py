@@ -680,6 +680,8 @@ _CPU_CHECKS = {
     _aten._adaptive_avg_pool2d.default: nn_checks.adaptive_avg_check(2),
     _aten._adaptive_avg_pool3d.default: nn_checks.adaptive_avg_check(3),
     _aten.pixel_shuffle.default: _pixel_shuffle_check,
+    **{getattr(_aten, f"upsample_nearest{nd}d").default: nn_checks.nearest_upsample_check
+       for nd in (1, 2, 3)},
     _aten.pixel_unshuffle.default: _pixel_unshuffle_check,
     _aten.sub.Tensor: _bool_subtraction,
     _aten.sub.Scalar: _bool_subtraction,

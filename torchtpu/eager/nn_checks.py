@@ -180,3 +180,25 @@ def ctc_check(log_probs_shape, targets_shape, input_lengths, target_lengths, bla
             bound = "at least 0" if n < 0 else f"at most {t_max}"
             raise RuntimeError(f"Expected input_lengths to have value {bound}, but got value "
                                f"{n}{_CTC}")
+
+
+
+def nearest_upsample_check(self, output_size, *_, **__):
+    """CPU's order: the spatial sizes, then an empty input (only an empty batch may be);
+    the meta kernel checks the other way round and hands torch._check an int for the second."""
+    nd = len(self.shape) - 2
+    if len(output_size) == nd and (0 in self.shape[2:] or 0 in output_size):
+        names = "DHW"[3 - nd:]
+        def sizes(s): return ", ".join(f"{n}: {v}" for n, v in zip(names, s, strict=True))
+        joint = " and" if nd == 1 else ""
+        return (f"Input and output sizes should be greater than 0, but got input "
+                f"({sizes(self.shape[2:])}){joint} output ({sizes(output_size)})")
+    if 0 in self.shape and 0 in self.shape[1:]:
+        return (f"Non-empty {len(self.shape)}D data tensor expected but got a tensor with sizes "
+                f"{list(self.shape)}")
+    return None
+
+
+# (upsample_nearest's own, with a lowering, are checked in meta_errors.py)
+DECOMPOSED.update({getattr(_aten, f"_upsample_nearest_exact{nd}d").default:
+                   nearest_upsample_check for nd in (1, 2, 3)})

@@ -56,6 +56,12 @@ def pytorch_outputs(op, args, kwargs):
             return op(*meta_args, **kwargs)
     except NotImplementedError:
         return None
+    except TypeError as e:
+        # A meta kernel's own bug, not the user's error: torch._check given an int (upsample
+        # of an empty batch); CPU's kernel runs.
+        if str(e).startswith("cond must be a bool"):
+            return None
+        raise
     except AssertionError as e:  # a Python meta kernel's assert: CPU's TORCH_CHECK raises
         raise RuntimeError(str(e)) from None
     except RuntimeError as e:
