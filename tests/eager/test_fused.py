@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import pytest
 import torch
 from conftest import TPU, assert_same
@@ -358,7 +360,7 @@ def test_a_weight_read_then_updated_is_not_copied(reader, fused, monkeypatch):
     # copies the whole weight first to update it in place (twice its memory, every step).
     from torchtpu.eager import fused as fused_mode
 
-    monkeypatch.setattr(fused_mode, "_PROGRAMS", {})
+    monkeypatch.setattr(fused_mode, "_PROGRAMS", OrderedDict())
     monkeypatch.setattr(fused_mode.program_store, "enabled", lambda: False)  # traced, not loaded
     built = []
     build = fused_mode._loaded_or_traced
@@ -429,7 +431,7 @@ def test_a_views_pending_value_is_not_a_program_output(fused, monkeypatch):
 
     outputs = []
     order = fused_mode._alias_order
-    monkeypatch.setattr(fused_mode, "_PROGRAMS", {})  # the program is built, not reused
+    monkeypatch.setattr(fused_mode, "_PROGRAMS", OrderedDict())  # the program is built, not reused
     monkeypatch.setattr(fused_mode, "_alias_order",
                         lambda t, needed, donated: outputs.append(needed) or order(t, needed,
                                                                                  donated))

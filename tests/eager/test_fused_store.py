@@ -6,6 +6,8 @@ process forgets its in-memory programs and finds them on disk.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 import pytest
 import torch
@@ -33,7 +35,7 @@ def store(tmp_path, monkeypatch):
 
 def _forget_programs(monkeypatch):
     """As a new process: no program or op shape in memory."""
-    monkeypatch.setattr(fused, "_PROGRAMS", {})
+    monkeypatch.setattr(fused, "_PROGRAMS", OrderedDict())
     monkeypatch.setattr(fused, "_AVALS", {})
     monkeypatch.setattr(fused, "_stored_shapes", (None, {}))
     monkeypatch.setattr(fused, "_new_shapes", {})

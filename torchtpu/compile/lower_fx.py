@@ -30,7 +30,7 @@ from ..ops import random as rng
 from ..ops.dtypes import as_meta, astype, to_jax_dtype
 from ..ops.registry import LOWERINGS
 from ..ops.views import gather_view
-from ..runtime import memory
+from ..runtime import code_limit, memory
 from ..runtime.execute import concrete, unrecorded
 from ..runtime.transfer import to_device, to_host
 from ..tensor import (
@@ -451,6 +451,8 @@ class Program:
     _boxed_call = True
 
     def __call__(self, *args) -> list:
+        if code_limit.due:
+            code_limit.release_programs()
         if len(args) == 1 and type(args[0]) is list:  # graph inputs are never lists
             args = args[0]
         arrays, statics = [], []

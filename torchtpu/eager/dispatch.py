@@ -16,7 +16,7 @@ from torch.utils._pytree import tree_map
 
 from ..ops.decomps import DECOMPOSITIONS
 from ..ops.registry import LOWERINGS
-from ..runtime import memory
+from ..runtime import code_limit, memory
 from ..runtime.execute import Pending, unrecorded
 from ..runtime.platform import check_device_index
 from ..tensor import DEVICE, TpuTensor, is_dense, read, set_executor, with_layout
@@ -44,6 +44,8 @@ _table = _STRICT
 
 
 def dispatch(func, args, kwargs):
+    if code_limit.due:
+        code_limit.release_programs()
     handler = _table.get(func)
     if handler is None:
         handler = _table[func] = resolve(func)

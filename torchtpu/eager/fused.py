@@ -31,7 +31,7 @@ import math
 import sys
 import warnings
 import weakref
-from collections import Counter
+from collections import Counter, OrderedDict
 
 import jax
 import jax.numpy as jnp
@@ -41,7 +41,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from .. import config
 from ..debug import counters
-from ..runtime import execute, memory, program_store
+from ..runtime import code_limit, execute, memory, program_store
 from ..runtime.execute import Executable, Pending
 from ..runtime.program_store import Unstable, stable
 from ..tensor import forget_pending_views, note_last_program
@@ -59,7 +59,11 @@ class _Trace:
 
 _trace = _Trace()
 _AVALS: dict = {}
-_PROGRAMS: dict = {}
+# Least recently run last; a process that keeps making new programs (shapes that never repeat)
+# lets the oldest go, as each holds its compiled code.
+_PROGRAMS: OrderedDict = OrderedDict()
+_MAX_PROGRAMS = 1024
+code_limit.on_release(lambda: _PROGRAMS.clear())
 _stored_shapes: tuple = (None, {})  # (store folder, its shapes) as last read
 _new_shapes: dict = {}  # found by tracing since the last write to the store
 _max_ops = 0
@@ -482,7 +486,10 @@ def _run(t: _Trace, keep: tuple = ()) -> list:
         _refuse_outputs_larger_than_the_device(t, needed)
         order = _alias_order(t, needed, donated)
         entry = _PROGRAMS[sig] = (_loaded_or_traced(t, order, donated), order)
+        if len(_PROGRAMS) > _MAX_PROGRAMS:
+            _PROGRAMS.popitem(last=False)
     else:
+        _PROGRAMS.move_to_end(sig)
         counters.count("cache_hit", "fused_program")
     prog, order = entry
     counters.count("execute", "fused_program")
