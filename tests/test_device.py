@@ -94,33 +94,6 @@ def test_torch_tpu_has_cudas_submodules_and_initialisers():
     assert not torch.equal(torch.rand(3, device="tpu").cpu(), first)
 
 
-def test_events_time_the_device_and_streams_name_its_queue():
-    start, end = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
-    x = torch.randn(256, 256, device="tpu")
-    start.record()
-    for _ in range(3):
-        x = x @ x * 1e-2
-    end.record()
-    end.synchronize()
-    assert end.query() and start.elapsed_time(end) > 0
-    assert torch.tpu.current_stream() == torch.tpu.default_stream() == torch.tpu.Stream()
-    with torch.tpu.stream(torch.tpu.Stream()):
-        y = x + 1
-    done = torch.tpu.current_stream().record_event()
-    torch.tpu.current_stream().wait_event(done)
-    # a torch.Event, as cuda's: generic streams' C++ reads it as one (FSDP2 waits so)
-    assert isinstance(done, torch.Event) and done.device.type == "tpu"
-    for _ in range(20):
-        torch.accelerator.current_stream().wait_event(done)
-        torch.Stream(device="tpu").wait_event(done)
-    done.synchronize()
-    assert_same(y, x.cpu() + 1)
-    with pytest.raises(RuntimeError, match="enable_timing=True"):
-        torch.tpu.Event().elapsed_time(end)
-    with pytest.raises(RuntimeError, match="must be recorded"):
-        start.elapsed_time(torch.tpu.Event(enable_timing=True))
-
-
 def test_tensor_movement_round_trip():
     c = torch.randn(3, 4)
     for target in ("tpu", "tpu:0", torch.device("tpu"), torch.device("tpu", 0)):
@@ -649,18 +622,6 @@ def test_device_context_managers_as_cudas():
         assert on_tpu.idx == 0
     with pytest.raises(RuntimeError, match="invalid device index 1"):
         torch.tpu.device(1)
-
-
-def test_streams_are_torch_streams():
-    s = torch.tpu.current_stream()
-    assert isinstance(s, torch.Stream) and s.device == torch.device("tpu", 0)
-    x = torch.ones(3, device="tpu")
-    x.record_stream(s)  # what prefetching loaders do
-    x.record_stream(torch.Stream("tpu"))
-    with torch.tpu.StreamContext(torch.tpu.Stream(priority=-1)):
-        y = x + 1
-    s.synchronize()
-    assert y.sum().item() == 6
 
 
 def test_device_module_amp_as_cuda_amp():

@@ -24,6 +24,7 @@ from . import (
     serialization,
     sparse_adam,
     storage,
+    streams,
 )
 from .backward_errors import take_pending_exception
 from .eager import modes
@@ -539,6 +540,7 @@ def register() -> None:
     serialization.install()
     storage.install()
     generator.install()
+    streams.install()
     sparse_adam.install()
     torch.utils.dlpack.to_dlpack = to_dlpack
     proxy_tensor.HANDLED_TYPES = _TracedAsPlain(proxy_tensor.HANDLED_TYPES)

@@ -1,4 +1,5 @@
-"""``torch.tpu.Stream`` and ``torch.tpu.Event``, shaped like CUDA's.
+"""``torch.tpu.Stream`` and ``torch.tpu.Event``, shaped like CUDA's; ``torch.Stream`` and
+``torch.Event`` make them for tpu.
 
 XLA runs a device's programs in the order they were dispatched: the device has one queue.
 Every stream object therefore names that queue (waiting on another stream or event orders
@@ -137,3 +138,55 @@ class StreamContext:
 
 def stream(stream: Stream | None) -> StreamContext:
     return StreamContext(stream)
+
+
+_CStream, _CEvent = torch.Stream, torch.Event
+
+
+def _on_tpu(device) -> bool:
+    """Whether ``torch.Stream(device)`` / ``torch.Event(device)`` names tpu: by name, or by
+    leaving it to the current accelerator (no device, or only an index)."""
+    if device is None or isinstance(device, int):
+        accelerator = torch.accelerator.current_accelerator()
+        return accelerator is not None and accelerator.type == "tpu"
+    return torch.device(device).type == "tpu"
+
+
+class _GenericType(type(_CStream)):
+    """``torch.Stream`` and ``torch.Event``'s class: for tpu they make torch.tpu's (which
+    synchronize, time and wait; PyTorch's C++ asks device hooks a Python backend cannot
+    register, and raised "Backend doesn't support synchronizing events"), PyTorch's own
+    otherwise. Every stream or event is an instance of them, as of PyTorch's."""
+
+    def __call__(cls, device=None, **kwargs):
+        if cls not in (GenericStream, GenericEvent):  # a user's subclass: made as it says
+            return super().__call__(device, **kwargs)
+        # (one rebuilt from its ids; or in a graph Dynamo captures: it knows PyTorch's own)
+        rebuilt = device is None and "device_type" in kwargs
+        if not rebuilt and not torch.compiler.is_compiling() and _on_tpu(device):
+            return cls._tpu_class(**kwargs)
+        base = cls._torch_class
+        return base(**kwargs) if device is None else base(device, **kwargs)
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, cls._torch_class)
+
+    def __subclasscheck__(cls, sub) -> bool:
+        return issubclass(sub, cls._torch_class)
+
+
+class GenericStream(_CStream, metaclass=_GenericType):
+    __doc__ = _CStream.__doc__
+    _torch_class, _tpu_class = _CStream, Stream
+
+
+class GenericEvent(_CEvent, metaclass=_GenericType):
+    __doc__ = _CEvent.__doc__
+    _torch_class, _tpu_class = _CEvent, Event
+
+
+def install() -> None:
+    """Make ``torch.Stream`` and ``torch.Event`` the classes above."""
+    for generic, name in ((GenericStream, "Stream"), (GenericEvent, "Event")):
+        generic.__module__, generic.__qualname__, generic.__name__ = "torch", name, name
+        setattr(torch, name, generic)
