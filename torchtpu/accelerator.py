@@ -2,7 +2,10 @@
 register (they raised "Backend doesn't support synchronizing all streams" or an allocator
 INTERNAL ASSERT): with 'tpu' the process's accelerator, torch.tpu's answer them. And
 ``save_on_cpu(pin_memory=True, device_type="tpu")``, whose pinned host tensors need such a
-hook (a pinned allocator), saves to plain host memory."""
+hook (a pinned allocator), saves to plain host memory. And the legacy
+``torch.autograd.profiler.profile(use_device="tpu")`` records through Kineto, as
+``torch.profiler`` does: its default marker-only mode needs C++ profiler stubs, and warned at
+every op ("PrivateUse1 used in profiler but not enabled")."""
 
 from __future__ import annotations
 
@@ -50,6 +53,9 @@ def install() -> None:
     save_on_cpu = torch.autograd.graph.save_on_cpu
     if not hasattr(save_on_cpu.__init__, "_tpu_route"):
         save_on_cpu.__init__ = _unpinned_for_tpu(save_on_cpu.__init__)
+    profile = torch.autograd.profiler.profile
+    if not hasattr(profile.__init__, "_tpu_route"):
+        profile.__init__ = _kineto_for_tpu(profile.__init__)
 
 
 def _unpinned_for_tpu(init):
@@ -58,6 +64,17 @@ def _unpinned_for_tpu(init):
     @functools.wraps(init)
     def __init__(self, pin_memory: bool = False, device_type: str = "cuda") -> None:
         init(self, pin_memory and device_type != "tpu", device_type)
+
+    __init__._tpu_route = True
+    return __init__
+
+
+def _kineto_for_tpu(init):
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs) -> None:
+        if kwargs.get("use_device") == "tpu":
+            kwargs["use_kineto"] = True
+        init(self, *args, **kwargs)
 
     __init__._tpu_route = True
     return __init__
