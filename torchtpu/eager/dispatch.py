@@ -285,6 +285,7 @@ def _checked_by_meta(func, decomp) -> Handler:
 
     return handler
 
+
 def _checked_as_cpu(func, decomp) -> Handler:
     # CPU's checks only (of dtypes and numbers): running the meta kernel costs each call.
     def handler(args, kwargs):
