@@ -189,10 +189,11 @@ def nearest_upsample_check(self, output_size, *_, **__):
     nd = len(self.shape) - 2
     if len(output_size) == nd and (0 in self.shape[2:] or 0 in output_size):
         names = "DHW"[3 - nd:]
-        def sizes(s): return ", ".join(f"{n}: {v}" for n, v in zip(names, s, strict=True))
-        joint = " and" if nd == 1 else ""
-        return (f"Input and output sizes should be greater than 0, but got input "
-                f"({sizes(self.shape[2:])}){joint} output ({sizes(output_size)})")
+        given, wanted = (", ".join(f"{n}: {v}" for n, v in zip(names, s, strict=True))
+                         for s in (self.shape[2:], output_size))
+        joint = " and" if nd == 1 else ""  # (CPU's 1-d message says "and"; 2-d and 3-d not)
+        return (f"Input and output sizes should be greater than 0, but got input ({given})"
+                f"{joint} output ({wanted})")
     if 0 in self.shape and 0 in self.shape[1:]:
         return (f"Non-empty {len(self.shape)}D data tensor expected but got a tensor with sizes "
                 f"{list(self.shape)}")
