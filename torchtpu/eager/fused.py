@@ -29,7 +29,6 @@ import functools
 import gc
 import math
 import sys
-import time
 import warnings
 import weakref
 from collections import Counter, OrderedDict
@@ -351,16 +350,6 @@ def flush(target: Pending | None = None, *, cut: bool = False) -> None:
 _MISSING_STREAK = 8
 _streak = 0
 _misses = 0  # programs this process did not have, so far
-# Ops recorded on ever new shapes (a token-by-token generate(), packed sequences of new
-# lengths): past this many shapes of the same ops, a new one runs op by op (strict eager's
-# per-op programs, reused across shapes), and is compiled once its reruns have taken as long
-# as compiling it is expected to (ski rental: never much more than twice the better
-# choice). A generate() of 48 tokens compiled a program per token: 60 s cold, strict 22.
-_SHAPES_BEFORE_OP_BY_OP = 8
-_SHAPES_SEEN: OrderedDict = OrderedDict()  # the ops a trace records -> its shapes so far
-_RUN_EACH_SPENT: OrderedDict = OrderedDict()  # trace signature -> seconds rerun op by op
-_compiles = [0.0, 0]  # seconds the new programs took to build and compile, their ops
-_FIRST_GUESS = 3e-3  # seconds a recorded op adds to a compile, before any was measured
 
 
 def _note_misses(missed_before: int) -> None:
@@ -373,89 +362,37 @@ def _note_misses(missed_before: int) -> None:
         warnings.warn(
             f"torchtpu: fused eager compiled a new program at each of the last "
             f"{_MISSING_STREAK} sync points: the recorded ops change every time (shapes "
-            "that vary from step to step, such as packed sequences of new lengths). Ops "
-            f"seen on more than {_SHAPES_BEFORE_OP_BY_OP} shapes run one by one on a new "
-            "shape, as in strict eager, until it has recurred enough to be worth compiling; "
-            "torch.compile's options={'buckets': ...} pads a varying dimension.",
-            stacklevel=3)
+            "that vary from step to step, such as packed sequences of new lengths). Strict "
+            "eager reuses its per-op programs and is faster here; torch.compile's "
+            "options={'buckets': ...} pads a varying dimension.", stacklevel=3)
 
 
 def _run_or_each(t: _Trace, keep: tuple = ()) -> tuple[list, Exception | None]:
-    """Run ``t`` as one program; if that raises, op by op (``_run_each``); op by op too
-    when its ops keep coming on new shapes (``_run_op_by_op``). Returns ``keep``'s values
-    and the error, which the sync point raises once every value that does not depend on it
-    is computed."""
-    global _misses
+    """Run ``t`` as one program; if that raises, op by op (``_run_each``). Returns ``keep``'s
+    values and the error, which the sync point raises once every value that does not depend
+    on it is computed."""
     try:
-        key = _program_key_parts(t, keep)
-        sig = key[0]
-        if sig in _PROGRAMS or not _run_op_by_op(t, sig):
-            return _run(t, keep, key), None
+        return _run(t, keep), None
     except Exception as e:
-        return _run_each(t, keep)[0], e
-    _misses += 1
-    counters.count("execute", "fused_op_by_op")
-    start = time.perf_counter()
-    values, error = _run_each(t, keep)
-    spent = _RUN_EACH_SPENT.pop(sig, None)
-    # (a first run's time includes compiling its ops' own programs: not what a rerun costs)
-    _RUN_EACH_SPENT[sig] = 0.0 if spent is None else spent + time.perf_counter() - start
-    if len(_RUN_EACH_SPENT) > _MAX_PROGRAMS:
-        _RUN_EACH_SPENT.popitem(last=False)
-    return values, error
+        return _run_each(t, keep), e
 
 
-def _run_op_by_op(t: _Trace, sig: tuple) -> bool:
-    """Whether ``t``, a trace no program computes yet, runs op by op: its ops have been
-    recorded on many shapes and its reruns have not yet cost what compiling it would."""
-    ops = tuple((node[0], node[4]) for node in t.nodes)  # (shapes are in the statics too)
-    shapes = _SHAPES_SEEN.pop(ops, 0) + (sig not in _RUN_EACH_SPENT)
-    _SHAPES_SEEN[ops] = shapes
-    if len(_SHAPES_SEEN) > _MAX_PROGRAMS:
-        _SHAPES_SEEN.popitem(last=False)
-    return (shapes > _SHAPES_BEFORE_OP_BY_OP
-            and _RUN_EACH_SPENT.get(sig, 0.0) < _compile_seconds(len(t.nodes)))
-
-
-def _compile_seconds(nodes: int) -> float:
-    """What compiling a program of ``nodes`` ops is expected to take here: this process's
-    compiles so far (a program loaded from the persistent cache counts as the quick compile
-    it is)."""
-    seconds, compiled = _compiles
-    return nodes * (seconds / compiled if compiled else _FIRST_GUESS)
-
-
-def _run_each(t: _Trace, keep: tuple = ()) -> tuple[list, Exception | None]:
-    """Each op on its own, as strict eager runs them (with its per-op programs): after
-    ``t``'s program failed (out of memory, say), so a failure loses nothing else, or for a
-    trace not yet worth a program. Values computed from a failing op's output keep its
-    error, and raise it when read. Returns ``keep``'s values and the first op's error."""
+def _run_each(t: _Trace, keep: tuple = ()) -> list:
+    """After ``t``'s program failed (out of memory, say): each op on its own, as strict eager
+    would have run them, so a failure loses nothing else. Values computed from the failing
+    op's output keep its error, and raise it when read. Returns ``keep``'s values."""
     forget_pending_views()
-    # Each value is let go after its last reader (as a program frees its temporaries and
-    # strict eager the arrays no tensor holds), unless a tensor or ``keep`` wants it.
-    last_reader = {w: i for i, node in enumerate(t.nodes) for w in node[4]}
-    let_go: dict[int, list] = {}
-    for w, i in last_reader.items():
-        if type(w) is int or (w not in keep and t.outs[w[0]][w[1]]() is None):
-            let_go.setdefault(i, []).append(w)
-    env, first_error = [], None
+    env = []
     for i, node in enumerate(t.nodes):
         values = [t.leaves[w] if type(w) is int else env[w[0]][w[1]] for w in node[4]]
         error = next((v for v in values if isinstance(v, Exception)), None)
         if error is None:
             try:
                 env.append(_call(node, values))
+                continue
             except Exception as e:
-                error = first_error = first_error or e
-        if error is not None:
-            env.append([error] * len(t.out_avals[i]))
-        del values
-        for w in let_go.get(i, ()):
-            if type(w) is int:
-                t.leaves[w] = None
-            else:
-                env[w[0]][w[1]] = None
-    held = []
+                error = e
+        env.append([error] * len(t.out_avals[i]))
     for i, refs in enumerate(t.outs):
         for j, ref in enumerate(refs):
             p = ref()
@@ -464,9 +401,7 @@ def _run_each(t: _Trace, keep: tuple = ()) -> tuple[list, Exception | None]:
                     p.error = env[i][j]
                 else:
                     p.array = env[i][j]
-                    held.append(p.array)
-    note_last_program(held[::-1])  # the newest first: waiting on it waits for the rest
-    return [env[i][j] for i, j in keep], first_error
+    return [env[i][j] for i, j in keep]
 
 
 # Fewer ops than this left over after a forced value are not worth a program of their own.
@@ -532,9 +467,10 @@ def _gone():
     return None
 
 
-def _program_key_parts(t: _Trace, keep: tuple) -> tuple:
-    """The trace's signature, the outputs it returns (some tensor still references them, or
-    ``keep`` asks) and the inputs it donates."""
+def _run(t: _Trace, keep: tuple = ()) -> list:
+    """Run ``t`` as one program: outputs some tensor still references, and ``keep``'s
+    (returned, in order)."""
+    global _misses
     forget_pending_views()
     live = {(i, j) for i, refs in enumerate(t.outs) for j, r in enumerate(refs) if r() is not None}
     needed = tuple(sorted(live.union(keep)))
@@ -544,23 +480,12 @@ def _program_key_parts(t: _Trace, keep: tuple) -> tuple:
     # A node's executable hashes by identity, so the nodes themselves are the trace's key.
     sig = (tuple(t.nodes), tuple(t.leaf_avals), needed, donated, torch.get_default_dtype(),
            jax.config.jax_default_matmul_precision)
-    return sig, needed, donated
-
-
-def _run(t: _Trace, keep: tuple, key: tuple) -> list:
-    """Run ``t`` as one program (``key``: its signature, outputs and donations): returns
-    ``keep``'s values, in order."""
-    global _misses
-    sig, needed, donated = key
     entry = _PROGRAMS.get(sig)
-    start = None
     if entry is None:
         _misses += 1
-        start = time.perf_counter()
         _refuse_outputs_larger_than_the_device(t, needed)
         order = _alias_order(t, needed, donated)
         entry = _PROGRAMS[sig] = (_loaded_or_traced(t, order, donated), order)
-        _RUN_EACH_SPENT.pop(sig, None)
         if len(_PROGRAMS) > _MAX_PROGRAMS:
             _PROGRAMS.popitem(last=False)
     else:
@@ -571,9 +496,6 @@ def _run(t: _Trace, keep: tuple, key: tuple) -> list:
     if donated:
         counters.count("execute", "donated_buffers", len(donated))
     results = prog(*t.leaves)
-    if start is not None:  # (jax compiles it at this first call)
-        _compiles[0] += time.perf_counter() - start
-        _compiles[1] += len(t.nodes)
     note_last_program(results)
     for (i, j), value in zip(order, results, strict=False):
         p = t.outs[i][j]()
