@@ -25,6 +25,9 @@ def _ones(*shape, dtype=torch.float32):
     # no meta tensor's type in a message
     lambda d: _ones(3, 4)(d).expand(4),
     lambda d: _ones(3, 4, dtype=torch.long)(d).expand(4),
+    # mean of integers: CPU's dtype error before the dims' (out of range here)
+    lambda d: _ones(6, dtype=torch.long)(d).mean(5),
+    lambda d: _ones(2, 3, dtype=torch.bool)(d).mean((0, 4)),
     # dtypes by c10's names
     lambda d: torch.linalg.det(_ones(2, 2, dtype=torch.long)(d)),
     lambda d: torch.linalg.vector_norm(_ones(2, dtype=torch.long)(d)),

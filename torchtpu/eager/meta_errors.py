@@ -48,7 +48,7 @@ def check_as_cpu(op, args: Sequence, kwargs: dict | None = None) -> None:
         if dim is not None:
             _check_dim(dim, len(args[0].shape))
     check = _CPU_CHECKS.get(op)
-    kw = (kwargs or {}) if op in _DIVISIONS or op in nn_checks.DECOMPOSED else {}
+    kw = (kwargs or {}) if op in _WITH_KWARGS else {}
     if check is not None and (error := check(*args, **kw)):
         raise error if isinstance(error, Exception) else RuntimeError(error)
 
@@ -459,6 +459,15 @@ def _floating_only(message: str):
 _VAR = _floating_only("std and var only support floating point and complex dtypes")
 
 
+def _mean_dtype(self, *_, dtype=None, **__) -> str | None:
+    """CPU infers mean's result dtype before it reads the dims (PyTorch's ref, the other way)."""
+    name = str(self.dtype)  # a torch or a jax dtype
+    if dtype is None and "float" not in name and "complex" not in name:
+        return ("mean(): could not infer output dtype. Input dtype must be either a floating "
+                f"point or complex dtype. Got: {scalar_type_name(self.dtype)}")
+    return None
+
+
 def _masked_fill_check(self, mask, value=None) -> str | None:
     """CPU's masked_fill: a tensor value's dims first, then the mask's dtype."""
     if getattr(value, "ndim", 0):
@@ -626,7 +635,8 @@ def _no_complex_clamp(self, *_) -> NotImplementedError | None:
 
 
 _aten = torch.ops.aten
-_DIVISIONS = (_aten.div.Tensor_mode, _aten.div.Scalar_mode)  # checked with their kwargs
+_DIVISIONS = (_aten.div.Tensor_mode, _aten.div.Scalar_mode)
+_WITH_KWARGS = {*_DIVISIONS, _aten.mean.dim, *nn_checks.DECOMPOSED}  # checked with their kwargs
 # Ops whose meta kernels take any `dim` (the rules wrapped it: softmax(dim=2) of a matrix ran
 # on dim 0): where their dim is, a position or a keyword.
 _DIM_AT = {_aten._softmax.default: 1, _aten._log_softmax.default: 1, _aten.sort.default: 1,
@@ -669,6 +679,7 @@ _CPU_CHECKS = {
     _aten.nll_loss2d_forward.default: nn_checks.nll2d_check,
     _aten.var.correction: _VAR, _aten.var.dim: _VAR, _aten.var.default: _VAR,
     _aten.std.correction: _VAR, _aten.std.dim: _VAR, _aten.std.default: _VAR,
+    _aten.mean.dim: _mean_dtype,
     _aten.var_mean.correction: _floating_only(
         "var_mean only support floating point and complex dtypes"),
     _aten.std_mean.correction: _floating_only(
