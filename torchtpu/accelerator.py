@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import functools
 
-import torch
-
 from . import device_module
 from .runtime import platform
 
@@ -87,9 +85,8 @@ def _index_checked(original):
     @functools.wraps(original)
     def call(*args):
         index = args[-1].idx if original.__name__ == "__enter__" else args[0]
-        accelerator = torch.accelerator.current_accelerator()
         negative = isinstance(index, int) and index < 0  # selects nothing (PyTorch's rule)
-        if accelerator is not None and accelerator.type == "tpu" and not negative:
+        if platform.tpu_is_the_accelerator() and not negative:
             platform.check_device_index(index)
         return original(*args)
 
@@ -100,8 +97,7 @@ def _index_checked(original):
 def _routed(original, ours):
     @functools.wraps(original)
     def call(*args, **kwargs):
-        accelerator = torch.accelerator.current_accelerator()
-        if accelerator is not None and accelerator.type == "tpu":
+        if platform.tpu_is_the_accelerator():
             return ours()  # one device per process: its index says nothing more
         return original(*args, **kwargs)
 

@@ -15,7 +15,7 @@ import jax
 import torch
 
 from . import tensor
-from .runtime import execute
+from .runtime import execute, platform
 
 
 def _last_queued():
@@ -147,8 +147,7 @@ def _on_tpu(device) -> bool:
     """Whether ``torch.Stream(device)`` / ``torch.Event(device)`` names tpu: by name, or by
     leaving it to the current accelerator (no device, or only an index)."""
     if device is None or isinstance(device, int):
-        accelerator = torch.accelerator.current_accelerator()
-        return accelerator is not None and accelerator.type == "tpu"
+        return platform.tpu_is_the_accelerator()
     return torch.device(device).type == "tpu"
 
 

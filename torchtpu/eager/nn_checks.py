@@ -182,7 +182,6 @@ def ctc_check(log_probs_shape, targets_shape, input_lengths, target_lengths, bla
                                f"{n}{_CTC}")
 
 
-
 def nearest_upsample_check(self, output_size, *_, **__):
     """CPU's order: the spatial sizes, then an empty input (only an empty batch may be);
     the meta kernel checks the other way round and hands torch._check an int for the second."""

@@ -74,6 +74,12 @@ def device_count() -> int:
     return int(local) if local.isdigit() and int(local) > 0 else 1
 
 
+def tpu_is_the_accelerator() -> bool:
+    """Whether ``torch.accelerator`` (and a device left unnamed) means tpu in this process."""
+    accelerator = torch.accelerator.current_accelerator()
+    return accelerator is not None and accelerator.type == "tpu"
+
+
 def check_device_index(device) -> None:
     """Refuse a tpu index past ``device_count()``, as CUDA refuses an invalid ordinal, rather
     than placing the tensor on tpu:0 unasked."""
