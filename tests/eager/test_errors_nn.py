@@ -69,6 +69,11 @@ def _long(*rows):
                                                       scale_factor=2, mode=mode), RuntimeError)
       for shape in [(2, 2, 0), (2, 2, 0, 4), (1, 1, 0, 1, 1), (2, 0, 4, 4), (0, 0, 3)]
       for mode in ("nearest", "nearest-exact")],
+    # fractional max pooling: samples in another dtype than the input's
+    *[(lambda d, nd=nd: getattr(F, f"fractional_max_pool{nd}d")(
+        torch.ones((1, 2) + (5,) * nd, device=d), 2, output_size=2,
+        _random_samples=torch.rand(1, 2, nd, dtype=torch.float64, device=d)), RuntimeError)
+      for nd in (2, 3)],
 ])
 def test_bad_nn_arguments_raise_as_cpu(bad, exc, eager_mode):
     raises_as_cpu(bad, exc)

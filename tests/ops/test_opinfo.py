@@ -16,31 +16,16 @@ import math
 import re
 import sys
 import time
-import types
-import unittest
 from collections import Counter
 
 import pytest
 import torch
+from expectations import EXPECTED, key_of
+from pytorch_test_db import op_db
 from torch.utils._pytree import tree_flatten
 
 import torchtpu
-
-if "expecttest" not in sys.modules:
-    try:
-        import expecttest  # noqa: F401
-    except ImportError:
-        # PyTorch's OpInfo module imports expecttest (a test-only dependency of PyTorch) for
-        # its TestCase base class, which the sweep never uses.
-        _shim = types.ModuleType("expecttest")
-        _shim.TestCase = unittest.TestCase
-        _shim.ACCEPT = False
-        sys.modules["expecttest"] = _shim
-
-from expectations import EXPECTED, key_of  # noqa: E402
-from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
-
-from torchtpu.debug import coverage  # noqa: E402
+from torchtpu.debug import coverage
 
 TPU = "tpu:0"
 DTYPES = (torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.complex64,

@@ -694,6 +694,7 @@ _CPU_CHECKS = {
     **{getattr(_aten, f"upsample_nearest{nd}d").default: nn_checks.nearest_upsample_check
        for nd in (1, 2, 3)},
     _aten.pixel_unshuffle.default: _pixel_unshuffle_check,
+    _aten.fractional_max_pool3d.default: nn_checks.fractional_pool_samples_check,
     _aten.sub.Tensor: _bool_subtraction,
     _aten.sub.Scalar: _bool_subtraction,
     _aten.rsub.Tensor: _bool_subtraction,

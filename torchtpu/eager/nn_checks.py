@@ -199,6 +199,13 @@ def nearest_upsample_check(self, output_size, *_, **__):
     return None
 
 
+def fractional_pool_samples_check(self, kernel_size, output_size, random_samples):
+    """CPU's fractional_max_pool3d checks the samples' dtype (its meta kernel does not)."""
+    if random_samples.dtype != self.dtype:
+        return "Expect _random_samples to have the same dtype as input"
+    return None
+
+
 # (upsample_nearest's own, with a lowering, are checked in meta_errors.py)
 DECOMPOSED.update({getattr(_aten, f"_upsample_nearest_exact{nd}d").default:
                    nearest_upsample_check for nd in (1, 2, 3)})
