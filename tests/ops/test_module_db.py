@@ -5,7 +5,8 @@ outputs, and the gradients of the inputs and parameters, must agree (where float
 parts them, tpu's must be no further from the float64 result than CPU's); an input CPU refuses
 must raise the same exception type on tpu. Modules whose train and eval modes differ run in
 both. A lazy module is materialised on CPU first (its parameters are drawn from the device's
-generator, which on tpu is not CPU's), then copied. The whole sweep is long: ``-m slow``.
+generator, which on tpu is not CPU's), then copied. The default suite runs each module's
+first sample; ``-m slow`` runs them all.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from conftest import TPU
 from pytorch_test_db import module_db
 from torch.nn.modules.lazy import LazyModuleMixin
 from torch.utils._pytree import tree_flatten, tree_map
-
-pytestmark = pytest.mark.slow
 
 CASES = [(info, training) for info in module_db
          for training in ((True, False) if info.train_and_eval_differ else (True,))]
@@ -69,13 +68,25 @@ def _close(actual, expected, float64) -> str | None:
         return f"{mismatch}\nfrom float64's: tpu {ours:.3g}, CPU {cpus:.3g}"
 
 
-@pytest.mark.parametrize("info, training", CASES,
-                         ids=[f"{i.name}-{'train' if t else 'eval'}" for i, t in CASES])
+IDS = [f"{i.name}-{'train' if t else 'eval'}" for i, t in CASES]
+
+
+@pytest.mark.parametrize("info, training", CASES, ids=IDS)
+def test_module_first_sample_as_cpu(info, training):
+    _compare_samples(info, training, first_only=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("info, training", CASES, ids=IDS)
 def test_module_as_cpu(info, training):
+    _compare_samples(info, training, first_only=False)
+
+
+def _compare_samples(info, training: bool, first_only: bool) -> None:
     torch.manual_seed(0)
     samples = info.module_inputs_func(info, device="cpu", dtype=torch.float32,
                                       requires_grad=True, training=training)
-    for n, sample in enumerate(samples):
+    for n, sample in enumerate(samples[:1] if first_only else samples):
         _compare(info, sample, training, f"{info.name} sample {n} ({sample.desc or 'default'})")
 
 
