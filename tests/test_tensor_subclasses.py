@@ -122,3 +122,32 @@ def test_module_to_keeps_attributes_set_on_parameters():
     assert m.weight.no_decay is True and m.weight.device.type == "tpu"
     m.to("cpu")
     assert m.weight.no_decay is True
+
+
+class Wrapped(torch.Tensor):
+    """A wrapper subclass holding an inner tensor, unwrapped in its own dispatch (the pattern
+    of functional collectives' AsyncCollectiveTensor, which tensor parallelism hands on)."""
+
+    @staticmethod
+    def __new__(cls, inner):
+        return torch.Tensor._make_wrapper_subclass(
+            cls, inner.shape, dtype=inner.dtype, device=inner.device,
+            requires_grad=inner.requires_grad)
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        unwrap = lambda t: t.inner if isinstance(t, Wrapped) else t  # noqa: E731
+        args, kwargs = torch.utils._pytree.tree_map(unwrap, (args, kwargs or {}))
+        return func(*args, **kwargs)
+
+
+def test_a_wrapper_subclass_beside_tpu_tensors_runs_its_own_dispatch(eager_mode):
+    def run(device):
+        x = torch.arange(6.0, device=device).reshape(2, 3)
+        w = Wrapped(torch.full((2, 3), 2.0, device=device))
+        return [torch.add(x, w), torch.mul(w, x), torch.ops.aten.gelu_backward(x, w)]
+
+    assert_same(run(TPU), run("cpu"))

@@ -159,6 +159,10 @@ class TpuTensor(torch.Tensor):
                 fake = next(a.fake_mode for a in torch.utils._pytree.tree_leaves((args, kwargs))
                             if isinstance(a, _FakeTensor))
                 return _as_fake(fake, func, args, kwargs or {})
+            if not all(issubclass(t, TpuTensor) for t in types):
+                # Another subclass over tpu values (functional collectives' pending result
+                # under tensor parallelism): its own dispatch unwraps it, then calls ours.
+                return NotImplemented
         try:
             tracing = torch._C._get_tracing_state()  # torch.jit.trace
             if tracing is not None:

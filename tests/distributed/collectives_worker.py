@@ -1,6 +1,6 @@
-"""One torchrun worker: each collective, DDP, FSDP2 and DTensor on tpu tensors (strict and
-fused eager) and on CPU tensors in the same process group; writes what it saw as JSON into
-the folder its argument names."""
+"""One torchrun worker: each collective, DDP, FSDP2, tensor parallelism and DTensor on tpu
+tensors (strict and fused eager) and on CPU tensors in the same process group; writes what
+it saw as JSON into the folder its argument names."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from torch.distributed import _functional_collectives as funcol
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import Shard, distribute_tensor
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 import torchtpu
 import torchtpu.compile  # noqa: F401 (the "tpu" torch.compile backend)
@@ -120,6 +121,27 @@ def fsdp2(device: str, rank: int) -> list:
     return [p.full_tensor().detach().cpu().flatten().tolist() for p in model.parameters()]
 
 
+def tensor_parallel(device: str, rank: int) -> list:
+    """Megatron-style column- then row-parallel linears under a replicated one, so ops meet
+    the row-parallel output (functional collectives' pending tensor) beside plain tensors.
+    Every rank has the same batch."""
+    mesh = init_device_mesh(device, (dist.get_world_size(),))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 4),
+                                torch.nn.GELU(), torch.nn.Linear(4, 2)).to(device)
+    parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    # DTensor and plain parameters in one list: the per-parameter step (on cuda, too, the
+    # multi-tensor one refuses the mix)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.05, foreach=False)
+    x = torch.randn(5, 4, generator=torch.Generator().manual_seed(0)).to(device)
+    for _ in range(3):
+        opt.zero_grad()
+        model(x).square().mean().backward()
+        opt.step()
+    return [p.full_tensor().detach().cpu().flatten().tolist() if hasattr(p, "full_tensor")
+            else p.detach().cpu().flatten().tolist() for p in model.parameters()]
+
+
 def dtensor(device: str) -> list:
     mesh = init_device_mesh(device, (dist.get_world_size(),))
     torch.manual_seed(0)
@@ -166,6 +188,7 @@ def main() -> None:
         kind = device.split(":")[0]
         seen[kind] = {"collectives": collectives(device, rank, world),
                       "ddp": ddp(device, rank), "fsdp2": fsdp2(kind, rank),
+                      "tensor_parallel": tensor_parallel(kind, rank),
                       "dtensor": dtensor(kind)}
         if kind == "tpu":  # CPU has no SyncBatchNorm (its kernels are CUDA's)
             seen[kind]["sync_batch_norm"] = sync_batch_norm(kind, rank, world)

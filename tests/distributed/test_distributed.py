@@ -1,6 +1,6 @@
 """torch.distributed on tpu: two torchrun workers on this machine, each running the same
-collectives, DDP (eager and compiled), FSDP2 and DTensor on CPU tensors (gloo) and on tpu
-tensors."""
+collectives, DDP (eager and compiled), FSDP2, tensor parallelism and DTensor on CPU tensors
+(gloo) and on tpu tensors."""
 
 from __future__ import annotations
 
@@ -54,7 +54,8 @@ def test_collectives_give_what_gloo_gives_on_cpu(seen, mode):
 
 
 @pytest.mark.parametrize("mode, wrapper", [("tpu", "ddp"), ("tpu_fused", "ddp"),
-                                           ("tpu_compiled", "ddp"), ("tpu", "fsdp2")])
+                                           ("tpu_compiled", "ddp"), ("tpu", "fsdp2"),
+                                           ("tpu", "tensor_parallel")])
 def test_data_parallel_training_matches_cpu(seen, mode, wrapper):
     for rank in (0, 1):
         for got, expected in zip(seen[rank][mode][wrapper], seen[rank]["cpu"][wrapper],

@@ -55,6 +55,11 @@ def handlers() -> dict:
         else:
             table[op] = _collective(op, written, flat=name in _FLAT)
     for op in _ops("_c10d_functional"):
+        if op._schema.name.endswith("::_wrap_tensor_autograd"):
+            # Not a collective: a Python op wrapping a result as pending (an
+            # AsyncCollectiveTensor), as on cuda. Only listed when its module was imported
+            # before torchtpu, so without this the import order chose the behaviour.
+            continue
         if op._schema.name.endswith("::wait_tensor"):
             table[op] = lambda args, kwargs: args[0]  # already waited for, below
         else:
