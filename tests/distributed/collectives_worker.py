@@ -17,7 +17,13 @@ from torch.distributed import _functional_collectives as funcol
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import Shard, distribute_tensor
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    RowwiseParallel,
+    SequenceParallel,
+    loss_parallel,
+    parallelize_module,
+)
 
 import torchtpu
 import torchtpu.compile  # noqa: F401 (the "tpu" torch.compile backend)
@@ -142,6 +148,45 @@ def tensor_parallel(device: str, rank: int) -> list:
             else p.detach().cpu().flatten().tolist() for p in model.parameters()]
 
 
+class _NormedMLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(4)
+        self.up = torch.nn.Linear(4, 8)
+        self.down = torch.nn.Linear(8, 4)
+        self.head = torch.nn.Linear(4, 6, bias=False)
+
+    def forward(self, x):
+        return self.head(x + self.down(torch.relu(self.up(self.norm(x)))))
+
+
+def sequence_and_loss_parallel(device: str, rank: int) -> list:
+    """LayerNorm over sequence shards, then column/row-parallel linears and a vocabulary-
+    parallel head under ``loss_parallel`` (cross entropy over sharded logits), on a 2-D
+    (data, tensor) mesh with FSDP2 over the data dimension."""
+    mesh = init_device_mesh(device, (1, dist.get_world_size()), mesh_dim_names=("dp", "tp"))
+    torch.manual_seed(0)
+    model = _NormedMLP().to(device)
+    parallelize_module(model, mesh["tp"], {
+        "norm": SequenceParallel(),
+        "up": ColwiseParallel(input_layouts=Shard(1)),
+        "down": RowwiseParallel(output_layouts=Shard(1)),
+        "head": ColwiseParallel(input_layouts=Shard(1), use_local_output=False)})
+    fully_shard(model, mesh=mesh["dp"])
+    opt = torch.optim.AdamW(model.parameters(), lr=0.05)
+    g = torch.Generator().manual_seed(0)
+    world = dist.get_world_size()
+    x = torch.randn(2, 2 * world, 4, generator=g)[:, 2 * rank:2 * rank + 2].to(device)  # my shard
+    target = torch.randint(0, 6, (4 * world,), generator=g).to(device)
+    for _ in range(3):
+        opt.zero_grad()
+        with loss_parallel():
+            logits = model(x).redistribute(placements=[Shard(-1)]).flatten(0, 1)
+            torch.nn.functional.cross_entropy(logits, target).backward()
+        opt.step()
+    return [p.full_tensor().detach().cpu().flatten().tolist() for p in model.parameters()]
+
+
 def dtensor(device: str) -> list:
     mesh = init_device_mesh(device, (dist.get_world_size(),))
     torch.manual_seed(0)
@@ -189,6 +234,7 @@ def main() -> None:
         seen[kind] = {"collectives": collectives(device, rank, world),
                       "ddp": ddp(device, rank), "fsdp2": fsdp2(kind, rank),
                       "tensor_parallel": tensor_parallel(kind, rank),
+                      "sequence_and_loss_parallel": sequence_and_loss_parallel(kind, rank),
                       "dtensor": dtensor(kind)}
         if kind == "tpu":  # CPU has no SyncBatchNorm (its kernels are CUDA's)
             seen[kind]["sync_batch_norm"] = sync_batch_norm(kind, rank, world)

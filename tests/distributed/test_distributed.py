@@ -55,7 +55,8 @@ def test_collectives_give_what_gloo_gives_on_cpu(seen, mode):
 
 @pytest.mark.parametrize("mode, wrapper", [("tpu", "ddp"), ("tpu_fused", "ddp"),
                                            ("tpu_compiled", "ddp"), ("tpu", "fsdp2"),
-                                           ("tpu", "tensor_parallel")])
+                                           ("tpu", "tensor_parallel"),
+                                           ("tpu", "sequence_and_loss_parallel")])
 def test_data_parallel_training_matches_cpu(seen, mode, wrapper):
     for rank in (0, 1):
         for got, expected in zip(seen[rank][mode][wrapper], seen[rank]["cpu"][wrapper],
