@@ -16,6 +16,7 @@ import torch.distributed as dist
 from torch.distributed import _functional_collectives as funcol
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 from torch.distributed.tensor import Shard, distribute_tensor
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
@@ -187,6 +188,32 @@ def sequence_and_loss_parallel(device: str, rank: int) -> list:
     return [p.full_tensor().detach().cpu().flatten().tolist() for p in model.parameters()]
 
 
+def pipeline(device: str, rank: int, schedule: str) -> list:
+    """A two-stage pipeline (a stage per rank) trained with a torch.distributed.pipelining
+    schedule: activations and gradients cross ranks by send/recv into receive buffers that
+    require grad."""
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4), torch.nn.ReLU(),
+              torch.nn.Linear(4, 2)]
+    mine = torch.nn.Sequential(*(layers[:2] if rank == 0 else layers[2:])).to(device)
+    world = dist.get_world_size()
+    stage = PipelineStage(mine, rank, world, torch.device(device))
+    schedule_class = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[schedule]
+    run = schedule_class(stage, n_microbatches=4,
+                         loss_fn=lambda out, target: (out - target).square().mean())
+    g = torch.Generator().manual_seed(1)
+    x, target = torch.randn(8, 4, generator=g).to(device), torch.randn(8, 2, generator=g)
+    opt = torch.optim.SGD(mine.parameters(), lr=0.1)
+    for _ in range(2):
+        opt.zero_grad()
+        if rank == 0:
+            run.step(x)
+        else:
+            run.step(target=target.to(device))
+        opt.step()
+    return [p.detach().cpu().flatten().tolist() for p in mine.parameters()]
+
+
 def dtensor(device: str) -> list:
     mesh = init_device_mesh(device, (dist.get_world_size(),))
     torch.manual_seed(0)
@@ -235,6 +262,8 @@ def main() -> None:
                       "ddp": ddp(device, rank), "fsdp2": fsdp2(kind, rank),
                       "tensor_parallel": tensor_parallel(kind, rank),
                       "sequence_and_loss_parallel": sequence_and_loss_parallel(kind, rank),
+                      "pipeline_gpipe": pipeline(device, rank, "gpipe"),
+                      "pipeline_1f1b": pipeline(device, rank, "1f1b"),
                       "dtensor": dtensor(kind)}
         if kind == "tpu":  # CPU has no SyncBatchNorm (its kernels are CUDA's)
             seen[kind]["sync_batch_norm"] = sync_batch_norm(kind, rank, world)

@@ -67,6 +67,16 @@ def test_data_parallel_training_matches_cpu(seen, mode, wrapper):
     assert seen[0][mode][wrapper] == seen[1][mode][wrapper]
 
 
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_pipeline_schedules_train_each_stage_as_on_cpu(seen, schedule):
+    for rank in (0, 1):  # rank r holds stage r
+        got, expected = seen[rank]["tpu"][f"pipeline_{schedule}"], seen[rank]["cpu"][
+            f"pipeline_{schedule}"]
+        assert len(got) == len(expected) == 2 * (rank + 1)  # stage 0: one linear, 1: two
+        for g, e in zip(got, expected, strict=True):
+            torch.testing.assert_close(torch.tensor(g), torch.tensor(e), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("mode", ["tpu", "tpu_fused"])
 def test_sync_batch_norm_normalises_over_every_ranks_batch(seen, mode):
     # Ranks hold 2 and 3 samples: statistics are weighted by count, as BatchNorm over all 5.

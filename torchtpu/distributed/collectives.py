@@ -85,10 +85,14 @@ class _OnHost:
         return host
 
     def write_back(self, written) -> None:
-        for host in tree_leaves(written):
-            device = self.device_of.get(id(host))
-            if device is not None:
-                device.copy_(host)
+        # A raw write, as a backend's into device memory, outside autograd: a receive
+        # buffer may be a leaf that requires grad (a pipeline stage's input), and the
+        # write may finish later, at Work.wait(), with grad mode on.
+        with torch.no_grad():
+            for host in tree_leaves(written):
+                device = self.device_of.get(id(host))
+                if device is not None:
+                    device.copy_(host)
 
     def flattened(self, host: torch.Tensor) -> torch.Tensor:
         """A flat view of a host copy, standing for the same tpu tensor."""
