@@ -77,6 +77,28 @@ def test_upsample_backward_in_float64(name):
         assert_same(actual, expected, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("mode", ["linear", "bilinear", "bicubic", "trilinear"])
+def test_linear_and_cubic_source_positions_round_once_as_cpus(mode):
+    # 345 -> 270 rows: CPU's kernel fuses scale * (row + 0.5) - 0.5 into one multiply-add,
+    # so row 200 sits at 255.694443, not 255.694458 (two roundings). Neighbours 2000 apart
+    # turn that into a difference of 0.03 (the backward's weights: 1.5e-5).
+    nd = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}[mode]
+    sign = torch.tensor([(-1.0) ** i for i in range(345)])
+    x = (1000 * sign).reshape(1, 1, *[1] * (nd - 1), 345).expand(1, 2, *[2] * (nd - 1), 345)
+    x = x.contiguous().requires_grad_()
+    size = [2] * (nd - 1) + [270]
+
+    def run(t):
+        out = F.interpolate(t, size=size, mode=mode, align_corners=False)
+        (grad,) = torch.autograd.grad(out.sum(), t)  # the weights each input row gets
+        return out, grad
+
+    xt = x.detach().to(TPU).requires_grad_()
+    (out, grad), (cpu_out, cpu_grad) = run(xt), run(x)
+    assert_same(out, cpu_out, rtol=0, atol=1e-3)
+    assert_same(grad, cpu_grad, rtol=0, atol=5e-6)
+
+
 @pytest.mark.parametrize("size", SIZES, ids=str)
 @pytest.mark.parametrize("nd", [1, 2, 3])
 def test_upsample_nearest_forward(nd, size):

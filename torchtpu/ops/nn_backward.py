@@ -3,8 +3,9 @@
 Each backward is the VJP (or, for a linear op, the transpose) of a JAX forward that follows
 PyTorch's CPU kernels: the same source indices, weights and padding rules
 (``ATen/native/UpSample.h``, ``GridSamplerUtils.h``, ``LossMultiMargin.cpp``,
-``LossMultiLabelMargin.cpp``). Grid sampling and the margin losses have their forward
-rules here too, beside their backward; upsampling's forward ops decompose (``torch._decomp``).
+``LossMultiLabelMargin.cpp``). Linear and cubic upsampling, grid sampling and the margin
+losses have their forward rules here too, beside their backward (nearest upsampling's are in
+conv.py).
 """
 
 from __future__ import annotations
@@ -55,13 +56,18 @@ def _scale_value(n_in, n_out, scale, ft=np.float32):
     return ft(n_in) / ft(n_out)
 
 
-def _source_index(n_in, n_out, align_corners, scale, cubic, ft):
+def _source_index(n_in, n_out, align_corners, scale, cubic, ft, fused=True):
     """area_pixel_compute_source_index for every output position."""
     s = _area_scale(n_in, n_out, align_corners, scale, ft)
     dst = np.arange(n_out, dtype=ft)
     if align_corners:
         return s * dst
-    src = s * (dst + ft(0.5)) - ft(0.5)
+    # CPU's kernels in ATen/native/cpu are built for AVX2 with FMA, and the compiler fuses
+    # this multiply-add: one rounding, which float64 gives exactly for float32 operands
+    # (345 -> 270 rows: row 200 at 255.694443 rather than 255.694458). The bicubic backward
+    # kernel lives outside that folder and rounds twice (``fused=False``).
+    wide = np.float64 if ft == np.float32 and fused else ft
+    src = (wide(s) * (dst.astype(wide) + wide(0.5)) - wide(0.5)).astype(ft)
     return src if cubic else np.maximum(src, ft(0))
 
 
@@ -92,9 +98,9 @@ def _cubic_far(x):
     return ((_A * x - 5 * _A) * x + 8 * _A) * x - 4 * _A
 
 
-def _cubic_taps(n_in, n_out, align_corners, scale, ft):
+def _cubic_taps(n_in, n_out, align_corners, scale, ft, fused=True):
     """Four neighbours per output position, clamped to the input, with cubic weights."""
-    i0, t = _guard(_source_index(n_in, n_out, align_corners, scale, True, ft), n_in, ft)
+    i0, t = _guard(_source_index(n_in, n_out, align_corners, scale, True, ft, fused), n_in, ft)
     one = ft(1)
     weights = (_cubic_far(t + one), _cubic_near(t), _cubic_near(one - t),
                _cubic_far(ft(2) - t))
@@ -135,6 +141,30 @@ def _interp_backward(taps_of, grad_output, output_size, input_size, scales):
     return _transpose(lambda x: _resample(x, taps), input_size, grad_output)
 
 
+def _interp_forward(taps_of, x, output_size, scales):
+    nd = len(output_size)
+    sc = _scales(scales, nd)
+    taps = [taps_of(x.shape[-nd + i], output_size[i], sc[i]) for i in range(nd)]
+    return _resample(upcast(x), taps).astype(x.dtype)
+
+
+# torch._decomp's forms compute source positions on the device, rounding twice where CPU
+# rounds once (_source_index).
+@lowering(aten.upsample_linear1d.default, aten.upsample_bilinear2d.default,
+          aten.upsample_trilinear3d.default)
+def _upsample_linear(self, output_size, align_corners, *scales):
+    ft = _opmath(self)
+    taps = lambda n_in, n_out, s: _linear_taps(n_in, n_out, align_corners, s, ft)  # noqa: E731
+    return _interp_forward(taps, self, output_size, scales)
+
+
+@lowering(aten.upsample_bicubic2d.default)
+def _upsample_bicubic2d(self, output_size, align_corners, scales_h=None, scales_w=None):
+    ft = _opmath(self)
+    taps = lambda n_in, n_out, s: _cubic_taps(n_in, n_out, align_corners, s, ft)  # noqa: E731
+    return _interp_forward(taps, self, output_size, (scales_h, scales_w))
+
+
 @lowering(aten.upsample_linear1d_backward.default, aten.upsample_bilinear2d_backward.default,
           aten.upsample_trilinear3d_backward.default)
 def _upsample_linear_backward(grad_output, output_size, input_size, align_corners, *scales):
@@ -147,7 +177,10 @@ def _upsample_linear_backward(grad_output, output_size, input_size, align_corner
 def _upsample_bicubic2d_backward(grad_output, output_size, input_size, align_corners,
                                  scales_h=None, scales_w=None):
     ft = _opmath(grad_output)
-    taps = lambda n_in, n_out, s: _cubic_taps(n_in, n_out, align_corners, s, ft)  # noqa: E731
+
+    def taps(n_in, n_out, s):
+        return _cubic_taps(n_in, n_out, align_corners, s, ft, fused=False)
+
     return _interp_backward(taps, grad_output, output_size, input_size, (scales_h, scales_w))
 
 
