@@ -412,3 +412,17 @@ def test_a_norm_layer_on_an_input_without_grad(layer, mode):
         actual = run(TPU)
     expected = run("cpu")
     torch.testing.assert_close([a.cpu() for a in actual], list(expected), **TOL)
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_places_pixels_as_cpu(align_corners):
+    # CPU's kernel rounds (x + 1) * (size / 2) - 0.5 once (a fused multiply-add; XLA:CPU
+    # fuses ours too): a position one float32 step off moves the output by its share of
+    # neighbours 2000 apart (two roundings misplace ~0.2% of positions).
+    h, w = 345, 456
+    rows = torch.tensor([(-1.0) ** i for i in range(h)]).view(h, 1)
+    cols = torch.tensor([(-1.0) ** i for i in range(w)]).view(1, w)
+    x = (1000 * rows * cols).expand(1, 1, h, w).contiguous()
+    grid = torch.rand(1, h, w, 2, generator=torch.Generator().manual_seed(0)) * 1.9 - 0.95
+    actual, expected = _both(F.grid_sample, x, grid, align_corners=align_corners)
+    assert_same(actual, expected, rtol=0, atol=1e-3)
