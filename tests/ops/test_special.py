@@ -40,3 +40,13 @@ _INF, _NAN = float("inf"), float("nan")
 def test_domain_edges_as_cpu(fn, args):
     cpu = [torch.tensor(a) for a in args]
     torch.testing.assert_close(fn(*(a.to("tpu") for a in cpu)).cpu(), fn(*cpu), equal_nan=True)
+
+
+@pytest.mark.parametrize("op", [torch.igamma, torch.igammac])
+def test_incomplete_gamma_edges_as_cpu(op):
+    # calc_igamma's checks: a = 0 with x > 0, x = 0, an infinite a (with finite and infinite
+    # x), an infinite x, negative and NaN arguments.
+    inf, nan = float("inf"), float("nan")
+    a = torch.tensor([0.0, -0.0, 0.0, 0.0, 1.0, 0.0, 2.0, -1.0, inf, 3.0, inf, 0.0, nan, 2.0])
+    x = torch.tensor([1e-3, 0.25, 0.0, -1.0, 0.0, inf, inf, 1.0, 1.0, 0.0, inf, nan, 1.0, 1.5])
+    torch.testing.assert_close(op(a.to("tpu"), x.to("tpu")).cpu(), op(a, x), equal_nan=True)

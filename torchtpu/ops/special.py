@@ -218,8 +218,26 @@ def _in_float64(fn):
     return rule
 
 
+def _with_cephes_edges(fn, upper: bool):
+    """CPU's calc_igamma/calc_igammac edge cases, checked in its order, over ``fn``: a = 0
+    (1 or 0 for x > 0), x = 0, an infinite a (0 or 1 unless x is infinite too), then an
+    infinite x; negative arguments give NaN."""
+    def rule(a, x):
+        out = fn(a, x)
+        lo, hi = (1.0, 0.0) if upper else (0.0, 1.0)  # the values at x = 0 and x = inf
+        nan = jnp.nan
+        out = jnp.where(jnp.isinf(x), hi, out)
+        out = jnp.where(jnp.isinf(a), jnp.where(jnp.isinf(x), nan, lo), out)
+        out = jnp.where(x == 0, lo, out)
+        out = jnp.where(a == 0, jnp.where(x > 0, hi, nan), out)
+        return jnp.where((x < 0) | (a < 0), nan, out).astype(out.dtype)
+
+    return rule
+
+
 for _op, _fn in [
-    (aten.igamma, _in_float64(jsp.gammainc)), (aten.igammac, _in_float64(jsp.gammaincc)),
+    (aten.igamma, _with_cephes_edges(_in_float64(jsp.gammainc), upper=False)),
+    (aten.igammac, _with_cephes_edges(_in_float64(jsp.gammaincc), upper=True)),
     (aten.special_xlog1py, jsp.xlog1py),
 ]:
     _binary(_op, _fn)
