@@ -147,11 +147,7 @@ class TpuTensor(torch.Tensor):
         if fake is not None:
             return _as_fake(fake, func, args, kwargs or {})
         if len(types) > 1:
-            if _NJT is not None and _NJT in types:
-                # A nested tensor's op (building one from tpu values): its own dispatch runs
-                # it, as over cuda tensors, calling ours on the values.
-                return NotImplemented
-            if _FakeTensor in types:
+            if _FakeTensor in types and (_NJT is None or _NJT not in types):
                 # Beside a fake tensor, with no fake mode active (flex_attention's backward
                 # traces its score_mod on fakes beside a real constant): its mode runs the
                 # op, ours faked as it fakes a real CPU tensor there. (FakeTensor itself
@@ -160,8 +156,9 @@ class TpuTensor(torch.Tensor):
                             if isinstance(a, _FakeTensor))
                 return _as_fake(fake, func, args, kwargs or {})
             if not all(issubclass(t, TpuTensor) for t in types):
-                # Another subclass over tpu values (functional collectives' pending result
-                # under tensor parallelism): its own dispatch unwraps it, then calls ours.
+                # Another subclass over tpu values (a nested tensor built from them,
+                # functional collectives' pending result under tensor parallelism): its own
+                # dispatch runs the op, as over cuda tensors, calling ours on the values.
                 return NotImplemented
         try:
             tracing = torch._C._get_tracing_state()  # torch.jit.trace

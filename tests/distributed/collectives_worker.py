@@ -116,7 +116,13 @@ def ddp(device: str, rank: int, compiled: bool = False) -> list:
     wrapped = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
     run = torch.compile(wrapped, backend="tpu") if compiled else wrapped
     _train(run, wrapped.parameters(), device, rank)
-    return [p.detach().cpu().flatten().tolist() for p in model.parameters()]
+    return _parameters(model)
+
+
+def _parameters(model) -> list:
+    """Each parameter's values, whole (a DTensor's gathered), as a flat list."""
+    return [(p.full_tensor() if hasattr(p, "full_tensor") else p).detach().cpu().flatten()
+            .tolist() for p in model.parameters()]
 
 
 def fsdp2(device: str, rank: int) -> list:
@@ -125,7 +131,7 @@ def fsdp2(device: str, rank: int) -> list:
     for layer in (model[0], model[2], model):
         fully_shard(layer, mesh=mesh)
     _train(model, model.parameters(), device, rank)
-    return [p.full_tensor().detach().cpu().flatten().tolist() for p in model.parameters()]
+    return _parameters(model)
 
 
 def tensor_parallel(device: str, rank: int) -> list:
@@ -145,8 +151,7 @@ def tensor_parallel(device: str, rank: int) -> list:
         opt.zero_grad()
         model(x).square().mean().backward()
         opt.step()
-    return [p.full_tensor().detach().cpu().flatten().tolist() if hasattr(p, "full_tensor")
-            else p.detach().cpu().flatten().tolist() for p in model.parameters()]
+    return _parameters(model)
 
 
 class _NormedMLP(torch.nn.Module):
@@ -185,7 +190,7 @@ def sequence_and_loss_parallel(device: str, rank: int) -> list:
             logits = model(x).redistribute(placements=[Shard(-1)]).flatten(0, 1)
             torch.nn.functional.cross_entropy(logits, target).backward()
         opt.step()
-    return [p.full_tensor().detach().cpu().flatten().tolist() for p in model.parameters()]
+    return _parameters(model)
 
 
 def pipeline(device: str, rank: int, schedule: str) -> list:
@@ -211,7 +216,7 @@ def pipeline(device: str, rank: int, schedule: str) -> list:
         else:
             run.step(target=target.to(device))
         opt.step()
-    return [p.detach().cpu().flatten().tolist() for p in mine.parameters()]
+    return _parameters(mine)
 
 
 def dtensor(device: str) -> list:

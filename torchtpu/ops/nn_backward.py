@@ -134,17 +134,20 @@ def _scales(scales, nd):
     return list(scales) + [None] * (nd - len(scales))
 
 
-def _interp_backward(taps_of, grad_output, output_size, input_size, scales):
+def _axis_taps(taps_of, input_size, output_size, scales):
+    """The taps of each resampled (trailing) axis."""
     nd = len(output_size)
     sc = _scales(scales, nd)
-    taps = [taps_of(input_size[-nd + i], output_size[i], sc[i]) for i in range(nd)]
+    return [taps_of(input_size[-nd + i], output_size[i], sc[i]) for i in range(nd)]
+
+
+def _interp_backward(taps_of, grad_output, output_size, input_size, scales):
+    taps = _axis_taps(taps_of, input_size, output_size, scales)
     return _transpose(lambda x: _resample(x, taps), input_size, grad_output)
 
 
 def _interp_forward(taps_of, x, output_size, scales):
-    nd = len(output_size)
-    sc = _scales(scales, nd)
-    taps = [taps_of(x.shape[-nd + i], output_size[i], sc[i]) for i in range(nd)]
+    taps = _axis_taps(taps_of, x.shape, output_size, scales)
     return _resample(upcast(x), taps).astype(x.dtype)
 
 
