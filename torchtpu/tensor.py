@@ -147,7 +147,7 @@ class TpuTensor(torch.Tensor):
         if fake is not None:
             return _as_fake(fake, func, args, kwargs or {})
         if len(types) > 1:
-            if _FakeTensor in types and (_NJT is None or _NJT not in types):
+            if _FakeTensor in types and _NJT not in types:
                 # Beside a fake tensor, with no fake mode active (flex_attention's backward
                 # traces its score_mod on fakes beside a real constant): its mode runs the
                 # op, ours faked as it fakes a real CPU tensor there. (FakeTensor itself
