@@ -162,29 +162,52 @@ def _zeta_positive(s, q):
     return jsp.zeta(jnp.asarray(s, q.dtype), q)
 
 
-def _zeta(s, q):
-    """Hurwitz zeta with Cephes' domain, as PyTorch: inf at s == 1 and at non-positive integer
-    q, NaN for s < 1 and for q < 0 with non-integer s. jax's series is only right for q > 0,
-    so the terms below 1 are summed first (as many as CPU's loop takes)."""
-    s, q = jnp.broadcast_arrays(s, q)
-    shift = (q < 1) & (q != jnp.floor(q)) & (s == jnp.floor(s))
+# Euler-Maclaurin's denominators: (2j)! / B_2j, as Cephes tabulates them.
+_ZETA_EM = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9,
+            7.47242496e10, -2.950130727918164224e12, 1.1646782814350067249e14,
+            -4.5979787224074726105e15, 1.8152105401943546773e17, -7.1661652561756670113e18)
+_MACHEP = 1.11022302462515654042e-16
 
-    def cond(state):
-        return jnp.any(state[1])
+
+def _zeta(x, q):
+    """Hurwitz zeta as CPU's kernel (Cephes) computes it, step for step: the domain checks,
+    then terms summed from q until one is below MACHEP of the sum (or nine and past 9), then
+    Euler-Maclaurin's tail. jax's series is not it at the edges: NaN for q < 1 and at a
+    huge x (zeta(1e20, 1.8)), where CPU has inf; 0 where CPU's tail overflows to NaN."""
+    x, q = jnp.broadcast_arrays(x, q)
+    early = (x <= 1) | ((q <= 0) & ((q == jnp.floor(q)) | (x != jnp.floor(x))))
+
+    def looping(state):
+        _, a, _, i, done = state
+        return ~done & ((i < 9) | (a <= 9))
 
     def body(state):
-        total, active, qk = state
-        total = total + jnp.where(active, jnp.where(active, qk, 1) ** -s, 0)
-        qk = jnp.where(active, qk + 1, qk)
-        return total, active & (qk < 1), qk
+        total, a, b, i, done = state
+        run = looping(state)
+        a = jnp.where(run, a + 1, a)
+        b = jnp.where(run, a ** -x, b)
+        total = jnp.where(run, total + b, total)
+        converged = (-_MACHEP * total < b) & (b < _MACHEP * total)
+        return total, a, b, i + run, done | (run & converged)
 
-    total, _, q1 = lax.while_loop(cond, body, (jnp.zeros_like(q), shift, q))
-    out = total + _zeta_positive(s, jnp.where(q1 > 0, q1, 1))
-    # Cephes' checks, last first: s == 1, s < 1, a pole (before NaN: s NaN at q = -inf is
-    # inf), then a negative q with non-integer s.
-    out = jnp.where(((q < 0) & (s != jnp.floor(s))) | jnp.isnan(q) | jnp.isnan(s), jnp.nan, out)
-    out = jnp.where((q <= 0) & (q == jnp.floor(q)), jnp.inf, out)
-    return jnp.where(s == 1, jnp.inf, jnp.where(s < 1, jnp.nan, out))
+    total = q ** -x
+    state = (total, q, jnp.zeros_like(q), jnp.zeros(q.shape, jnp.int32), early)
+    total, w, b, _, done = lax.while_loop(lambda st: jnp.any(looping(st)), body, state)
+    total = jnp.where(done, total, total + b * w / (x - 1) - 0.5 * b)
+    a, k = 1.0, 0.0
+    for denominator in _ZETA_EM:
+        a = a * (x + k)
+        b = b / w
+        t = a * b / denominator
+        total = jnp.where(done, total, total + t)
+        done = done | (jnp.abs(t / total) < _MACHEP)
+        a = a * (x + k + 1)
+        b = b / w
+        k += 2
+    pole = (q <= 0) & (q == jnp.floor(q))
+    out = jnp.where((q < 0) & (x != jnp.floor(x)), jnp.nan, total)
+    out = jnp.where(pole, jnp.inf, out)
+    return jnp.where(x == 1, jnp.inf, jnp.where(x < 1, jnp.nan, out))
 
 
 def _special_zeta(self, other):
