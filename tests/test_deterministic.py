@@ -40,3 +40,13 @@ def test_uninitialized_memory_is_filled_as_cpus(deterministic, dtype):
     finally:
         torch.utils.deterministic.fill_uninitialized_memory = True
 
+
+
+def test_factories_that_copy_in_fill_nothing_they_write(deterministic):
+    # torch.tensor(..., device="tpu") makes its empty tensor through a PrivateUse1 kernel with
+    # the Python key excluded: filling it there raised "Could not run 'aten::fill_.Scalar'".
+    for values in ([1.5, -2.0], [3, 1], [True, False]):
+        assert_same(torch.tensor(values, device=TPU), torch.tensor(values))
+    out = torch.index_add(torch.zeros(3, device=TPU), 0, torch.tensor([0, 0], device=TPU),
+                          torch.ones(2, device=TPU))
+    assert out.tolist() == [2.0, 0.0, 0.0]

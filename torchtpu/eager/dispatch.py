@@ -186,9 +186,12 @@ def _filled_if_deterministic(inner: Handler) -> Handler:
         if (torch.are_deterministic_algorithms_enabled()
                 and torch.utils.deterministic.fill_uninitialized_memory):
             if out.is_floating_point() or out.is_complex():
-                out.fill_(float("nan"))
+                value = float("nan")
             else:
-                out.fill_(True if out.dtype == torch.bool else torch.iinfo(out.dtype).max)
+                value = True if out.dtype == torch.bool else torch.iinfo(out.dtype).max
+            # Not out.fill_: a PrivateUse1 factory kernel (torch.tensor(..., device="tpu"))
+            # runs with the Python key excluded, where fill_ has no tpu kernel.
+            dispatch(torch.ops.aten.fill_.Scalar, (out, value), {})
         return out
 
     return handler
