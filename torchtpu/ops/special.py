@@ -29,7 +29,8 @@ def _binary(op, fn):
     lowering(op)(rule)
 
 
-def _horner(coeffs, z):
+def horner(coeffs, z):
+    """sum c_i z^(k-i), highest power first."""
     out = jnp.zeros_like(z)
     for c in coeffs:
         out = out * z + c
@@ -81,8 +82,8 @@ _J1_Q = ((5.10862594750176621635e-02, 4.98213872951233449420e00, 7.5823828413254
 def _hankel(x, p, q, phase):
     """sqrt(2/(pi x)) (P cos(x - phase) - 5/x Q sin(x - phase)) for x > 5."""
     w = 25.0 / (x * x)
-    pw = _horner(p[0], w) / _horner(p[1], w)
-    qw = _horner(q[0], w) / _horner(q[1], w)
+    pw = horner(p[0], w) / horner(p[1], w)
+    qw = horner(q[0], w) / horner(q[1], w)
     return ((pw * jnp.cos(x - phase) - 5.0 / x * qw * jnp.sin(x - phase))
             * math.sqrt(2 / math.pi) / jnp.sqrt(x))
 
@@ -93,7 +94,7 @@ def _bessel_j0(x):
     xs = jnp.where(small, x, 1.0)
     z = xs * xs
     near = ((z - _J0_ZEROS_SQ[0]) * (z - _J0_ZEROS_SQ[1])
-            * _horner(_J0_R[0], z) / _horner(_J0_R[1], z))
+            * horner(_J0_R[0], z) / horner(_J0_R[1], z))
     near = jnp.where(xs < 1e-5, 1.0 - z / 4.0, near)
     far = _hankel(jnp.where(small, 6.0, x), _J0_P, _J0_Q, math.pi / 4)
     return jnp.where(small, near, far)
@@ -105,7 +106,7 @@ def _bessel_j1(x):
     small = x <= 5.0
     xs = jnp.where(small, x, 1.0)
     z = xs * xs
-    near = (_horner(_J1_R[0], z) / _horner(_J1_R[1], z) * xs
+    near = (horner(_J1_R[0], z) / horner(_J1_R[1], z) * xs
             * (z - _J1_ZEROS_SQ[0]) * (z - _J1_ZEROS_SQ[1]))
     far = _hankel(jnp.where(small, 6.0, x), _J1_P, _J1_Q, 3 * math.pi / 4)
     return sign * jnp.where(small, near, far)
@@ -275,7 +276,7 @@ def _polygamma(n, self):
     series = sign * math.factorial(n) * _zeta_positive(float(n + 1), positive)
     r = x32 - jnp.round(x32)  # exact; cot(pi x) = cos(pi r) / sin(pi r), cos via sin near 1/2
     cot = jnp.sin(np.pi * (0.5 - jnp.abs(r))) / jnp.sin(np.pi * r)
-    reflected = (-1) ** n * series - np.pi ** (n + 1) * _horner(_cot_derivative(n), cot)
+    reflected = (-1) ** n * series - np.pi ** (n + 1) * horner(_cot_derivative(n), cot)
     pole = neg & ((r == 0) | jnp.isinf(x32))  # CPU: zeta is +inf at non-positive integers
     out = jnp.where(pole, sign * jnp.inf, jnp.where(neg, reflected, series))
     return jnp.where(x32 == 0, sign * jnp.inf, out).astype(x.dtype)

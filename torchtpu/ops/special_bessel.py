@@ -14,6 +14,7 @@ from jax import lax
 
 from .dtypes import float_of
 from .registry import lowering
+from .special import horner
 
 aten = torch.ops.aten
 
@@ -21,14 +22,6 @@ _PI_4 = 0.785398163397448309615660845819875721
 _3PI_4 = 2.356194490192344928846982537459627163
 _SQRT_2_PI = 0.797884560802865355879892119868763737
 _2_PI = 0.636619772367581343075535053490057448
-
-
-def _horner(coeffs, t):
-    """sum c_i t^(k-i), highest power first."""
-    out = jnp.zeros_like(t)
-    for c in coeffs:
-        out = out * t + c
-    return out
 
 
 def _chebyshev_series(coeffs, t):
@@ -97,8 +90,8 @@ _YQ1 = (5.94301592346128195359e+02, 2.35564092943068577943e+05, 7.34811944459721
 def _asymptotic(x, w, pp, pq, qp, qq, phase, second_kind):
     """sqrt(2 / (pi x)) (P cos(x - phase) - (5/x) Q sin(x - phase)) for J, with sin and cos
     exchanged (and the sign of Q) for Y; w is the polynomials' variable, 25 / x^2."""
-    p = _horner(pp, w) / _horner(pq, w)
-    q = _horner(qp, w) / _horner(qq, w)
+    p = horner(pp, w) / horner(pq, w)
+    q = horner(qp, w) / horner(qq, w)
     c, s = jnp.cos(x - phase), jnp.sin(x - phase)
     if second_kind:
         out = p * s + 5 / x * q * c
@@ -113,7 +106,7 @@ def _j0(x):
     xs = _safe(small, x, 1)
     z = xs * xs
     near = (z - 5.78318596294678452118e+00) * (z - 3.04712623436620863991e+01) \
-        * _horner(_RP0, z) / _horner(_RQ0, z)
+        * horner(_RP0, z) / horner(_RQ0, z)
     near = jnp.where(xs < 1e-5, 1 - z / 4, near)
     xl = _safe(small, 6, x)
     far = _asymptotic(xl, 25 / (xl * xl), _PP0, _PQ0, _QP0, _QQ0, _PI_4, False)
@@ -125,7 +118,7 @@ def _j1(x):
     small = x <= 5
     xs = _safe(small, x, 1)
     z = xs * xs
-    near = _horner(_RP1, z) / _horner(_RQ1, z) * xs * (z - 1.46819706421238932572e+01) \
+    near = horner(_RP1, z) / horner(_RQ1, z) * xs * (z - 1.46819706421238932572e+01) \
         * (z - 4.92184563216946036703e+01)
     xl = _safe(small, 6, x)
     far = _asymptotic(xl, 5 / xl * (5 / xl), _PP1, _PQ1, _QP1, _QQ1, _3PI_4, False)
@@ -138,7 +131,7 @@ def _bessel_y0(self):
     small = x <= 5
     xs = _safe(small & (x > 0), x, 1)
     z = xs * xs
-    near = _horner(_YP0, z) / _horner(_YQ0, z) + _2_PI * jnp.log(xs) * _j0(xs)
+    near = horner(_YP0, z) / horner(_YQ0, z) + _2_PI * jnp.log(xs) * _j0(xs)
     near = jnp.where(x == 0, -jnp.inf, jnp.where(x < 0, jnp.nan, near))
     xl = _safe(small, 6, x)
     far = _asymptotic(xl, 25 / (xl * xl), _PP0, _PQ0, _QP0, _QQ0, _PI_4, True)
@@ -151,7 +144,7 @@ def _bessel_y1(self):
     small = x <= 5
     xs = _safe(small & (x > 0), x, 1)
     z = xs * xs
-    near = xs * (_horner(_YP1, z) / _horner(_YQ1, z)) \
+    near = xs * (horner(_YP1, z) / horner(_YQ1, z)) \
         + _2_PI * (_j1(xs) * jnp.log(xs) - 1 / xs)
     near = jnp.where(x == 0, -jnp.inf, jnp.where(x < 0, jnp.nan, near))
     xl = _safe(small, 6, x)
@@ -326,13 +319,13 @@ def _airy_ai(self):
     zz = z * z
     theta = zeta + 0.25 * np.pi
     osc = _1_SQRT_PI / jnp.sqrt(jnp.sqrt(-xn)) * (
-        jnp.sin(theta) * (1 + zz * _horner(_AFN, zz) / _horner(_AFD, zz))
-        - jnp.cos(theta) * (z * _horner(_AGN, zz) / _horner(_AGD, zz)))
+        jnp.sin(theta) * (1 + zz * horner(_AFN, zz) / horner(_AFD, zz))
+        - jnp.cos(theta) * (z * horner(_AGN, zz) / horner(_AGD, zz)))
     # x >= 2.09: exponentially decaying expansion in 1 / zeta.
     pos = x >= 2.09
     xp = _safe(pos, x, 3)
     zeta = 2 * xp * jnp.sqrt(xp) / 3
-    decay = _1_SQRT_PI * (_horner(_AN, 1 / zeta) / _horner(_AD, 1 / zeta)) \
+    decay = _1_SQRT_PI * (horner(_AN, 1 / zeta) / horner(_AD, 1 / zeta)) \
         / (2 * jnp.sqrt(jnp.sqrt(xp)) * jnp.exp(zeta))
     # Between: the power series.
     f, g = _airy_series(_safe(neg | pos, 0, x))
