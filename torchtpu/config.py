@@ -38,7 +38,8 @@ FLAGS: dict[str, Flag] = {
              "Strict and debug eager read index tensors (gather, scatter, indexing, "
              "embedding, nll_loss targets) to raise CPU's error for an out-of-range index, "
              "binary_cross_entropy's probabilities outside [0, 1], masked_scatter's source "
-             "count and integer division by zero; each such op waits for those values. "
+             "count, integer division by zero and random ops' parameter tensors "
+             "(multinomial, bernoulli, normal, poisson); each such op waits for those values. "
              "Fused eager and torch.compile never check."),
         Flag("cpu_fallback", False, "Run ops that have no lowering on the CPU (counted)."),
         Flag(

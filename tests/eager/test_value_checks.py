@@ -61,3 +61,27 @@ def test_assert_async_raises_as_cpu(value, message):
     else:
         check("tpu")
 
+
+
+_NAN, _INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.multinomial(torch.tensor([1.0, -1.0, 1.0], device=d), 2),
+    lambda d: torch.multinomial(torch.tensor([[1.0, 1.0], [0.0, 0.0]], device=d), 1),
+    # with replacement, more than one draw: row by row, element by element, other messages
+    lambda d: torch.multinomial(torch.tensor([1.0, _NAN, -1.0], device=d), 2, True),
+    lambda d: torch.multinomial(torch.tensor([[1.0, _INF], [1.0, 1.0]], device=d), 2, True),
+    lambda d: torch.multinomial(torch.tensor([[0.0, 0.0], [1.0, -1.0]], device=d), 2, True),
+    lambda d: torch.bernoulli(torch.tensor([0.5, 1.5], device=d)),
+    lambda d: torch.zeros(2, device=d).bernoulli_(torch.tensor([0.5, _NAN], device=d)),
+    lambda d: torch.normal(torch.zeros(2, device=d), torch.tensor([1.0, -1.0], device=d)),
+    lambda d: torch.normal(0.0, torch.tensor([1.0, _NAN], device=d)),
+    lambda d: torch.poisson(torch.tensor([2.0, -1.0], device=d)),
+], ids=["multinomial_negative", "multinomial_zero_row", "multinomial_replaced_nan",
+        "multinomial_replaced_inf", "multinomial_replaced_zero_row_first", "bernoulli",
+        "bernoulli_tensor_p", "normal_std", "normal_nan_std", "poisson"])
+def test_random_parameters_raise_as_cpu(bad):
+    # CPU's samplers check their parameters' values (cuda asserts on the device); strict and
+    # debug eager read them as they read indices.
+    raises_as_cpu(bad)

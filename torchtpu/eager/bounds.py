@@ -6,7 +6,8 @@ needs the index values on the host: strict and debug eager wait for the index (f
 is clamped, as on PyTorch/XLA. Each op raises CPU's exception type and message, and accepts
 CPU's range (some ops take negative indices, some do not). binary_cross_entropy's
 probabilities are checked so too (logits passed to BCELoss gave NaN where CPU raises),
-masked_scatter's count of source elements, and integer divisors (by zero).
+masked_scatter's count of source elements, integer divisors (by zero), and the parameter
+tensors of random ops (multinomial's weights, bernoulli's p, normal's std, poisson's rate).
 """
 
 from __future__ import annotations
@@ -207,8 +208,65 @@ def _integer_divisor(args, kwargs) -> None:
         raise RuntimeError("ZeroDivisionError")
 
 
+@executable()
+def _below_zero(x):
+    return jnp.any(~(x >= 0))  # NaN too
+
+
+def _parameter(position: int, outside, message: str):
+    """A random op's parameter tensor (args[position]) checked as CPU's sampler checks it."""
+    def check_values(args, kwargs) -> None:
+        t = args[position] if len(args) > position else None
+        if isinstance(t, TpuTensor) and t.numel() and bool(outside(read(t))):
+            raise RuntimeError(message)
+
+    return check_values
+
+
+_P_IN = ("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error message "
+         "be improved?  If so, please report an enhancement request to PyTorch.)")
+_STD = "normal expects all elements of std >= 0.0"
+
+
+def _distribution(args, kwargs) -> None:
+    """multinomial's probabilities, checked as CPU's two paths check them (after its argument
+    checks, which the rule makes): one draw or none replaced looks at the whole tensor, then
+    at zero-sum rows; more draws with replacement go row by row, element by element."""
+    probs, n = args[0], args[1] if len(args) > 1 else kwargs["num_samples"]
+    replacement = args[2] if len(args) > 2 else kwargs.get("replacement", False)
+    if (not isinstance(probs, TpuTensor) or probs.dim() not in (1, 2) or probs.numel() == 0
+            or not probs.is_floating_point() or n <= 0 or probs.shape[-1] > 2 ** 24
+            or (not replacement and n > probs.shape[-1])):
+        return
+    rows = np.asarray(read(probs)).astype(np.float64).reshape(-1, probs.shape[-1])
+    negative = ~(rows >= 0)  # NaN too
+    invalid = negative | ~np.isfinite(rows)
+    zero_sum = ~invalid.any(axis=1) & (rows == 0).all(axis=1)
+    sum_error = "invalid multinomial distribution (sum of probabilities <= 0)"
+    if not replacement or n == 1:
+        if invalid.any():
+            raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+        if zero_sum.any():
+            raise RuntimeError(sum_error)
+        return
+    bad, zero = np.flatnonzero(invalid)[:1], np.flatnonzero(zero_sum)[:1]
+    if zero.size and (not bad.size or zero[0] < bad[0] // rows.shape[1]):
+        raise RuntimeError(sum_error)
+    if bad.size:
+        what = "< 0" if negative.flat[bad[0]] else "= infinity or NaN"
+        raise RuntimeError(
+            f"invalid multinomial distribution (encountering probability entry {what})")
+
+
 # Ops whose values (not indices) CPU checks: (args, kwargs) -> None, or raise.
 _VALUES = {aten.binary_cross_entropy.default: _probabilities,
+           aten.multinomial.default: _distribution,
+           aten.bernoulli.default: _parameter(0, _outside_unit, _P_IN),
+           aten.bernoulli_.Tensor: _parameter(1, _outside_unit, _P_IN),
+           aten.normal.Tensor_Tensor: _parameter(1, _below_zero, _STD),
+           aten.normal.float_Tensor: _parameter(1, _below_zero, _STD),
+           aten.poisson.default: _parameter(
+               0, _below_zero, "invalid Poisson rate, expected rate to be non-negative"),
            aten.masked_scatter.default: _enough_source,
            aten.masked_scatter_.default: _enough_source,
            **{op: _integer_divisor for op in (

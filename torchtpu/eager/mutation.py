@@ -320,8 +320,15 @@ def _complex_of_input(self, out) -> str | None:
     return None
 
 
-# Out= forms whose CPU kernels take no other dtype than the input's (no cast on store).
+def _long(self, out) -> str | None:
+    if out.dtype != torch.int64:
+        return f"multinomial expects Long tensor out, got: {scalar_type_name(out.dtype)}"
+    return None
+
+
+# Out= forms whose CPU kernels take no other dtype than the input's (or their own).
 _OUT_DTYPE_CHECKS = {
+    aten.multinomial.out: _long,
     aten.amax.out: _same_dtype_as_input, aten.amin.out: _same_dtype_as_input,
     aten.aminmax.out: _out_of_input_dtype, aten.gather.out: _out_of_input_dtype,
     aten.complex.out: _complex_of_input,
