@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import TPU, assert_same
+from conftest import TPU, assert_same, raises_as_cpu
 
 import torchtpu
 
@@ -239,6 +239,32 @@ def test_random_bounds_are_checked_as_on_cpu():
             torch.empty(2, device=device).random_(5, 3)
 
 
+@pytest.mark.parametrize("draw", [
+    lambda d: torch.randint(0, 300, (2,), dtype=torch.int8, device=d),
+    lambda d: torch.randint(-1, 1, (2,), dtype=torch.uint8, device=d),
+    lambda d: torch.empty(2, dtype=torch.float16, device=d).random_(0, 2 ** 17),
+    lambda d: torch.empty(2, dtype=torch.bool, device=d).random_(2, None),
+    lambda d: torch.empty(2, dtype=torch.float32, device=d).random_(2 ** 30, None),
+    lambda d: torch.empty(2, dtype=torch.int32, device=d).random_(-2 ** 63, None),
+], ids=["int8_to", "uint8_from", "half_to", "bool_from_only", "float_past_to_inc",
+        "full_64_bits_int32"])
+def test_random_bounds_past_the_dtype_raise_as_cpu(draw):
+    raises_as_cpu(draw)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int16, torch.float32])
+def test_random_from_without_to_draws_up_to_the_dtypes_largest(dtype):
+    # random_(from, None) is [from, max], not random_(to=from): one int64 span past randint's.
+    top = 2 ** 24 if dtype.is_floating_point else torch.iinfo(dtype).max
+    torch.manual_seed(0)
+    for start in (-5, 1000):
+        x = torch.empty(100_000, dtype=dtype, device=TPU).random_(start, None)
+        assert x.min().item() >= start and x.max().item() <= top
+        assert x.max().item() > top * 0.99
+    whole = torch.empty(100_000, dtype=torch.int64, device=TPU).random_(-2 ** 63, None)
+    assert whole.min().item() < -2 ** 62 and whole.max().item() > 2 ** 62
+
+
 @pytest.mark.parametrize("training", [False, True])
 def test_rrelu_in_place(training):
     # rrelu_ writes its input and its noise (the slopes): both from one functional op.
@@ -335,3 +361,15 @@ def test_distribution_argument_errors_name_the_tensor_as_on_cpu():
                                        validate_args=True)
         messages.append(str(error.value).splitlines()[0])
     assert messages[1] == messages[0]
+
+
+@pytest.mark.parametrize("draw", [
+    lambda d: torch.zeros(3, device=d).cauchy_(0, 0),
+    lambda d: torch.zeros(3, dtype=torch.int64, device=d).cauchy_(),
+    lambda d: torch.zeros(3, dtype=torch.complex64, device=d).cauchy_(),
+    lambda d: torch.zeros(3, device=d).log_normal_(0, 0),
+    lambda d: torch.zeros(3, dtype=torch.bool, device=d).log_normal_(),
+], ids=["cauchy_sigma", "cauchy_long", "cauchy_complex", "log_normal_std", "log_normal_bool"])
+def test_cauchy_and_log_normal_arguments_raise_as_cpu(draw):
+    # PyTorch's decompositions printed sigma=0.0 and torch.int64 where CPU prints 0 and long int.
+    raises_as_cpu(draw, Exception)

@@ -29,8 +29,8 @@ import torch.autograd.forward_ad as fwAD
 from torch.utils._python_dispatch import _disable_current_modes
 
 from . import config
-from .eager.meta_errors import cpp_name
 from .eager.nn_checks import ctc_check
+from .ops.dtypes import cpp_name
 from .runtime import execute
 from .tensor import TpuTensor
 

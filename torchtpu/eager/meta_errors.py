@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from ..ops.dtypes import result_type, scalar_type_name, to_jax_dtype, to_torch_dtype
+from ..ops.dtypes import cpp_name, result_type, scalar_type_name, to_jax_dtype, to_torch_dtype
 from ..ops.reduction import check_nonempty
 from . import nn_checks
 from .number_checks import overflow_error
@@ -99,19 +99,6 @@ _CPU_ACCEPTS = {torch.ops.aten.where.self: _uint8_condition,
 
 
 # C++'s names for dtypes (caffe2::TypeMeta), as CPU's dtype checks print them.
-_CPP_NAMES = {torch.float32: "float", torch.float64: "double", torch.float16: "c10::Half",
-              torch.bfloat16: "c10::BFloat16", torch.int64: "long int", torch.int32: "int",
-              torch.int16: "short int", torch.int8: "signed char", torch.uint8: "unsigned char",
-              torch.bool: "bool"}
-
-
-def cpp_name(dtype) -> str:
-    """C++'s name for a dtype (torch or jax): float, double, long int..."""
-    if not isinstance(dtype, torch.dtype):
-        dtype = to_torch_dtype(dtype)
-    return _CPP_NAMES.get(dtype, str(dtype))
-
-
 def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
     """CPU's message for ``error``, raised while checking ``op`` on ``args`` (arrays and
     static values, in schema order), or None when it already reads as CPU's."""

@@ -12,12 +12,11 @@ import warnings
 import torch
 from torch.utils._pytree import tree_leaves
 
-from ..ops.dtypes import cast, scalar_type_name, to_jax_dtype
+from ..ops.dtypes import cast, cpp_name, scalar_type_name, to_jax_dtype
 from ..ops.registry import LOWERINGS, is_functional
 from ..runtime.transfer import to_device
 from ..tensor import DEVICE, TpuTensor, is_dense, read, write
 from . import strict, views
-from .meta_errors import cpp_name
 from .number_checks import checking_number
 from .values import MIXED_DEVICES, call_unwrapped, wrap_out
 

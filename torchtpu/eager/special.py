@@ -9,12 +9,11 @@ import torch
 from torch._prims_common import compute_required_storage_length
 
 from ..debug import counters as metrics
-from ..ops.dtypes import broadcast, cast, scalar_type_name, to_jax_dtype
+from ..ops.dtypes import broadcast, cast, cpp_name, scalar_type_name, to_jax_dtype
 from ..runtime.platform import check_device_index
 from ..runtime.transfer import to_device, to_host
 from ..tensor import TpuTensor, read, with_layout, wrap, write
 from . import mutation, views
-from .meta_errors import cpp_name
 
 aten = torch.ops.aten
 

@@ -57,6 +57,20 @@ def scalar_type_name(dtype) -> str:
     return torch.empty(0, dtype=dtype).type().removeprefix("torch.").removesuffix("Tensor")
 
 
+_CPP_NAMES = {torch.float32: "float", torch.float64: "double", torch.float16: "c10::Half",
+              torch.bfloat16: "c10::BFloat16", torch.int64: "long int", torch.int32: "int",
+              torch.int16: "short int", torch.int8: "signed char", torch.uint8: "unsigned char",
+              torch.bool: "bool", torch.complex64: "c10::complex<float>",
+              torch.complex128: "c10::complex<double>"}
+
+
+def cpp_name(dtype) -> str:
+    """C++'s name for a dtype (torch or jax): float, double, long int..."""
+    if not isinstance(dtype, torch.dtype):
+        dtype = to_torch_dtype(dtype)
+    return _CPP_NAMES.get(dtype, str(dtype))
+
+
 def scalar_to(x, dtype):
     """A scalar converted to ``dtype`` as c10::Scalar::to does (floats truncate into integers)."""
     x = jnp.asarray(x)

@@ -7,6 +7,7 @@ counters are traced values: a new step or a new seed never recompiles.
 from __future__ import annotations
 
 import contextlib
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +15,7 @@ import numpy as np
 import torch
 
 from ..runtime.execute import executable
-from .dtypes import default_float, scalar_type_name, to_jax_dtype
+from .dtypes import cpp_name, default_float, scalar_type_name, to_jax_dtype
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -176,12 +177,15 @@ def _randint_jit(seed, counter, shape, dtype, low, high):
     return jax.random.randint(_key(seed, counter), shape, low, high, jnp.int64).astype(dtype)
 
 
-@executable(static_argnums=(2, 3))
-def _nonnegative_int64_jit(seed, counter, shape, dtype):
-    """Every int64 from 0 to its max: random_() of an int64 tensor (the bound 2**63 is no
-    int64)."""
+@executable(static_argnums=(2, 3, 4, 5))
+def _offset_bits_jit(seed, counter, shape, dtype, start, span):
+    """start + 64 random bits mod span, wrapping as CPU's uint64 arithmetic does (span 0:
+    all 2**64): int64 ranges past what randint's int64 bounds can say."""
     bits = jax.random.bits(_key(seed, counter), shape, jnp.uint64)
-    return (bits >> 1).astype(dtype)
+    if span:
+        bits = bits % jnp.uint64(span)
+    out = jax.lax.bitcast_convert_type(bits + jnp.uint64(start % 2 ** 64), jnp.int64)
+    return out.astype(dtype)
 
 
 @executable(static_argnums=(2, 3))
@@ -205,6 +209,18 @@ def _permutation_jit(seed, counter, n, dtype):
 def _exponential_jit(seed, counter, dtype, like, lambd):
     u = jax.random.uniform(_key(seed, counter), like.shape, _sample_dtype(dtype))
     return (-jnp.log1p(-u) / lambd).astype(dtype)
+
+
+@executable(static_argnums=(2,))
+def _cauchy_jit(seed, counter, dtype, like, median, sigma):
+    u = jax.random.uniform(_key(seed, counter), like.shape, _sample_dtype(dtype))
+    return (median + sigma * jnp.tan(np.pi * (u - 0.5))).astype(dtype)
+
+
+@executable(static_argnums=(2,))
+def _log_normal_jit(seed, counter, dtype, like, mean, std):
+    z = jax.random.normal(_key(seed, counter), like.shape, _sample_dtype(dtype))
+    return jnp.exp(mean + std * z).astype(dtype)
 
 
 @executable(static_argnums=(2,))
@@ -273,9 +289,10 @@ def _number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _floating(self, kernel: str) -> None:
-    """A continuous distribution's draws into integers: CPU's kernels refuse them."""
-    if not jnp.issubdtype(self.dtype, jnp.inexact):
+def _floating(self, kernel: str, real: bool = False) -> None:
+    """A continuous distribution's draws into integers (or complex numbers, for a ``real``
+    one): CPU's kernels refuse them."""
+    if not jnp.issubdtype(self.dtype, jnp.floating if real else jnp.inexact):
         raise NotImplementedError(
             f'"{kernel}" not implemented for \'{scalar_type_name(self.dtype)}\'')
 
@@ -311,24 +328,77 @@ def _normal_tensors(mean, std=1.0, *, generator=None):
     return _normal_like_jit(*_next(generator), mean, std)
 
 
-@lowering(aten.random, eager=True, records=True)
-def _random(self, from_=None, to=None, *, generator=None):
-    if to is None and from_ is not None:  # random.to(self, to)
-        from_, to = 0, from_
-    if from_ is None:
-        # CPU's default range: every integer the dtype holds exactly, from 0.
-        from_ = 0
-        if self.dtype == jnp.bool_:
-            to = 2
-        elif jnp.issubdtype(self.dtype, jnp.floating):
-            to = 2 ** (jnp.finfo(self.dtype).nmant + 1) + 1
-        elif self.dtype == jnp.int64:
-            return _nonnegative_int64_jit(*_next(generator), self.shape, self.dtype)
-        else:
-            to = int(jnp.iinfo(self.dtype).max) + 1
-    _check(from_ < to, f"random_ expects 'from' to be less than 'to', but got from={from_} >= "
-           f"to={to}")
-    return _randint_jit(*_next(generator), self.shape, self.dtype, from_, to)
+def _digits(dtype) -> int:
+    """The integers a float dtype holds exactly reach 2**digits."""
+    return jnp.finfo(dtype).nmant + 1
+
+
+def _check_range(from_: int, to_inc: int, dtype) -> None:
+    """CPU's check_from_to_in_range: both ends must be values of the dtype; a float dtype
+    warns past the integers it holds exactly."""
+    if dtype == jnp.bool_:
+        low, high = 0, 1
+    elif jnp.issubdtype(dtype, jnp.floating):
+        low, high = float(jnp.finfo(dtype).min), float(jnp.finfo(dtype).max)
+    else:
+        low, high = int(jnp.iinfo(dtype).min), int(jnp.iinfo(dtype).max)
+    for value, name in ((from_, "from"), (to_inc, "to - 1")):
+        _check(low <= value <= high, f"{name} is out of bounds for {cpp_name(dtype)}")
+    if jnp.issubdtype(dtype, jnp.floating):
+        n = _digits(dtype)
+        for value, name in ((from_, "from"), (to_inc, "to - 1")):
+            if not -(2 ** n) <= value <= 2 ** n:
+                warnings.warn(
+                    f"{name} is out of bounds [-(2^{n}), 2^{n}]. Due to precision limitations "
+                    f"{cpp_name(dtype)} can support discrete uniform distribution only within "
+                    "this range. This warning will become an error in version 1.7 release, "
+                    "please fix the code in advance", stacklevel=2)
+
+
+def _largest(dtype) -> int:
+    """The largest integer random_ draws in ``dtype``: its max, or 2**digits for a float."""
+    if dtype == jnp.bool_:
+        return 1
+    if jnp.issubdtype(dtype, jnp.floating):
+        return 2 ** _digits(dtype)
+    return int(jnp.iinfo(dtype).max)
+
+
+@lowering(aten.random.default, eager=True, records=True)
+def _random(self, *, generator=None):
+    return _random_from(self, 0, _largest(self.dtype) + 1, generator=generator, checked=False)
+
+
+@lowering(aten.random.to, eager=True, records=True)
+def _random_to(self, to, *, generator=None):
+    return _random_from(self, 0, to, generator=generator)
+
+
+@lowering(aten.random.__getattr__("from"), eager=True, records=True)
+def _random_from(self, from_, to, *, generator=None, checked=True):
+    if to is None and from_ == -2 ** 63:  # every int64: CPU's 64-bit kernel
+        if self.dtype in (jnp.bool_, jnp.float16):
+            raise RuntimeError('"random_full_64_bits_range_kernel_cpu" not implemented for '
+                               f"'{scalar_type_name(self.dtype)}'")
+        _check(self.dtype in (jnp.int64, jnp.float64, jnp.float32, jnp.bfloat16),
+               "random_full_64_bits_range_kernel_cpu handles only int64, double, float and "
+               "bfloat16")
+        return _offset_bits_jit(*_next(generator), self.shape, self.dtype, from_, 0)
+    if to is None:  # [from, the largest]
+        to = _largest(self.dtype) + 1
+        _check_range(from_, to - 1, self.dtype)
+        if jnp.issubdtype(self.dtype, jnp.floating):
+            _check(from_ < to - 1, "random_ expects 'from' casted to dtype to be less than or "
+                   f"equal to 'to_inc' casted to dtype, but got from={from_} > to_inc={to - 1}")
+    else:
+        _check(from_ < to, f"random_ expects 'from' to be less than 'to', but got "
+               f"from={from_} >= to={to}")
+        if checked:
+            _check_range(from_, to - 1, self.dtype)
+    if to <= 2 ** 63 - 1:
+        return _randint_jit(*_next(generator), self.shape, self.dtype, from_, to)
+    return _offset_bits_jit(*_next(generator), self.shape, self.dtype, from_,
+                            (to - from_) % 2 ** 64)
 
 
 @lowering(aten.bernoulli.default, eager=True, records=True)
@@ -405,6 +475,24 @@ def _exponential(self, lambd=1.0, *, generator=None):
     return _exponential_jit(*_next(generator), self.dtype, self, lambd)
 
 
+@lowering(aten.cauchy, eager=True, records=True)
+def _cauchy(self, median=0.0, sigma=1.0, *, generator=None):
+    if _number(sigma):
+        _check(sigma > 0.0, f"cauchy_ expects sigma > 0.0, but found sigma={_fmt(sigma)}")
+    _check(bool(jnp.issubdtype(self.dtype, jnp.floating)),
+           "Cauchy distribution is a continuous probability distribution. dtype must be a "
+           f"floating point but you specified {cpp_name(self.dtype)}")
+    return _cauchy_jit(*_next(generator), self.dtype, self, median, sigma)
+
+
+@lowering(aten.log_normal, eager=True, records=True)
+def _log_normal(self, mean=1.0, std=2.0, *, generator=None):
+    if _number(std):
+        _check(std > 0.0, f"log_normal_ expects std > 0.0, but found std={_fmt(std)}")
+    _floating(self, "log_normal_cpu", real=True)
+    return _log_normal_jit(*_next(generator), self.dtype, self, mean, std)
+
+
 @lowering(aten.geometric, eager=True, records=True)
 def _geometric(self, p, *, generator=None):
     if _number(p):
@@ -462,7 +550,7 @@ def _randint_like(self, low, high=None, *, generator=None, dtype=None, layout=No
                   device=None, pin_memory=None, memory_format=None):
     if high is None:
         low, high = 0, low
-    return _random(_like(self, dtype), int(low), int(high), generator=generator)
+    return _random_from(_like(self, dtype), int(low), int(high), generator=generator)
 
 
 # Factories: eagerly PyTorch runs them as an empty tensor and an in-place draw (the rules
@@ -493,5 +581,5 @@ def _prims_normal(shape, *, mean, std, dtype, device, requires_grad, generator=N
 def _randint(*args, generator=None, dtype=None, layout=None, device=None, pin_memory=None):
     *bounds, size = args
     low, high = (0, *bounds) if len(bounds) == 1 else bounds
-    return _random(_new(size, dtype, np.dtype(jnp.int64)), int(low), int(high),
-                   generator=generator)
+    return _random_from(_new(size, dtype, np.dtype(jnp.int64)), int(low), int(high),
+                        generator=generator)
