@@ -373,3 +373,17 @@ def test_distribution_argument_errors_name_the_tensor_as_on_cpu():
 def test_cauchy_and_log_normal_arguments_raise_as_cpu(draw):
     # PyTorch's decompositions printed sigma=0.0 and torch.int64 where CPU prints 0 and long int.
     raises_as_cpu(draw, Exception)
+
+
+def test_samplers_answer_degenerate_parameters_as_cpu():
+    # CPU clamps a gamma draw to the smallest normal number (NaN included: std::max), and
+    # its binomial answers n <= 0 or p <= 0 with 0 and p >= 1 with n, without drawing.
+    nan = float("nan")
+    for draw in (lambda d: torch._standard_gamma(torch.tensor([-1.0, nan, 0.0], device=d)),
+                 lambda d: torch._sample_dirichlet(torch.tensor([[-1.0, 1.0], [nan, 1.0]],
+                                                                device=d)),
+                 lambda d: torch.binomial(torch.tensor([-1.0, 0.0, 3.0, 5.0, 7.0, 5.0], device=d),
+                                          torch.tensor([0.5, 0.3, 0.0, 1.5, -0.5, nan],
+                                                       device=d))):
+        assert_same(draw(TPU), draw("cpu"))
+

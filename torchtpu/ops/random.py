@@ -246,20 +246,25 @@ def _gamma_jit(seed, counter, alpha):
     a = alpha.astype(_sample_dtype(alpha.dtype))
     g = jax.random.gamma(_key(seed, counter), a).astype(alpha.dtype)
     # CPU's draws are clamped to the smallest normal number: a small shape underflows.
-    return jnp.maximum(g, jnp.finfo(g.dtype).tiny)
+    return _at_least_tiny(g)
+
+
+def _at_least_tiny(x):
+    """std::max(smallest normal, x), as CPU's samplers clamp: NaN (a shape <= 0) too."""
+    tiny = jnp.finfo(x.dtype).tiny
+    return jnp.where(tiny < x, x, tiny)
 
 
 @executable()
 def _dirichlet_jit(seed, counter, alpha):
     a = alpha.astype(_sample_dtype(alpha.dtype))
-    g = jax.random.gamma(_key(seed, counter), a)
     # CPU keeps a sample off 0 (its gamma draws are clamped to the smallest normal number).
-    g = jnp.maximum(g, jnp.finfo(g.dtype).tiny)
-    x = (g / jnp.sum(g, axis=-1, keepdims=True)).astype(alpha.dtype)
+    g = _at_least_tiny(jax.random.gamma(_key(seed, counter), a))
+    x = _at_least_tiny((g / jnp.sum(g, axis=-1, keepdims=True)).astype(alpha.dtype))
     # ... and so is the normalised sample, inside (0, 1): tiny / sum would flush to zero,
     # and a lone large draw round to 1 (Beta's and Dirichlet's log_prob: inf there).
-    one = jnp.ones((), x.dtype)
-    return jnp.clip(x, jnp.finfo(x.dtype).tiny, jnp.nextafter(one, jnp.zeros((), x.dtype)))
+    below_one = jnp.nextafter(jnp.ones((), x.dtype), jnp.zeros((), x.dtype))
+    return jnp.minimum(x, below_one)
 
 
 @executable()
@@ -271,7 +276,10 @@ def _poisson_jit(seed, counter, rate):
 @executable()
 def _binomial_jit(seed, counter, count, prob):
     n, p = jnp.broadcast_arrays(count.astype(jnp.float32), prob.astype(jnp.float32))
-    return jax.random.binomial(_key(seed, counter), n, p).astype(count.dtype)
+    draw = jax.random.binomial(_key(seed, counter), n, p)
+    # CPU's sample_binomial answers these without drawing (NaN p: NaN).
+    draw = jnp.where((n <= 0) | (p <= 0), 0, jnp.where(p >= 1, n, draw))
+    return draw.astype(count.dtype)
 
 
 # Random rules run in Python (they draw from the host-side stream) and do their array work
