@@ -382,7 +382,7 @@ def _random_to(self, to, *, generator=None):
     return _random_from(self, 0, to, generator=generator)
 
 
-@lowering(aten.random.__getattr__("from"), eager=True, records=True)
+@lowering(getattr(aten.random, "from"), eager=True, records=True)
 def _random_from(self, from_, to, *, generator=None, checked=True):
     if to is None and from_ == -2 ** 63:  # every int64: CPU's 64-bit kernel
         if self.dtype in (jnp.bool_, jnp.float16):
