@@ -98,7 +98,6 @@ _CPU_ACCEPTS = {torch.ops.aten.where.self: _uint8_condition,
                 torch.ops.aten.nll_loss2d_backward.default: _byte_target(2)}
 
 
-# C++'s names for dtypes (caffe2::TypeMeta), as CPU's dtype checks print them.
 def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
     """CPU's message for ``error``, raised while checking ``op`` on ``args`` (arrays and
     static values, in schema order), or None when it already reads as CPU's."""

@@ -57,6 +57,7 @@ def scalar_type_name(dtype) -> str:
     return torch.empty(0, dtype=dtype).type().removeprefix("torch.").removesuffix("Tensor")
 
 
+# C++'s names for dtypes (caffe2::TypeMeta), as CPU's dtype checks print them.
 _CPP_NAMES = {torch.float32: "float", torch.float64: "double", torch.float16: "c10::Half",
               torch.bfloat16: "c10::BFloat16", torch.int64: "long int", torch.int32: "int",
               torch.int16: "short int", torch.int8: "signed char", torch.uint8: "unsigned char",
