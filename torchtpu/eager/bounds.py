@@ -300,6 +300,9 @@ def check(func, args, kwargs) -> None:
             raise spec.error(spec.message(int(values.flat[at]), dim, size, at))
 
 
+_BEFORE_SHAPES = {aten.normal.Tensor_Tensor, aten.normal.float_Tensor}
+
+
 def checked(func, handler):
     """``handler`` with ``func``'s index bounds checked first, if it has indices to check."""
     if (func not in _SPECS and func not in _VALUES) or not config.get("check_indices"):
@@ -309,8 +312,10 @@ def checked(func, handler):
         try:
             check(func, args, kwargs)
         except (IndexError, RuntimeError):
-            # CPU checks shapes before index values: a shape error is the one it raises.
-            func(*tree_map(meta_like, args), **tree_map(meta_like, kwargs))
+            # CPU checks shapes before index values: a shape error is the one it raises
+            # (normal checks its std before broadcasting it).
+            if func not in _BEFORE_SHAPES:
+                func(*tree_map(meta_like, args), **tree_map(meta_like, kwargs))
             raise
         return handler(args, kwargs)
 
