@@ -41,6 +41,14 @@ def test_lgamma_is_cpus_to_an_ulp():
     torch.testing.assert_close(torch.mvlgamma(x.to("tpu"), p=5).cpu(), torch.mvlgamma(x, p=5))
 
 
+@pytest.mark.parametrize("dtype, start", [(torch.float32, 9.0), (torch.float64, 26.0)])
+def test_erfcx_where_erfc_underflows(dtype, start):
+    # exp(x^2) erfc(x) gave 0 between erfc's underflow and exp's overflow (jax's switch to
+    # the asymptotic series came too late); CPU gives about 1 / (x sqrt(pi)).
+    x = torch.linspace(start, start + 1, 1001, dtype=dtype)
+    torch.testing.assert_close(torch.special.erfcx(x.to("tpu")).cpu(), torch.special.erfcx(x))
+
+
 _INF, _NAN = float("inf"), float("nan")
 
 
