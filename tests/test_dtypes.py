@@ -523,3 +523,12 @@ def test_complex32_is_refused_by_name_through_operators_too():
                  lambda: torch.zeros(2, dtype=torch.complex32, device=TPU)):
         with pytest.raises(RuntimeError, match="dtype torch.complex32 is not supported on tpu"):
             make()
+
+
+@pytest.mark.parametrize("fn, low, high", [(torch.sinh, -88, 88), (torch.cosh, -88, 88),
+                                           (torch.exp2, -126, 127)])
+def test_large_hyperbolics_and_powers_of_two_are_cpus_to_an_ulp(fn, low, high):
+    # XLA's sinh and cosh were 12 ulps off past |x| = 10 and its exp2 (exp(x ln 2)) 34 ulps
+    # off for large x, where CPU's are correctly rounded.
+    x = torch.linspace(low, high, 100_001)
+    torch.testing.assert_close(fn(x.to("tpu")).cpu(), fn(x), rtol=2.5e-7, atol=1e-6)

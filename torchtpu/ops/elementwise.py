@@ -6,6 +6,8 @@ kernels then check the result dtype at trace time (eager/strict.py).
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -120,6 +122,38 @@ def exact_rsqrt(x):
     return 1 / lax.optimization_barrier(jnp.sqrt(x))
 
 
+def _exp_halved(a):
+    """exp(a) / 2 for a >= 0, finite up to log(2 * max) (past where exp(a) overflows)."""
+    over = a > math.log(jnp.finfo(a.dtype).max)
+    h = lax.optimization_barrier(jnp.exp(jnp.where(over, a / 2, a)))
+    return jnp.where(over, (h * 0.5) * h, h * 0.5)
+
+
+def _hyperbolic(fn, odd: bool):
+    """XLA's sinh and cosh are 12 ulps off for |x| past 10 (float32), where CPU's are
+    correctly rounded. There exp(-|x|) is below half an ulp of exp(|x|): the result is
+    +-exp(|x|) / 2, which exp gives to an ulp."""
+    def rule(x):
+        if jnp.iscomplexobj(x):
+            return fn(x)
+        a = jnp.abs(x)
+        big = a > (jnp.finfo(x.dtype).nmant + 2) * math.log(2) / 2
+        far = _exp_halved(jnp.where(big, a, 0))
+        return jnp.where(big, jnp.copysign(far, x) if odd else far, fn(x))
+
+    return rule
+
+
+def _exp2(x):
+    """2^round(x) * 2^(x - round(x)): XLA's exp2 is exp(x ln 2), whose rounded product is
+    34 ulps off for large float32 x, where CPU's is correctly rounded."""
+    if jnp.iscomplexobj(x):
+        return jnp.exp2(x)
+    n = jnp.clip(jnp.round(x), -2048, 2048)
+    split = jnp.ldexp(jnp.exp2(x - n), n.astype(jnp.int32))
+    return jnp.where(jnp.isfinite(x), split, jnp.exp2(x))
+
+
 def apart(fn):
     """``fn`` with a result XLA may not rewrite together with the op that reads it: it turns
     a / sqrt(b) into a * rsqrt(b), a / exp(b) into a * exp(-b), exp(a) * exp(b) into
@@ -132,9 +166,10 @@ def apart(fn):
 for _op, _fn in [
     (aten.acos, jnp.arccos), (aten.acosh, jnp.arccosh), (aten.asin, jnp.arcsin),
     (aten.asinh, jnp.arcsinh), (aten.atan, jnp.arctan), (aten.atanh, jnp.arctanh),
-    (aten.cos, jnp.cos), (aten.cosh, jnp.cosh), (aten.sin, jnp.sin), (aten.sinh, jnp.sinh),
+    (aten.cos, jnp.cos), (aten.sin, jnp.sin),
+    (aten.cosh, _hyperbolic(jnp.cosh, odd=False)), (aten.sinh, _hyperbolic(jnp.sinh, odd=True)),
     (aten.tan, jnp.tan), (aten.tanh, jnp.tanh), (aten.exp, apart(jnp.exp)),
-    (aten.exp2, jnp.exp2),
+    (aten.exp2, _exp2),
     (aten.expm1, jnp.expm1), (aten.log, jnp.log), (aten.log2, jnp.log2),
     (aten.log10, jnp.log10), (aten.log1p, jnp.log1p), (aten.sqrt, apart(jnp.sqrt)),
     (aten.rsqrt, exact_rsqrt), (aten.reciprocal, lambda x: 1 / x),
