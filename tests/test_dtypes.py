@@ -532,3 +532,12 @@ def test_large_hyperbolics_and_powers_of_two_are_cpus_to_an_ulp(fn, low, high):
     # off for large x, where CPU's are correctly rounded.
     x = torch.linspace(low, high, 100_001)
     torch.testing.assert_close(fn(x.to("tpu")).cpu(), fn(x), rtol=2.5e-7, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gelu_in_the_far_negative_tail_is_cpus(dtype):
+    # CPU's x * 0.5 * (1 + erf(x / sqrt 2)) cancels to -0.0 there; jax's erfc form gave
+    # -8e-38 at -13 (a fifth of a bfloat16 sweep differed in its last bit).
+    x = torch.linspace(-20, -9, 1001).to(dtype)
+    torch.testing.assert_close(torch.nn.functional.gelu(x.to("tpu")).cpu(),
+                               torch.nn.functional.gelu(x), rtol=0, atol=0)
