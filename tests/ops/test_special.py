@@ -49,6 +49,14 @@ def test_erfcx_where_erfc_underflows(dtype, start):
     torch.testing.assert_close(torch.special.erfcx(x.to("tpu")).cpu(), torch.special.erfcx(x))
 
 
+def test_log_ndtr_far_below_zero_is_cpus():
+    # CPU squares x / sqrt 2 (finite to |x| = 2.6e19 in float32); jax squared x: -inf past
+    # 1.8e19.
+    x = -torch.logspace(0, 19.4, 2001)
+    torch.testing.assert_close(torch.special.log_ndtr(x.to("tpu")).cpu(),
+                               torch.special.log_ndtr(x))
+
+
 _INF, _NAN = float("inf"), float("nan")
 
 
