@@ -550,3 +550,22 @@ def test_silu_follows_cpus_formula():
     cpu, tpu = torch.nn.functional.silu(x), torch.nn.functional.silu(x.to("tpu")).cpu()
     torch.testing.assert_close(tpu, cpu)
     assert (tpu == cpu).float().mean() > 0.95
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64])
+def test_gcd_and_lcm_of_the_integer_minimum_are_cpus(dtype):
+    # |min| is min itself: jnp.gcd's ordered pair then swapped forever whenever another
+    # element kept its loop going (a hang). lcm's a / g * b is computed in int for int8/int16
+    # by C++, then wrapped.
+    low = torch.iinfo(dtype).min
+    a = torch.tensor([0, low, -12, low, 7, 100, -100], dtype=dtype)
+    b = torch.tensor([-5, 0, 18, 1, low, 99, 120], dtype=dtype)
+    results = []
+    worker = threading.Thread(target=lambda: results.append(
+        (torch.gcd(a.to(TPU), b.to(TPU)).cpu(), torch.lcm(a.to(TPU), b.to(TPU)).cpu())),
+        daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    assert results, "gcd/lcm did not finish"
+    assert_same(results[0][0], torch.gcd(a, b))
+    assert_same(results[0][1], torch.lcm(a, b))

@@ -193,13 +193,35 @@ for _op, _fn in [
 ]:
     _binary(_op, _fn)
 
+def _gcd(a, b):
+    """CPU's calc_gcd: Euclid from |a|, |b| while a != 0. jnp.gcd keeps its pair ordered, and
+    |int_min| (negative) made it swap forever once another element kept the loop going."""
+    a, b = jnp.broadcast_arrays(jnp.abs(a), jnp.abs(b))
+
+    def body(state):
+        a, b = state
+        active = a != 0
+        return jnp.where(active, lax.rem(b, jnp.where(active, a, 1)), a), jnp.where(active, a, b)
+
+    return lax.while_loop(lambda state: jnp.any(state[0] != 0), body, (a, b))[1]
+
+
+def _lcm(a, b):
+    g = _gcd(a, b)
+    dtype = g.dtype
+    # C++ promotes int8 and int16 to int for a / g * b and its abs, then wraps the result.
+    a, b, g = (v.astype(jnp.promote_types(dtype, jnp.int32))
+               for v in jnp.broadcast_arrays(a, b, g))
+    return jnp.where(g == 0, 0, jnp.abs(lax.div(a, jnp.where(g == 0, 1, g)) * b)).astype(dtype)
+
+
 for _ops, _fn, _kernel, _bools in [
     ((aten.bitwise_and, aten.__and__), jnp.bitwise_and, "bitwise_and", True),
     ((aten.bitwise_or, aten.__or__), jnp.bitwise_or, "bitwise_or", True),
     ((aten.bitwise_xor, aten.__xor__), jnp.bitwise_xor, "bitwise_xor", True),
     ((aten.bitwise_left_shift, aten.__lshift__), jnp.left_shift, "lshift", False),
     ((aten.bitwise_right_shift, aten.__rshift__), jnp.right_shift, "rshift", False),
-    ((aten.gcd,), jnp.gcd, "gcd", False), ((aten.lcm,), jnp.lcm, "lcm", False),
+    ((aten.gcd,), _gcd, "gcd", False), ((aten.lcm,), _lcm, "lcm", False),
 ]:
     for _op in _ops:
         _binary_integral(_op, _fn, _kernel, _bools)
