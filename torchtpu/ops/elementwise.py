@@ -193,6 +193,7 @@ for _op, _fn in [
 ]:
     _binary(_op, _fn)
 
+
 def _gcd(a, b):
     """CPU's calc_gcd: Euclid from |a|, |b| while a != 0. jnp.gcd keeps its pair ordered, and
     |int_min| (negative) made it swap forever once another element kept the loop going."""
