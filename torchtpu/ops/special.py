@@ -251,6 +251,7 @@ def _special_zeta(self, other):
 lowering(aten.digamma)(lambda self: _digamma(float_of(self)))
 lowering(aten.special_zeta)(_special_zeta)
 
+
 def in_float64(fn):
     """``fn`` evaluated in float64 and rounded once, where CPU's float results are within an
     ulp or two and XLA's float32 ones are not: the incomplete gamma loses digits as the shape
