@@ -374,7 +374,7 @@ def _largest(dtype) -> int:
 
 @lowering(aten.random.default, eager=True, records=True)
 def _random(self, *, generator=None):
-    return _random_from(self, 0, _largest(self.dtype) + 1, generator=generator, checked=False)
+    return _random_from(self, 0, _largest(self.dtype) + 1, generator=generator)
 
 
 @lowering(aten.random.to, eager=True, records=True)
@@ -383,7 +383,7 @@ def _random_to(self, to, *, generator=None):
 
 
 @lowering(getattr(aten.random, "from"), eager=True, records=True)
-def _random_from(self, from_, to, *, generator=None, checked=True):
+def _random_from(self, from_, to, *, generator=None):
     if to is None and from_ == -2 ** 63:  # every int64: CPU's 64-bit kernel
         if self.dtype in (jnp.bool_, jnp.float16):
             raise RuntimeError('"random_full_64_bits_range_kernel_cpu" not implemented for '
@@ -401,8 +401,7 @@ def _random_from(self, from_, to, *, generator=None, checked=True):
     else:
         _check(from_ < to, f"random_ expects 'from' to be less than 'to', but got "
                f"from={from_} >= to={to}")
-        if checked:
-            _check_range(from_, to - 1, self.dtype)
+        _check_range(from_, to - 1, self.dtype)
     if to <= 2 ** 63 - 1:
         return _randint_jit(*_next(generator), self.shape, self.dtype, from_, to)
     return _offset_bits_jit(*_next(generator), self.shape, self.dtype, from_,

@@ -239,17 +239,7 @@ def _zeta(x, q):
     return jnp.where(x == 1, jnp.inf, jnp.where(x < 1, jnp.nan, out))
 
 
-def _special_zeta(self, other):
-    a, b = promote(self, other)
-    a, b = float_of(a), float_of(b)
-    # CPU sums in float64 (its acc_type): in float32 the terms below 1 overflow and cancel
-    # (-inf + inf = NaN where CPU gives +-inf), and jax's series is NaN for a large s
-    # (zeta(1e5, 1), zeta(4988429, 501)) where CPU gives 1 and 0.
-    return _zeta(a.astype(jnp.float64), b.astype(jnp.float64)).astype(a.dtype)
-
-
 lowering(aten.digamma)(lambda self: _digamma(float_of(self)))
-lowering(aten.special_zeta)(_special_zeta)
 
 
 def in_float64(fn):
@@ -289,6 +279,10 @@ for _op, _fn in [
     (aten.igamma, _with_cephes_edges(in_float64(jsp.gammainc), upper=False)),
     (aten.igammac, _with_cephes_edges(in_float64(jsp.gammaincc), upper=True)),
     (aten.special_xlog1py, jsp.xlog1py),
+    # CPU sums in float64 (its acc_type): in float32 the terms below 1 overflow and cancel
+    # (-inf + inf = NaN where CPU gives +-inf), and jax's series is NaN for a large s
+    # (zeta(1e5, 1), zeta(4988429, 501)) where CPU gives 1 and 0.
+    (aten.special_zeta, in_float64(_zeta)),
 ]:
     _binary(_op, _fn)
 
