@@ -319,7 +319,7 @@ def _complex_of_input(self, out) -> str | None:
     return None
 
 
-def _long(self, out) -> str | None:
+def _multinomial_long(self, out) -> str | None:
     if out.dtype != torch.int64:
         return f"multinomial expects Long tensor out, got: {scalar_type_name(out.dtype)}"
     return None
@@ -327,7 +327,7 @@ def _long(self, out) -> str | None:
 
 # Out= forms whose CPU kernels take no other dtype than the input's (or their own).
 _OUT_DTYPE_CHECKS = {
-    aten.multinomial.out: _long,
+    aten.multinomial.out: _multinomial_long,
     aten.amax.out: _same_dtype_as_input, aten.amin.out: _same_dtype_as_input,
     aten.aminmax.out: _out_of_input_dtype, aten.gather.out: _out_of_input_dtype,
     aten.complex.out: _complex_of_input,
