@@ -1,10 +1,16 @@
-"""Linear algebra values the OpInfo sweep's real dtypes do not reach: complex inputs."""
+"""Linear algebra values the OpInfo sweep's real dtypes do not reach (complex inputs), and
+the operand layout XLA:CPU's products are given."""
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import pytest
 import torch
 from conftest import raises_as_cpu
+
+from torchtpu.ops import linalg
+from torchtpu.runtime.platform import platform
 
 
 def test_vdot_and_vecdot_conjugate_their_first_argument():
@@ -73,3 +79,15 @@ def test_complex_symmetric_ldl_pivots_as_lapack():
                                torch.linalg.ldl_solve(*expected, b), rtol=1e-4, atol=1e-5)
     with pytest.raises(NotImplementedError, match="hermitian=True of a complex matrix"):
         torch.linalg.ldl_factor((A + A.mH).to("tpu"), hermitian=True)
+
+
+@pytest.mark.skipif(platform() != "cpu", reason="an XLA:CPU kernel choice")
+@pytest.mark.parametrize("shapes", [((64, 32), (64, 16)), ((4, 64, 32), (4, 64, 16))])
+def test_a_left_operand_read_down_its_columns_is_laid_out_in_rows_on_xla_cpu(shapes):
+    # A weight gradient's dy^T @ x: XLA:CPU would fold the transpose into the product and run
+    # it on Eigen, ~2/3 the speed of the YNNPACK kernel that takes the operand in rows.
+    a, b = (jnp.ones(s, jnp.float32) for s in shapes)
+    product = jax.jit(lambda a, b: linalg._mm(jnp.swapaxes(a, -1, -2), b))
+    text = product.lower(a, b).compile().as_text()
+    assert f"lhs_contracting_dims={{{len(shapes[0]) - 2}}}" not in text
+    assert f"lhs_contracting_dims={{{len(shapes[0]) - 1}}}" in text

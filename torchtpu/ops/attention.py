@@ -24,6 +24,7 @@ import math
 import jax.numpy as jnp
 import torch
 
+from .linalg import in_rows
 from .registry import lowering
 
 torch.library.define(
@@ -148,11 +149,13 @@ def _attention_backward(grad_out, query, key, value, attn_mask, out, logsumexp, 
         p = jnp.exp(s - jnp.where(jnp.isfinite(lse), lse, jnp.inf))  # masked rows: p = 0
     dout = heads(grad_out)
     dt, acc = query.dtype, p.dtype
-    dv = jnp.einsum(f"b{h}ls,b{h}ld->b{h}sd", p.astype(dt), dout, preferred_element_type=acc)
+    dv = jnp.einsum(f"b{h}sl,b{h}ld->b{h}sd", in_rows(jnp.swapaxes(p.astype(dt), -1, -2)), dout,
+                    preferred_element_type=acc)
     dp = jnp.einsum(f"b{h}ld,bhsd->b{h}ls", dout, value, preferred_element_type=acc)
     rowdot = jnp.sum(dout.astype(acc) * heads(out).astype(acc), axis=-1, keepdims=True)
     ds = (p * (dp - rowdot)).astype(dt)
     dq = jnp.einsum(f"b{h}ls,bhse->b{h}le", ds, key, preferred_element_type=acc) * scale
-    dk = jnp.einsum(f"b{h}ls,b{h}le->b{h}se", ds, heads(query), preferred_element_type=acc)
+    dk = jnp.einsum(f"b{h}sl,b{h}le->b{h}se", in_rows(jnp.swapaxes(ds, -1, -2)), heads(query),
+                    preferred_element_type=acc)
     return (dq.reshape(query.shape).astype(dt), heads.summed(dk * scale, key.dtype),
             heads.summed(dv, value.dtype))
