@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -735,3 +739,29 @@ def test_matmul_precision_follows_torch_after_import():
         torch.set_float32_matmul_precision(before)
     assert jax.config.jax_default_matmul_precision == {
         "highest": "highest", "high": "tensorfloat32", "medium": "bfloat16"}[before]
+
+
+def test_pytorchs_device_generic_tests_imported_before_torchtpu_run_on_tpu(tmp_path):
+    # isort puts `from torch.testing._internal...` above `import torchtpu`: those modules then
+    # noted the device types before tpu existed, and instantiated no tpu tests.
+    ops_tests = Path(__file__).parent / "ops"
+    (tmp_path / "test_generic.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ops_tests)!r})\n"
+        "import pytorch_test_db  # noqa: F401  (PyTorch's test modules, without expecttest)\n"
+        "import torch\n"
+        "from torch.testing._internal.common_device_type import (\n"
+        "    instantiate_device_type_tests, onlyNativeDeviceTypes)\n"
+        "from torch.testing._internal.common_utils import TestCase\n\n"
+        "import torchtpu  # noqa: F401\n\n\n"
+        "class TestGeneric(TestCase):\n"
+        "    @onlyNativeDeviceTypes\n"
+        "    def test_sum(self, device):\n"
+        "        self.assertEqual(torch.ones(3, device=device).sum().item(), 3)\n\n\n"
+        "instantiate_device_type_tests(TestGeneric, globals(), only_for='tpu')\n")
+    root = str(Path(__file__).parents[1])  # torchtpu, whether installed or on the path
+    path = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "TORCHTPU_CACHE_DIR": "", "PYTHONPATH": path}
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "-rA", str(tmp_path / "test_generic.py")],
+                         capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert "PASSED test_generic.py::TestGenericPRIVATEUSE1::test_sum_tpu" in out.stdout, out.stdout

@@ -61,6 +61,24 @@ def _transformers_asks_again(import_utils) -> None:
         check.cache_clear()
 
 
+def _device_generic_tests_find_tpu() -> None:
+    # PyTorch's device-generic tests (instantiate_device_type_tests) note the device types
+    # there are, and the native ones, as their modules import: imported before torchtpu (as
+    # isort orders a test file's imports), they knew no tpu and instantiated no tpu tests.
+    name = torch._C._get_privateuse1_backend_name()
+    utils = sys.modules.get("torch.testing._internal.common_utils")
+    if utils is not None and hasattr(utils, "NATIVE_DEVICES"):
+        if name not in utils.NATIVE_DEVICES:
+            utils.NATIVE_DEVICES += (name,)
+        utils.TEST_PRIVATEUSE1, utils.TEST_PRIVATEUSE1_DEVICE_TYPE = True, name
+        utils.custom_device_mod = getattr(torch, name)
+    device_type = sys.modules.get("torch.testing._internal.common_device_type")
+    if device_type is not None and hasattr(device_type, "device_type_test_bases"):
+        device_type.NATIVE_DEVICES = utils.NATIVE_DEVICES
+        if device_type.PrivateUse1TestBase not in device_type.device_type_test_bases:
+            device_type.device_type_test_bases.append(device_type.PrivateUse1TestBase)
+
+
 class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Runs ``then(module)`` once a module is imported (at once if it is already)."""
 
@@ -102,3 +120,4 @@ def install() -> None:
     _after_import("accelerate.state", _accelerate_finds_tpu)
     if "transformers.utils.import_utils" in sys.modules:
         _transformers_asks_again(sys.modules["transformers.utils.import_utils"])
+    _device_generic_tests_find_tpu()
