@@ -282,7 +282,9 @@ def _view_dtype(self, dtype):
     want = to_jax_dtype(dtype)
     if self.ndim == 0:
         return reinterpret(self.reshape(1), want).reshape(())
-    # the last dimension scales when the sizes differ
-    flat = reinterpret(self.reshape(-1), want)
-    return flat.reshape(*self.shape[:-1], -1)
+    # the last dimension scales when the sizes differ; spelled out, as -1 is ambiguous when
+    # another dimension is 0
+    last = self.shape[-1] * self.dtype.itemsize // jnp.dtype(want).itemsize
+    flat = reinterpret(self.reshape(self.size), want)
+    return flat.reshape(*self.shape[:-1], last)
 
