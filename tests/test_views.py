@@ -229,7 +229,8 @@ def test_views_of_another_element_size_alias_their_base():
     assert_same(run("tpu"), run("cpu"))
 
 
-@pytest.mark.parametrize("dtype", [torch.int16, torch.float64, torch.uint8, torch.complex64, torch.bool])
+@pytest.mark.parametrize(
+    "dtype", [torch.int16, torch.float64, torch.uint8, torch.complex64, torch.bool])
 def test_dtype_views_of_an_empty_tensor_scale_the_last_dimension(dtype):
     def run(device):
         v = torch.zeros(0, 5, 64, device=device).view(dtype)

@@ -26,7 +26,6 @@ from . import (
     fallback,
     meta_errors,
     mutation,
-    nn_checks,
     number_checks,
     special,
     strict,
@@ -241,7 +240,7 @@ def _build_here(func, fused: bool) -> Handler:
     decomp = DECOMPOSITIONS.get(func)
     if decomp is not None and func in _CHECKED_BY_META:
         return _checked_by_meta(func, decomp)
-    if decomp is not None and func in nn_checks.DECOMPOSED:
+    if decomp is not None and meta_errors.has_cpu_check(func):
         return _checked_as_cpu(func, decomp)
     if decomp is not None:
         return lambda args, kwargs: decomp(*args, **kwargs)

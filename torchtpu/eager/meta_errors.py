@@ -21,6 +21,7 @@ import torch
 from ..ops.dtypes import cpp_name, result_type, scalar_type_name, to_jax_dtype, to_torch_dtype
 from ..ops.reduction import check_nonempty
 from . import nn_checks
+from .kernel_dtypes import KERNEL_DTYPE_CHECKS, kernel_refuses
 from .number_checks import overflow_error
 
 _MATMUL = re.compile(r"a and b must have same reduction dim, but got \[(.*)\] X \[(.*)\]")
@@ -502,18 +503,6 @@ def _norm_dtypes(*at: int):
     return check
 
 
-def _kernel_refuses(kernel: str, kinds: str):
-    """CPU's kernel is not built for these dtype kinds (numpy's: b bool, i/u integers)."""
-
-    def check(self, *_) -> NotImplementedError | None:
-        if np.dtype(self.dtype).kind in kinds:
-            return NotImplementedError(
-                f'"{kernel}" not implemented for \'{scalar_type_name(self.dtype)}\'')
-        return None
-
-    return check
-
-
 def _result_refuses(kernel: str, kinds: str):
     """As ``_kernel_refuses``, for a binary op's result type (``1 << x`` of a float x)."""
 
@@ -543,7 +532,7 @@ def _order_statistic_check(name: str, kernel: str | None, dim_kernel: str | None
         dim = (args[1] if len(args) > 1 else -1) if name == "kthvalue" else (args or [None])[0]
         if dim is not None and self.ndim:
             check_nonempty(name, self, dim)
-        return _kernel_refuses(kernel if dim is None else dim_kernel, "bc")(self)
+        return kernel_refuses(kernel if dim is None else dim_kernel, "bc")(self)
 
     return check
 
@@ -622,7 +611,8 @@ def _no_complex_clamp(self, *_) -> NotImplementedError | None:
 
 _aten = torch.ops.aten
 _DIVISIONS = (_aten.div.Tensor_mode, _aten.div.Scalar_mode)
-_WITH_KWARGS = {*_DIVISIONS, _aten.mean.dim, *nn_checks.DECOMPOSED}  # checked with their kwargs
+# checked with their kwargs
+_WITH_KWARGS = {*_DIVISIONS, _aten.mean.dim, _aten.round.decimals, *nn_checks.DECOMPOSED}
 # Ops whose meta kernels take any `dim` (the rules wrapped it: softmax(dim=2) of a matrix ran
 # on dim 0): where their dim is, a position or a keyword.
 _DIM_AT = {_aten._softmax.default: 1, _aten._log_softmax.default: 1, _aten.sort.default: 1,
@@ -631,7 +621,7 @@ _DIM_AT = {_aten._softmax.default: 1, _aten._log_softmax.default: 1, _aten.sort.
            _aten.unique_dim.default: 1, _aten.max.dim: 1, _aten.min.dim: 1,
            _aten.argmax.default: 1, _aten.argmin.default: 1}
 
-_UNSCALE_KERNEL = _kernel_refuses("_amp_foreach_non_finite_check_and_unscale_cpu", "biuc")
+_UNSCALE_KERNEL = kernel_refuses("_amp_foreach_non_finite_check_and_unscale_cpu", "biuc")
 
 
 def _unscale_check(grads, found_inf, inv_scale):
@@ -653,6 +643,7 @@ _BROADCAST_ORDER = {torch.ops.aten.addmm.default: _addmm_expand,
 
 
 _CPU_CHECKS = {
+    **KERNEL_DTYPE_CHECKS,
     **nn_checks.DECOMPOSED,
     _aten.nll_loss_forward.default: nn_checks.nll_check,
     _aten.linalg_cross.default: _same_dtype,
@@ -716,31 +707,26 @@ _CPU_CHECKS = {
     _aten.clamp.Tensor: _clamp_bounds,
     _aten.clamp_min.default: _no_complex_clamp,
     _aten.clamp_max.default: _no_complex_clamp,
-    _aten.clamp_min.Tensor: _kernel_refuses("maximum_cpu", "c"),
-    _aten.clamp_max.Tensor: _kernel_refuses("minimum_cpu", "c"),
-    _aten.max.default: _first(_nonempty_check("max"), _kernel_refuses("max_all", "c")),
-    _aten.min.default: _first(_nonempty_check("min"), _kernel_refuses("min_all", "c")),
+    _aten.clamp_min.Tensor: kernel_refuses("maximum_cpu", "c"),
+    _aten.clamp_max.Tensor: kernel_refuses("minimum_cpu", "c"),
+    _aten.max.default: _first(_nonempty_check("max"), kernel_refuses("max_all", "c")),
+    _aten.min.default: _first(_nonempty_check("min"), kernel_refuses("min_all", "c")),
     _aten.max.dim: _first(_nonempty_check("max"),
                           _unordered_complex("max(): does not support complex input")),
     _aten.min.dim: _first(_nonempty_check("min"),
                           _unordered_complex("min(): does not support complex input")),
-    _aten.amax.default: _kernel_refuses("max_values_cpu", "c"),
-    _aten.amin.default: _kernel_refuses("min_values_cpu", "c"),
+    _aten.amax.default: kernel_refuses("max_values_cpu", "c"),
+    _aten.amin.default: kernel_refuses("min_values_cpu", "c"),
     _aten.sort.default: _unordered_complex(" Sort does not support complex dtypes on CPU"),
     _aten.sort.stable: _unordered_complex(" Sort does not support complex dtypes on CPU"),
-    _aten.cummax.default: _kernel_refuses("cummax_cpu", "c"),
-    _aten.cummin.default: _kernel_refuses("cummin_cpu", "c"),
+    _aten.cummax.default: kernel_refuses("cummax_cpu", "c"),
+    _aten.cummin.default: kernel_refuses("cummin_cpu", "c"),
     **{getattr(_aten, name).default: _unordered_complex_pair(name)
        for name in ("maximum", "minimum", "fmax", "fmin")},
     **{getattr(getattr(_aten, name), overload): _result_refuses(f"{name}_cpu", "c")
        for name in ("lt", "le", "gt", "ge") for overload in ("Tensor", "Scalar")},
-    _aten.floor.default: _kernel_refuses("floor_vml_cpu", "b"),
-    _aten.ceil.default: _kernel_refuses("ceil_vml_cpu", "b"),
-    _aten.trunc.default: _kernel_refuses("trunc_vml_cpu", "b"),
-    _aten.round.default: _kernel_refuses("round_vml_cpu", "b"),
-    _aten.round.decimals: _kernel_refuses("round_cpu", "biu"),
-    _aten.lerp.Scalar: _kernel_refuses("lerp_kernel_scalar", "biu"),
-    _aten.lerp.Tensor: _kernel_refuses("lerp_kernel_tensor", "biu"),
+    _aten.lerp.Scalar: kernel_refuses("lerp_kernel_scalar", "biu"),
+    _aten.lerp.Tensor: kernel_refuses("lerp_kernel_tensor", "biu"),
     _aten.median.default: _order_statistic_check("median", "median_cpu", None),
     _aten.nanmedian.default: _order_statistic_check("median", "median_cpu", None),
     _aten.median.dim: _order_statistic_check("median", None, "median_out"),

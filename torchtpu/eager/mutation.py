@@ -12,12 +12,13 @@ import warnings
 import torch
 from torch.utils._pytree import tree_leaves
 
-from ..ops.dtypes import cast, cpp_name, scalar_type_name, to_jax_dtype
+from ..ops.dtypes import cast, scalar_type_name, to_jax_dtype, to_torch_dtype
 from ..ops.registry import LOWERINGS, is_functional
 from ..runtime.transfer import to_device
 from ..tensor import DEVICE, TpuTensor, is_dense, read, write
 from . import strict, views
 from .number_checks import checking_number
+from .out_dtypes import refuse_out_dtype
 from .values import MIXED_DEVICES, call_unwrapped, wrap_out
 
 aten = torch.ops.aten
@@ -85,8 +86,6 @@ def _out_functional(func):
 
 
 def _check_cast(result_dtype, target: torch.Tensor, op) -> None:
-    from ..ops.dtypes import to_torch_dtype
-
     src = to_torch_dtype(result_dtype)
     if op is aten.abs_.default and target.is_complex():  # its magnitude would lose the phase
         raise RuntimeError("In-place abs is not supported for complex tensors.")
@@ -296,42 +295,6 @@ def _inplace_handler(func, compute, checks_overlap: bool = False, pointwise: boo
     return handler
 
 
-def _same_dtype_as_input(self, out) -> str | None:
-    if out.dtype != self.dtype:
-        return (f"Expected the dtype for input and out to match, but got "
-                f"{scalar_type_name(self.dtype)} for input's dtype and "
-                f"{scalar_type_name(out.dtype)} for out's dtype.")
-    return None
-
-
-def _out_of_input_dtype(self, out) -> str | None:
-    if out.dtype != self.dtype:
-        want, got = (cpp_name(d) for d in (self.dtype, out.dtype))
-        return f"Expected out tensor to have dtype {want}, but got {got} instead"
-    return None
-
-
-def _complex_of_input(self, out) -> str | None:
-    want = torch.complex128 if self.dtype == torch.float64 else torch.complex64
-    if out.dtype != want:
-        return (f"Expected object of scalar type {scalar_type_name(want)} but got scalar type "
-                f"{scalar_type_name(out.dtype)} for argument 'out'")
-    return None
-
-
-def _multinomial_long(self, out) -> str | None:
-    if out.dtype != torch.int64:
-        return f"multinomial expects Long tensor out, got: {scalar_type_name(out.dtype)}"
-    return None
-
-
-# Out= forms whose CPU kernels take no other dtype than the input's (or their own).
-_OUT_DTYPE_CHECKS = {
-    aten.multinomial.out: _multinomial_long,
-    aten.amax.out: _same_dtype_as_input, aten.amin.out: _same_dtype_as_input,
-    aten.aminmax.out: _out_of_input_dtype, aten.gather.out: _out_of_input_dtype,
-    aten.complex.out: _complex_of_input,
-}
 # Out= forms whose CPU kernels refuse an out= sharing any memory with an input (ATen's
 # assert_no_overlap; elementwise ops allow an out= that is exactly an input).
 _NO_OVERLAP = {aten.gather.out, aten.take.out, aten.cat.out, aten.index_select.out}
@@ -351,8 +314,11 @@ def _overlap(a: TpuTensor, b: TpuTensor) -> bool:
             and start_b < start_a + a.numel() * a.element_size())
 
 
+def _dtype_of(value) -> torch.dtype:
+    return value.dtype if isinstance(value, torch.Tensor) else to_torch_dtype(value.dtype)
+
+
 def _out_handler(func, compute, out_names, takes_dtype=False, pointwise=False):
-    check = _OUT_DTYPE_CHECKS.get(func)
     no_overlap = func in _NO_OVERLAP
     returns_nothing = not func._schema.returns  # out: Tensor[] (split_with_sizes_copy)
 
@@ -366,9 +332,6 @@ def _out_handler(func, compute, out_names, takes_dtype=False, pointwise=False):
             if not isinstance(out, TpuTensor):  # structured kernels' resize_out check
                 raise RuntimeError(f"Expected out tensor to have device {DEVICE}, "
                                    f"but got {out.device} instead")
-        for out in outs if check is not None else ():
-            if message := check(args[0], out):
-                raise RuntimeError(message)
         if no_overlap and any(_overlap(out, x) for out in outs for x in tree_leaves((args, kwargs))
                               if isinstance(x, TpuTensor)):
             raise RuntimeError(_OVERLAP)
@@ -379,7 +342,11 @@ def _out_handler(func, compute, out_names, takes_dtype=False, pointwise=False):
         result = compute(args, kwargs)
         if not isinstance(result, (list, tuple)):
             result = [result]
-        inputs = {id(x._storage) for x in tree_leaves((args, kwargs)) if isinstance(x, TpuTensor)}
+        leaves = tree_leaves((args, kwargs))
+        self = next((x.dtype for x in leaves if isinstance(x, torch.Tensor)), None)
+        for i, (t, v) in enumerate(zip(outs, result, strict=True)):
+            refuse_out_dtype(func, pointwise, self, t, _dtype_of(v), first=i == 0)
+        inputs = {id(x._storage) for x in leaves if isinstance(x, TpuTensor)}
         for t, v in zip(outs, result, strict=True):
             if torch._debug_has_internal_overlap(t) == 1:  # MemOverlap::Yes (an expand)
                 raise RuntimeError(

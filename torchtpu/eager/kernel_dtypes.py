@@ -1,0 +1,123 @@
+"""The dtypes CPU's kernels are built for.
+
+XLA computes most ops for any dtype (the floor of a complex number, a bool's softplus), where
+CPU's kernel for the op is compiled for some dtypes only and raises for the others. A user's
+code that runs on tpu must fail on CPU too, with the same words, so these ops refuse what CPU's
+refuse. Read off CPU by calling each op with bool and complex tensors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..ops.dtypes import scalar_type_name, to_jax_dtype
+
+_aten = torch.ops.aten
+
+
+def _kind(dtype) -> str:
+    """numpy's kind of a torch or jax dtype (rules see arrays, decompositions tensors), with
+    the half-width floats apart: h float16, B bfloat16."""
+    dtype = np.dtype(to_jax_dtype(dtype) if isinstance(dtype, torch.dtype) else dtype)
+    return {"float16": "h", "bfloat16": "B"}.get(dtype.name, dtype.kind)
+
+
+def kernel_refuses(kernel: str, kinds: str):
+    """CPU's kernel is not built for these dtype kinds (numpy's: b bool, i/u integers, f
+    float32/64, c complex; h float16, B bfloat16)."""
+
+    def check(self, *_, **__) -> NotImplementedError | None:
+        if _kind(self.dtype) in kinds:
+            return NotImplementedError(
+                f'"{kernel}" not implemented for \'{scalar_type_name(self.dtype)}\'')
+        return None
+
+    return check
+
+
+def _refuses(kind: str, error: Exception):
+    def check(self, *_, **__) -> Exception | None:
+        return error if _kind(self.dtype) == kind else None
+
+    return check
+
+
+def _first(*checks):
+    return lambda *args, **kwargs: next((e for c in checks if (e := c(*args, **kwargs))), None)
+
+
+def _unsupported_complex(name: str):
+    return _refuses("c", NotImplementedError(f"{name} is not supported for complex inputs"))
+
+
+def _rrelu(self, noise, lower=None, upper=None, training=False, *_):
+    # in evaluation its slope is fixed: CPU runs leaky_relu's kernel
+    kernel = "rrelu_with_noise_out_cpu" if training else "leaky_relu_cpu"
+    return kernel_refuses(kernel, "biuc")(self)
+
+
+_NO_COMPLEX_CLAMP = _refuses("c", NotImplementedError("clamp is not supported for complex types"))
+
+# (op name, CPU's kernel name, dtype kinds it is not built for); the default overload.
+_KERNELS = [
+    ("aminmax", "aminmax_cpu", "c"), ("bitwise_not", "bitwise_not_cpu", "fhBc"),
+    ("elu", "elu_cpu", "biuc"), ("celu", "elu_cpu", "biuc"), ("digamma", "digamma", "c"),
+    ("erf", "erf_vml_cpu", "c"), ("erfc", "erfc_vml_cpu", "c"), ("erfinv", "erfinv_vml_cpu", "c"),
+    ("frac", "frac_cpu", "biuc"), ("gelu", "GeluKernelImpl", "biuc"),
+    ("geqrf", "geqrf_cpu", "biuhB"), ("hardshrink", "hardshrink_cpu", "biuc"),
+    ("hardsigmoid", "hardsigmoid_cpu", "biuc"), ("hardswish", "hardswish_cpu", "biuc"),
+    ("hash_tensor", "xor_sum_cpu", "c"), ("i0", "i0_vml_cpu", "c"),
+    ("leaky_relu", "leaky_relu_cpu", "biuc"), ("lgamma", "lgamma_vml_cpu", "c"),
+    ("linalg_lu", "lu_cpu", "biuhB"), ("linalg_lu_factor_ex", "lu_cpu", "biuhB"),
+    ("_linalg_svd", "linalg_svd_cpu", "hB"), ("linalg_qr", "geqrf_cpu", "hB"),
+    ("log_sigmoid_forward", "log_sigmoid_cpu", "biuc"),
+    ("logit", "logit_cpu", "c"), ("mish", "mish_cpu", "biuc"), ("mode", "mode_cpu", "c"),
+    ("poisson", "poisson_cpu", "biuc"), ("random", "random_kernel_cpu", "c"),
+    ("silu", "silu_cpu", "biu"), ("softplus", "softplus_cpu", "biuc"),
+    ("softshrink", "softshrink_check", "biuc"), ("trace", "trace", "b"),
+    ("unique_consecutive", "unique", "c"), ("threshold", "threshold_cpu", "c"),
+    ("round", "round_vml_cpu", "bc"),
+    ("_pdist_forward", "pdist", "hB"),
+    ("special_entr", "entr_cpu", "c"), ("special_i0e", "i0e_cpu", "c"),
+    ("special_i1", "i1_cpu", "c"), ("special_i1e", "i1e_cpu", "c"),
+    *((f"special_{f}", f"{f}_cpu", "hBc") for f in (
+        "airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "erfcx", "log_ndtr",
+        "ndtri", "modified_bessel_i0", "modified_bessel_i1", "modified_bessel_k0",
+        "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
+        "spherical_bessel_j0")),
+]
+
+KERNEL_DTYPE_CHECKS = {
+    **{getattr(_aten, op).default: kernel_refuses(kernel, kinds) for op, kernel, kinds in _KERNELS},
+    _aten.round.decimals: lambda self, decimals=0: kernel_refuses(
+        "round_vml_cpu" if decimals == 0 else "round_cpu", "biuc")(self),
+    _aten.rrelu_with_noise.default: _rrelu,
+    _aten.repeat_interleave.Tensor: kernel_refuses("repeat_interleave_cpu", "bfhBc"),
+    _aten.normal.Tensor_float: kernel_refuses("normal_kernel_cpu", "biu"),
+    _aten.bernoulli.default: _first(kernel_refuses("bernoulli_tensor_cpu_self_", "c"),
+                                    kernel_refuses("bernoulli_tensor_cpu_p_", "biu")),
+    _aten.histc.default: _first(kernel_refuses("aminmax_cpu", "c"),
+                                kernel_refuses("linspace_cpu", "b"),
+                                kernel_refuses("histogram_cpu", "iu")),
+    _aten.histogram.bin_ct: kernel_refuses("histogramdd", "biuhBc"),
+    _aten.floor.default: _first(kernel_refuses("floor_vml_cpu", "b"),
+                                _unsupported_complex("floor")),
+    _aten.ceil.default: _first(kernel_refuses("ceil_vml_cpu", "b"), _unsupported_complex("ceil")),
+    _aten.trunc.default: _first(kernel_refuses("trunc_vml_cpu", "b"),
+                                _unsupported_complex("trunc")),
+    _aten.fix.default: _unsupported_complex("trunc"),
+    _aten.sign.default: _refuses("c", NotImplementedError(
+        "Unlike NumPy, torch.sign is not intended to support complex numbers. Please use "
+        "torch.sgn instead.")),
+    _aten.signbit.default: _refuses("c", NotImplementedError(
+        "signbit is not implemented for complex tensors.")),
+    _aten.relu.default: _first(_NO_COMPLEX_CLAMP, _refuses("b", RuntimeError(
+        "Boolean inputs not supported for relu"))),
+    _aten.hardtanh.default: _first(_NO_COMPLEX_CLAMP, _refuses("b", RuntimeError(
+        "Bool inputs not supported for hardtanh"))),
+    _aten.nansum.default: _refuses("c", RuntimeError(
+        "nansum on CPU does not support complex inputs")),
+    **{getattr(_aten, f).default: _refuses("c", RuntimeError(
+        f"{f} does not support complex inputs.")) for f in ("isposinf", "isneginf")},
+}
