@@ -569,3 +569,40 @@ def test_gcd_and_lcm_of_the_integer_minimum_are_cpus(dtype):
     assert results, "gcd/lcm did not finish"
     assert_same(results[0][0], torch.gcd(a, b))
     assert_same(results[0][1], torch.lcm(a, b))
+
+
+_ALPHAS = [
+    lambda d: torch.add(torch.tensor([1, 2], device=d), torch.tensor([3, 4], device=d), alpha=1.5),
+    lambda d: torch.add(torch.tensor([1, 2], device=d), 2, alpha=True),
+    lambda d: torch.tensor([True], device=d).add(torch.tensor([True], device=d), alpha=0.5),
+    lambda d: torch.sub(torch.ones(2, device=d), torch.ones(2, device=d), alpha=1j),
+    lambda d: torch.rsub(torch.tensor([1, 2], device=d), torch.tensor([3, 4], device=d), alpha=2.5),
+    lambda d: torch.tensor([1, 2], device=d).add_(torch.tensor([3, 4], device=d), alpha=0.5),
+    lambda d: torch._foreach_add([torch.tensor([1], device=d)], [torch.tensor([2], device=d)],
+                                 alpha=0.5),
+    lambda d: torch.add(torch.ones(2, device=d), torch.ones(2, device=d), alpha=1e300),
+    lambda d: torch.add(torch.ones(2, dtype=torch.half, device=d),
+                        torch.ones(2, dtype=torch.half, device=d), alpha=1e5),
+]
+
+
+@pytest.mark.parametrize("bad", _ALPHAS)
+def test_an_alpha_of_another_kind_than_the_result_is_refused_as_cpu(bad, eager_mode):
+    raises_as_cpu(bad)
+
+
+def test_an_alpha_of_the_results_kind_scales_as_cpu():
+    def run(device):
+        i, b = torch.tensor([1, 2], device=device), torch.tensor([True, False], device=device)
+        return (torch.add(i, i, alpha=3), torch.add(b, b, alpha=2), torch.add(b, b, alpha=True),
+                torch.sub(i, 1.5, alpha=2), torch.add(i.float(), i, alpha=0.5))
+
+    assert_same(run("tpu"), run("cpu"))
+
+
+def test_addcmul_of_integers_takes_its_value_in_their_dtype():
+    def run(device):
+        i = torch.tensor([1, 2, 3], device=device)
+        return torch.addcmul(i, i, i, value=0.5), i.clone().addcmul_(i, i, value=1.7)
+
+    assert_same(run("tpu"), run("cpu"))

@@ -31,7 +31,7 @@ CASES = [
     ("nansum", c64, torch.nansum), ("isposinf", c64, torch.isposinf),
     ("erf", c64, torch.erf), ("special.round", b, torch.special.round),
     ("bessel_j0", torch.bfloat16, torch.special.bessel_j0),
-    ("svdvals", torch.float16, torch.linalg.svdvals), ("histc", i64, torch.histc),
+    ("svdvals", torch.float16, torch.linalg.svdvals), ("histc", b, torch.histc),
     ("trace", b, torch.trace), ("mode", c64, torch.mode),
 ]
 

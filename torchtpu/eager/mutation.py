@@ -18,7 +18,7 @@ from ..runtime.transfer import to_device
 from ..tensor import DEVICE, TpuTensor, is_dense, read, write
 from . import strict, views
 from .number_checks import checking_number
-from .out_dtypes import refuse_out_dtype
+from .out_dtypes import refuse_out_dtype, refuse_out_dtype_first
 from .values import MIXED_DEVICES, call_unwrapped, wrap_out
 
 aten = torch.ops.aten
@@ -339,11 +339,12 @@ def _out_handler(func, compute, out_names, takes_dtype=False, pointwise=False):
             refuse_partial_overlap(out, (*args, *kwargs.values()))
         if takes_dtype and len(outs) == 1:
             kwargs.setdefault("dtype", outs[0].dtype)
+        leaves = tree_leaves((args, kwargs))
+        self = next((x.dtype for x in leaves if isinstance(x, torch.Tensor)), None)
+        refuse_out_dtype_first(func, self, outs[0])
         result = compute(args, kwargs)
         if not isinstance(result, (list, tuple)):
             result = [result]
-        leaves = tree_leaves((args, kwargs))
-        self = next((x.dtype for x in leaves if isinstance(x, torch.Tensor)), None)
         for i, (t, v) in enumerate(zip(outs, result, strict=True)):
             refuse_out_dtype(func, pointwise, self, t, _dtype_of(v), first=i == 0)
         inputs = {id(x._storage) for x in leaves if isinstance(x, TpuTensor)}

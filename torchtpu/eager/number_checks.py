@@ -54,8 +54,31 @@ def _clamp_bounds(self, *bounds) -> str | None:
     return next(filter(None, (_fill_fits(b, dtype) for b in numbers)), None)
 
 
+def _alpha(self, other, *, alpha=1) -> str | None:
+    """add/sub's alpha: of the result's kind (c10's alpha_check), and fitting its dtype."""
+    if type(alpha) is int and alpha == 1:  # the default, on every x + y: nothing to check
+        return None
+    dtype = torch.result_type(self, other)
+    if isinstance(alpha, bool) and dtype != torch.bool:
+        return "Boolean alpha only supported for Boolean results."
+    if not (dtype.is_floating_point or dtype.is_complex or isinstance(alpha, int)):
+        return "For integral input tensors, argument alpha must not be a floating point number."
+    if isinstance(alpha, complex) and not dtype.is_complex:
+        return "For non-complex input tensors, argument alpha must not be a complex number."
+    return _fill_fits(alpha, dtype)
+
+
+def _foreach_alpha(self, other, *, alpha=1) -> str | None:
+    pairs = zip(self, other, strict=False)  # (lists of other lengths: the op's own error)
+    return next(filter(None, (_alpha(a, b, alpha=alpha) for a, b in pairs)), None)
+
+
 # Ops whose Python-number arguments CPU checks by value (rules see numbers traced).
 _NUMBER_CHECKS = {
+    **{getattr(torch.ops.aten, name).Tensor: _alpha for name in ("add", "sub", "rsub")},
+    **{getattr(torch.ops.aten, name).Scalar: _alpha for name in ("add", "sub", "rsub")},
+    **{getattr(torch.ops.aten, name).List: _foreach_alpha
+       for name in ("_foreach_add", "_foreach_sub", "_foreach_add_", "_foreach_sub_")},
     torch.ops.aten.pow.Tensor_Scalar: _integer_power,
     torch.ops.aten.clamp.default: _clamp_bounds,
     torch.ops.aten.clamp_min.default: _clamp_bounds,

@@ -176,6 +176,17 @@ _OWN_WORDS: dict[str, Check] = {
 _OWN_WORDS["amin"] = _OWN_WORDS["amax"]
 
 
+# Kernels that check their out's dtype before their arguments (their result's dtype is fixed).
+_CHECKED_FIRST = {"multinomial": torch.int64}
+
+
+def refuse_out_dtype_first(func, self, out: torch.Tensor) -> None:
+    """``refuse_out_dtype`` for the kernels that check their out before all else."""
+    result = _CHECKED_FIRST.get(func._schema.name.removeprefix("aten::"))
+    if result is not None:
+        refuse_out_dtype(func, False, self, out, result)
+
+
 def refuse_out_dtype(func, pointwise: bool, self, out: torch.Tensor, result: torch.dtype,
                      first: bool = True) -> None:
     """Raise CPU's error when ``func`` cannot write its ``result`` dtype into ``out``.

@@ -22,6 +22,7 @@ from .dtypes import (
     opmath,
     promote,
     result_type,
+    scalar_to,
     scalar_type_name,
     to_jax_dtype,
     wrapped,
@@ -487,6 +488,8 @@ def lerp_from_nearer_end(a, b, w):
 @opmath
 def _addcmul(self, tensor1, tensor2, value=1):
     a, b, c = promote(self, tensor1, tensor2)
+    if not jnp.issubdtype(a.dtype, jnp.inexact):  # CPU takes the value in an integer's dtype
+        value = scalar_to(value, a.dtype)
     return a + value * b * c
 
 
