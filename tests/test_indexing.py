@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import TPU, assert_same, run_both
+from conftest import TPU, assert_same, raises_as_cpu, run_both
 
 # Every case runs in every eager mode (strict, debug, fused).
 pytestmark = pytest.mark.usefixtures("eager_mode")
@@ -232,3 +232,29 @@ def test_nonzero_indices_are_laid_out_as_cpus():
         for o, e in zip(out if isinstance(out, tuple) else [out],
                         expected if isinstance(expected, tuple) else [expected], strict=True):
             assert o.stride() == e.stride()
+
+
+def _masked_assign(values):
+    def bad(device):
+        a = torch.arange(4, device=device)
+        a[a > -1] = values.to(device)
+
+    return bad
+
+
+@pytest.mark.parametrize("bad, exc", [
+    (lambda d: torch.empty(10, 0, device=d)[:, [0, 1]], IndexError),
+    (lambda d: torch.empty(0, 3, device=d)[[0]], IndexError),
+    (lambda d: torch.ops.aten.index.Tensor(torch.ones(1, device=d), []), IndexError),
+    # the values' shape is checked before their dtype
+    (_masked_assign(torch.tensor([])), RuntimeError),
+    (_masked_assign(torch.tensor([1.0, 2.0, 3.0, 4.0])), RuntimeError),
+    (lambda d: torch.ones(2, 2, device=d).index_fill_(1, torch.tensor([0], device=d), 1 + 1j),
+     RuntimeError),
+    (lambda d: torch.ones(2, 2, dtype=torch.bool, device=d).index_fill(
+        1, torch.tensor([0], device=d), torch.tensor(1j, device=d)), RuntimeError),
+    (lambda d: torch.ones(2, dtype=torch.int8, device=d).index_fill_(
+        0, torch.tensor([0], device=d), 1000), RuntimeError),
+])
+def test_bad_indexing_is_refused_as_cpu(bad, exc):
+    raises_as_cpu(bad, exc)

@@ -91,6 +91,12 @@ def _bounds(value, dim, size, at):
     return f"index {value} is out of bounds for dimension {dim} with size {size}"
 
 
+def _indexed(value, dim, size, at):
+    if size == 0:  # (CPU's words for a dimension there is no index into)
+        return "index is out of bounds for dimension with size 0"
+    return _bounds(value, dim, size, at)
+
+
 def _in_self(value, dim, size, at):
     return "index out of range in self"
 
@@ -112,7 +118,7 @@ def _bag(value, dim, size, at):
 
 
 _GATHER = _Spec(_dim_index, False, RuntimeError, _bounds)
-_INDEX = _Spec(_indices_list, True, IndexError, _bounds)
+_INDEX = _Spec(_indices_list, True, IndexError, _indexed)
 _DIM = _Spec(_dim_index, True, IndexError, _bounds)
 _SELECT = _Spec(_dim_index, False, IndexError, _in_self)
 _ADD = _Spec(_dim_index, False, RuntimeError, _bounds,

@@ -644,6 +644,8 @@ _BROADCAST_ORDER = {torch.ops.aten.addmm.default: _addmm_expand,
 
 _CPU_CHECKS = {
     **KERNEL_DTYPE_CHECKS,
+    _aten.index.Tensor: lambda self, indices: None if indices else IndexError(
+        "at least one index must be provided"),
     **nn_checks.DECOMPOSED,
     _aten.nll_loss_forward.default: nn_checks.nll_check,
     _aten.linalg_cross.default: _same_dtype,

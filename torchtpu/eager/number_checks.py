@@ -19,8 +19,7 @@ _C_TYPES = {"float32": "float", "float64": "double", "float16": "c10::Half",
 
 # Ops that convert a Python number to the tensor's dtype, checked (c10's checked_convert):
 # the argument's position. Their rules see the number traced, so this runs on the value.
-_NUMBER_AT = {torch.ops.aten.masked_fill.Scalar: 2, torch.ops.aten.fill.Scalar: 1,
-              torch.ops.aten.index_fill.int_Scalar: 3}
+_NUMBER_AT = {torch.ops.aten.masked_fill.Scalar: 2, torch.ops.aten.fill.Scalar: 1}
 
 
 def _integer_power(self, exponent) -> str | None:
@@ -73,8 +72,17 @@ def _foreach_alpha(self, other, *, alpha=1) -> str | None:
     return next(filter(None, (_alpha(a, b, alpha=alpha) for a, b in pairs)), None)
 
 
+def _index_fill_value(self, dim, index, value) -> str | None:
+    if (value.is_complex() if isinstance(value, torch.Tensor) else isinstance(value, complex)):
+        if not self.is_complex():
+            return "index_fill_(): Converting complex Scalar to non-complex type is not supported"
+    return None if isinstance(value, torch.Tensor) else _fill_fits(value, self.dtype)
+
+
 # Ops whose Python-number arguments CPU checks by value (rules see numbers traced).
 _NUMBER_CHECKS = {
+    torch.ops.aten.index_fill.int_Scalar: _index_fill_value,
+    torch.ops.aten.index_fill.int_Tensor: _index_fill_value,
     **{getattr(torch.ops.aten, name).Tensor: _alpha for name in ("add", "sub", "rsub")},
     **{getattr(torch.ops.aten, name).Scalar: _alpha for name in ("add", "sub", "rsub")},
     **{getattr(torch.ops.aten, name).List: _foreach_alpha

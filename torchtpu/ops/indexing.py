@@ -90,6 +90,10 @@ def _check_count(self, indices):
         raise IndexError(
             f"too many indices for tensor of dimension {self.ndim} (got {len(indices)})"
         )
+    # every index into an empty dimension is out of bounds: known from shapes (in fused eager
+    # and compile too, which check no index values)
+    if any(i is not None and i.size and self.shape[d] == 0 for d, i in enumerate(indices)):
+        raise IndexError("index is out of bounds for dimension with size 0")
 
 
 def summed_apart(scattered):
@@ -123,19 +127,28 @@ def _index_put(self, indices, values, accumulate=False):
     if (not accumulate and values.ndim == 0 and len(indices) == 1
             and indices[0] is not None and indices[0].dtype == jnp.bool_):
         return _masked_set_jit(self, indices[0], values)  # x[mask] = scalar: no host sync
-    if values.dtype != self.dtype:  # CPU's check (x[i] = a 0-d tensor of another dtype too)
+    indices = _expand_bool(indices)  # checked above
+    _check_count(self, indices)
+    if values.dtype != self.dtype:  # CPU's check (x[i] = a 0-d tensor of another dtype too),
+        try:  # after the shapes'
+            jax.eval_shape(lambda s, v: s.at[_key(indices)].set(v), self,
+                           jax.ShapeDtypeStruct(values.shape, self.dtype))
+        except ValueError:
+            raise _shape_mismatch(self, indices, values) from None
         raise RuntimeError(
             "Index put requires the source and destination dtypes match, got "
             f"{scalar_type_name(self.dtype)} for the destination and "
             f"{scalar_type_name(values.dtype)} for the source.")
-    indices = _expand_bool(indices)  # checked above
-    _check_count(self, indices)
     try:
         return _index_put_jit(self, indices, values, bool(accumulate))
     except ValueError:
-        result = jax.eval_shape(lambda s: s[_key(indices)], self).shape
-        raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot "
-                           f"be broadcast to indexing result of shape {list(result)}") from None
+        raise _shape_mismatch(self, indices, values) from None
+
+
+def _shape_mismatch(self, indices, values) -> RuntimeError:
+    result = jax.eval_shape(lambda s: s[_key(indices)], self).shape
+    return RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot be "
+                        f"broadcast to indexing result of shape {list(result)}")
 
 
 @lowering(aten._unsafe_index)
