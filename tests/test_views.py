@@ -6,6 +6,8 @@ import pytest
 import torch
 from conftest import TPU, assert_same, raises_as_cpu
 
+import torchtpu
+
 # Every case runs in every eager mode (strict, debug, fused).
 pytestmark = pytest.mark.usefixtures("eager_mode")
 
@@ -586,3 +588,27 @@ def test_a_view_repeated_on_bases_of_other_geometries_is_each_bases_own():
             for view in (lambda d, i=i: bases(d)[0][i].view(16),
                          lambda d, i=i: bases(d)[0][i].as_strided((4, 4), (1, 4), 8)):
                 assert_same(outcome(view, TPU), outcome(view, "cpu"))
+
+
+def test_a_loop_over_rows_and_windows_compiles_once():
+    # x[i] and x[i:i + n] in a loop: their index is an input of the program, not a constant
+    # of one program per index (PyTorch's own tests do this over thousands of rows).
+    def run(device, spans):
+        x = torch.zeros(64, 3, device=device)
+        src = torch.arange(192.0, device=device).reshape(64, 3)
+        acc = torch.zeros(4, 3, device=device)
+        for lo, hi in spans:
+            for i in range(lo, hi):
+                x[i] = src[i]
+                x[i + 1:i + 3] += 1
+                acc = acc + src[i:i + 4]
+            x.cpu()
+        return x, acc
+
+    spans = [(0, 4), (4, 8), (8, 12), (20, 24), (40, 44)]
+    torchtpu.debug.reset_metrics()
+    actual = run("tpu", spans[:2])
+    first = dict(torchtpu.debug.metrics()["compile"])
+    actual = run("tpu", spans)
+    assert torchtpu.debug.metrics()["compile"] == first
+    assert_same(actual, run("cpu", spans))

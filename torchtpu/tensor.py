@@ -546,8 +546,9 @@ def read(t: TpuTensor) -> jax.Array:
         return t._storage.value
     s = t._storage
     if t._cache_version != s.version:
-        value = (gather_view(s.value, t._geometry) if t._bitcast is None
-                 else gather_as(s.value, t._bitcast, t._geometry))
+        size, stride, offset = t._geometry
+        value = (gather_view(s.value, offset, (size, stride)) if t._bitcast is None
+                 else gather_as(s.value, t._bitcast, offset, (size, stride)))
         _cache(t, value if t._bits is None else math_bits(value, *t._bits), s.version)
     return t._cache
 
@@ -559,8 +560,9 @@ def write(t: TpuTensor, value: jax.Array) -> None:
         s.value = value
     else:
         memory = value if t._bits is None else math_bits(value, *t._bits)
-        s.value = (scatter_view(s.value, memory, t._geometry) if t._bitcast is None
-                   else scatter_as(s.value, memory, t._geometry))
+        size, stride, offset = t._geometry
+        s.value = (scatter_view(s.value, memory, offset, (size, stride)) if t._bitcast is None
+                   else scatter_as(s.value, memory, offset, (size, stride)))
     s.version += 1
     if not t._direct and not overlaps(*t._geometry[:2]):
         _cache(t, value, s.version)

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import torch
 from jax import lax
 from torch import fx
+from torch.utils._pytree import tree_map
 
 from ..debug import counters as metrics
 from ..eager.meta_errors import check_as_cpu
@@ -161,8 +162,7 @@ def _is_own_storage(node) -> bool:
 
 
 def _as_strided(x, size, stride, storage_offset=None):
-    geometry = (tuple(size), tuple(stride), storage_offset or 0)
-    return gather_view.jitted(x, geometry)
+    return gather_view.jitted(x, storage_offset or 0, (tuple(size), tuple(stride)))
 
 
 # Eager only because a bool mask's selection has a data-dependent size: with integer index
@@ -289,8 +289,8 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None) -> 
             elif isinstance(t, torch._ops.OpOverload):
                 check_as_cpu(t, args, kwargs)  # the checks eager runs that meta kernels skip
                 if t in NUMBER_OPS:
-                    check_number_fits(t, [as_meta(a) if isinstance(a, jax.Array) else a
-                                          for a in args], kwargs)
+                    check_number_fits(t, tree_map(
+                        lambda a: as_meta(a) if isinstance(a, jax.Array) else a, args), kwargs)
                 env[node] = _conform(node, LOWERINGS[t].fn(*args, **kwargs))
             elif t in CONTROL_FLOW:
                 env[node] = CONTROL_FLOW[t](interpret, *args, **kwargs)

@@ -77,6 +77,9 @@ _step_hook = None
 _donate = True
 
 
+_NUMBERS = (bool, int, float, complex)
+
+
 def _aval_key(x):
     if isinstance(x, (bool, int, float, complex)):
         return type(x)
@@ -112,9 +115,14 @@ def record(exe: Executable, args: tuple, kwargs: dict):
                 avals.append((leaf.shape, leaf.dtype, False))
                 continue
             leaf = leaf.array
-        idx = t.leaf_index.get(id(leaf))
+        # An array used twice is one input. A number is an input of its own at each use:
+        # Python shares small ints' objects, so sharing by identity would wire a loop's step
+        # (x[i], offsets) by value, one program per value.
+        idx = None if type(leaf) in _NUMBERS else t.leaf_index.get(id(leaf))
         if idx is None:
-            idx = t.leaf_index[id(leaf)] = len(t.leaves)
+            idx = len(t.leaves)
+            if type(leaf) not in _NUMBERS:
+                t.leaf_index[id(leaf)] = idx
             t.leaves.append(leaf)
             t.leaf_avals.append(_aval_key(leaf))
         wiring.append(idx)
@@ -130,7 +138,7 @@ def record(exe: Executable, args: tuple, kwargs: dict):
             # The op is not recorded: nor are the inputs it added (a number jax cannot take
             # would fail the next program).
             for leaf in t.leaves[first_new_leaf:]:
-                del t.leaf_index[id(leaf)]
+                t.leaf_index.pop(id(leaf), None)
             del t.leaves[first_new_leaf:], t.leaf_avals[first_new_leaf:]
             raise
     out_treedef, out_avals = shape_info

@@ -23,9 +23,12 @@ _TENSORISH = ("Tensor", "Scalar", "number")
 
 
 def _is_dynamic(arg: torch._C.Argument, rule: Lowering) -> bool:
-    """Tensors and Scalars are traced; ints, shapes, flags, dtypes are static."""
+    """Tensors and Scalars are traced; ints, shapes, flags, dtypes are static (unless the rule
+    says otherwise)."""
     if arg.name in rule.static:
         return False
+    if arg.name in rule.dynamic:
+        return True
     text = str(arg.type)
     return any(k in text for k in _TENSORISH)
 

@@ -12,7 +12,7 @@ import math
 import torch
 
 from ..ops.registry import LOWERINGS
-from ..ops.views import gather_view, grow_storage, math_bits
+from ..ops.views import gather_view, grow_storage, math_bits, window
 from ..tensor import Storage, TpuTensor, contiguous_strides, make_view, wrap
 from . import meta_errors, strict
 from .values import call_unwrapped, unwrap
@@ -58,6 +58,8 @@ def handler(func):
             # alias, detach, a view to its own shape: the base's value as it is, which costs
             # no program (a jitted identity copies its input).
             value = unwrap(base)
+        elif func is aten.slice.Tensor:
+            value = _slice_value(base, args, kwargs, outs[0])
         elif run is not None:
             value = call_unwrapped(run, args, kwargs)
         elif type(outs) is tuple:
@@ -75,6 +77,17 @@ def handler(func):
         return _aliasing(storage, value, outs)
 
     return view
+
+
+def _slice_value(base: TpuTensor, args, kwargs, geometry: tuple):
+    """slice's value, its start traced (read off the view's offset): one program for every
+    x[i:i + n]."""
+    dim = (args[1] if len(args) > 1 else kwargs.get("dim", 0)) % base.dim()
+    step = args[4] if len(args) > 4 else kwargs.get("step", 1)
+    size, _, offset = geometry
+    stride = base.stride(dim)
+    start = (offset - base.storage_offset()) // stride if stride and size[dim] else 0
+    return window(unwrap(base), start, dim, size[dim], step)
 
 
 def _view_of(func, base: TpuTensor, args, kwargs) -> tuple:
@@ -139,7 +152,8 @@ def _bits(m: torch.Tensor) -> tuple[bool, bool] | None:
 
 def _gathered(storage: Storage, geometry: tuple, bits):
     """The value of a view with this geometry and math bits, from its storage."""
-    value = gather_view(storage.value, geometry)
+    size, stride, offset = geometry
+    value = gather_view(storage.value, offset, (size, stride))
     return value if bits is None else math_bits(value, *bits)
 
 

@@ -452,8 +452,7 @@ def _as_strided_scatter(self, src, size, stride, storage_offset=None):
             f"and itemsize {itemsize} requiring a storage size of {needed * itemsize} are out "
             f"of bounds for storage of size {self.size * itemsize}")
 
-    return scatter_view.jitted(self, src.astype(self.dtype),
-                        (tuple(size), tuple(stride), storage_offset or 0))
+    return scatter_view.jitted(self, src.astype(self.dtype), offset, (tuple(size), tuple(stride)))
 
 
 @lowering(aten.masked_scatter)

@@ -32,6 +32,8 @@ class Lowering:
     # Inputs the op updates in place although its schema does not say so
     # (native_batch_norm's running statistics); the rule returns their new values last.
     mutates: tuple[str, ...] = ()
+    # Integer arguments traced all the same (select's index: a loop over x[i] compiles once).
+    dynamic: frozenset[str] = frozenset()
 
 
 LOWERINGS: dict[OpOverload, Lowering] = {}
@@ -55,6 +57,7 @@ def lowering(
     skip_meta: bool = False,
     records: bool = False,
     mutates: tuple[str, ...] = (),
+    dynamic: tuple[str, ...] = (),
 ) -> Callable[[Callable], Callable]:
     """Register ``fn`` as the lowering of ``ops``; a packet stands for its functional overloads."""
 
@@ -63,9 +66,8 @@ def lowering(
             for op in _overloads(packet):
                 if op in LOWERINGS:
                     raise RuntimeError(f"torchtpu: duplicate lowering for {op}")
-                LOWERINGS[op] = Lowering(
-                    op, fn, frozenset(static), eager, skip_meta, records, tuple(mutates)
-                )
+                LOWERINGS[op] = Lowering(op, fn, frozenset(static), eager, skip_meta, records,
+                                         tuple(mutates), frozenset(dynamic))
         return fn
 
     return register

@@ -14,14 +14,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..runtime.execute import executable
+from ..runtime.execute import Executable, executable
 from .registry import lowering
 
 aten = __import__("torch").ops.aten
 
 
 def _flat_index(size, stride, offset):
-    idx = jnp.full(size, offset, dtype=jnp.int64)
+    idx = jnp.full(size, 0, dtype=jnp.int64) + offset
     for d, (n, s) in enumerate(zip(size, stride, strict=False)):
         if n > 1 and s:
             idx = idx + lax.broadcasted_iota(jnp.int64, size, d) * s
@@ -41,23 +41,25 @@ def dense_order(size, stride):
     return dims
 
 
-@executable(static_argnums=(1,))
-def gather_view(base: jax.Array, geometry) -> jax.Array:
-    """The elements of ``base``'s storage that a view with this geometry sees."""
-    size, stride, offset = geometry
+@executable(static_argnums=(2,))
+def gather_view(base: jax.Array, offset, layout) -> jax.Array:
+    """The elements of ``base``'s storage that a view with this layout (size, stride) at this
+    offset sees. The offset is traced: a loop over ``x[i]`` compiles one program."""
+    size, stride = layout
     flat = base.reshape(-1)
     order = dense_order(size, stride)
     if order is None:
         return flat[_flat_index(size, stride, offset)]
-    run = lax.slice(flat, (offset,), (offset + math.prod(size),))
+    run = lax.dynamic_slice(flat, (offset,), (math.prod(size),))
     in_memory = run.reshape([size[d] for d in order])
     return jnp.transpose(in_memory, np.argsort(order)).reshape(size)
 
 
-@executable(static_argnums=(2,))
-def scatter_view(base: jax.Array, value: jax.Array, geometry) -> jax.Array:
-    """``base`` with the elements a view of this geometry sees replaced by ``value``."""
-    size, stride, offset = geometry
+@executable(static_argnums=(3,))
+def scatter_view(base: jax.Array, value: jax.Array, offset, layout) -> jax.Array:
+    """``base`` with the elements a view of this layout at this offset sees replaced by
+    ``value``."""
+    size, stride = layout
     flat = base.reshape(-1)
     order = dense_order(size, stride)
     if order is None:
@@ -103,21 +105,21 @@ def reinterpret(flat: jax.Array, dtype) -> jax.Array:
     return lax.bitcast_convert_type(jnp.sum(pieces << shifts, axis=1, dtype=uwide), dst)
 
 
-@executable(static_argnums=(1, 2))
-def gather_as(base: jax.Array, dtype, geometry) -> jax.Array:
-    """What a view of ``dtype`` with this geometry sees of ``base``'s storage read as that
-    dtype (x.view(torch.int32), view_as_real, view_as_complex): its geometry counts elements
-    of ``dtype``, which may be wider or narrower than the storage's."""
-    return gather_view.jitted(reinterpret(base.reshape(-1), dtype), geometry)
+@executable(static_argnums=(1, 3))
+def gather_as(base: jax.Array, dtype, offset, layout) -> jax.Array:
+    """What a view of ``dtype`` with this layout and offset sees of ``base``'s storage read as
+    that dtype (x.view(torch.int32), view_as_real, view_as_complex): its geometry counts
+    elements of ``dtype``, which may be wider or narrower than the storage's."""
+    return gather_view.jitted(reinterpret(base.reshape(-1), dtype), offset, layout)
 
 
-@executable(static_argnums=(2,))
-def scatter_as(base: jax.Array, value: jax.Array, geometry) -> jax.Array:
+@executable(static_argnums=(3,))
+def scatter_as(base: jax.Array, value: jax.Array, offset, layout) -> jax.Array:
     """``base`` with what a view of ``value``'s dtype sees (``gather_as``) replaced."""
     # A bool view writes bytes: read as bool, the storage's other bytes would become 0 or 1.
     unit = jnp.uint8 if value.dtype == jnp.bool_ else value.dtype
     flat = reinterpret(base.reshape(-1), unit)
-    flat = scatter_view.jitted(flat, reinterpret(value.reshape(-1), unit), geometry)
+    flat = scatter_view.jitted(flat, reinterpret(value.reshape(-1), unit), offset, layout)
     return reinterpret(flat, base.dtype).reshape(base.shape)
 
 
@@ -186,7 +188,7 @@ def _expand(self, size, *, implicit=False):
     return jnp.broadcast_to(self, shape)
 
 
-@lowering(aten.select.int)
+@lowering(aten.select.int, dynamic=("index",), skip_meta=True)  # (its view checked it)
 def _select(self, dim, index):
     dim = _dim(dim, self.ndim)
     if isinstance(index, jax.Array):  # a traced int (torch.compile: a position in a loop)
@@ -205,6 +207,17 @@ def _slice(self, dim=0, start=None, end=None, step=1):
     start, end, _ = slice(start, end, step).indices(n)
     end = max(start, end)
     return lax.slice_in_dim(self, start, end, step, dim)
+
+
+def _window(x: jax.Array, start, dim: int, size: int, step: int) -> jax.Array:
+    span = (size - 1) * step + 1 if size else 0
+    run = lax.dynamic_slice_in_dim(x, start, span, dim)
+    return lax.slice_in_dim(run, 0, span, step, dim) if step > 1 else run
+
+
+# slice's value with its start traced, its size and step known (from the meta kernel):
+# a loop over x[i:i + n] compiles once.
+window = Executable(_window, static_argnums=(2, 3, 4), is_view=True)
 
 
 @lowering(aten.unsqueeze)
