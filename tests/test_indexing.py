@@ -258,3 +258,15 @@ def _masked_assign(values):
 ])
 def test_bad_indexing_is_refused_as_cpu(bad, exc):
     raises_as_cpu(bad, exc)
+
+
+@pytest.mark.parametrize("sizes", [(t, i, s) for t in ((), (1,)) for i in ((), (1,))
+                                   for s in ((), (1,))])
+def test_index_copy_of_0d_and_1_element_tensors(sizes):
+    def run(device):
+        target = torch.zeros(sizes[0], device=device)
+        target.index_copy_(0, torch.zeros(sizes[1], dtype=torch.int64, device=device),
+                           torch.full(sizes[2], 7.0, device=device))
+        return target
+
+    assert_same(run("tpu"), run("cpu"))

@@ -300,6 +300,8 @@ def _index_copy(self, dim, index, source):
                            f"but got (self) {scalar_type_name(self.dtype)} and (source) "
                            f"{scalar_type_name(source.dtype)}")
     dim = dim % max(self.ndim, 1)
+    index = index.reshape(-1)  # a 0-d index (and its 0-d source) is one of one, as on CPU
+    source = source.reshape(self.shape[:dim] + index.shape + self.shape[dim + 1:])
     return self.at[(slice(None),) * dim + (index,)].set(source.astype(self.dtype))
 
 
