@@ -82,3 +82,14 @@ def test_an_out_of_another_dtype_as_cpu(name, dtype, op):
     assert tpu_error == cpu_error
     if cpu_error is None:
         assert_same(actual, expected)
+
+
+def test_an_out_on_the_cpu_is_refused_after_its_dtype():
+    # as the accelerators' nonzero kernels: dtype first, then "on the same device"
+    x = _x("tpu")
+    with pytest.raises(RuntimeError, match="Expected out tensor to have scalar type Long"):
+        torch.nonzero(x, out=torch.empty(0))
+    with pytest.raises(RuntimeError, match="self and out to be on the same device"):
+        torch.nonzero(x, out=torch.empty(0, dtype=i64))
+    with pytest.raises(RuntimeError, match="Expected out tensor to have device tpu:0, but got cpu"):
+        torch.neg(x, out=torch.empty(0))

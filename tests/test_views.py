@@ -612,3 +612,9 @@ def test_a_loop_over_rows_and_windows_compiles_once():
     actual = run("tpu", spans)
     assert torchtpu.debug.metrics()["compile"] == first
     assert_same(actual, run("cpu", spans))
+
+
+@pytest.mark.parametrize("size, step", [(0, 1), (0, 2), (1, 1)])
+def test_unfold_of_a_0d_tensor_is_a_window_of_size(size, step):
+    x = torch.tensor(0.5)
+    assert_same(x.to("tpu").unfold(0, size, step), x.unfold(0, size, step))

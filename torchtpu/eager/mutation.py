@@ -318,6 +318,13 @@ def _dtype_of(value) -> torch.dtype:
     return value.dtype if isinstance(value, torch.Tensor) else to_torch_dtype(value.dtype)
 
 
+def _out_device_error(func, self, out) -> str:
+    if func._schema.name == "aten::nonzero":  # its accelerator kernels' own check
+        return (f"expected self and out to be on the same device, but got out on {out.device} "
+                f"and self on {self.device}")
+    return f"Expected out tensor to have device {DEVICE}, but got {out.device} instead"
+
+
 def _out_handler(func, compute, out_names, takes_dtype=False, pointwise=False):
     no_overlap = func in _NO_OVERLAP
     returns_nothing = not func._schema.returns  # out: Tensor[] (split_with_sizes_copy)
@@ -328,10 +335,12 @@ def _out_handler(func, compute, out_names, takes_dtype=False, pointwise=False):
         for name in out_names:
             out = kwargs.pop(name)
             outs += out if isinstance(out, (list, tuple)) else [out]
+        self = next((x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)), None)
+        self_dtype = None if self is None else self.dtype
+        refuse_out_dtype_first(func, self_dtype, outs[0])
         for out in outs:
-            if not isinstance(out, TpuTensor):  # structured kernels' resize_out check
-                raise RuntimeError(f"Expected out tensor to have device {DEVICE}, "
-                                   f"but got {out.device} instead")
+            if not isinstance(out, TpuTensor):
+                raise RuntimeError(_out_device_error(func, self, out))
         if no_overlap and any(_overlap(out, x) for out in outs for x in tree_leaves((args, kwargs))
                               if isinstance(x, TpuTensor)):
             raise RuntimeError(_OVERLAP)
@@ -340,13 +349,11 @@ def _out_handler(func, compute, out_names, takes_dtype=False, pointwise=False):
         if takes_dtype and len(outs) == 1:
             kwargs.setdefault("dtype", outs[0].dtype)
         leaves = tree_leaves((args, kwargs))
-        self = next((x.dtype for x in leaves if isinstance(x, torch.Tensor)), None)
-        refuse_out_dtype_first(func, self, outs[0])
         result = compute(args, kwargs)
         if not isinstance(result, (list, tuple)):
             result = [result]
         for i, (t, v) in enumerate(zip(outs, result, strict=True)):
-            refuse_out_dtype(func, pointwise, self, t, _dtype_of(v), first=i == 0)
+            refuse_out_dtype(func, pointwise, self_dtype, t, _dtype_of(v), first=i == 0)
         inputs = {id(x._storage) for x in leaves if isinstance(x, TpuTensor)}
         for t, v in zip(outs, result, strict=True):
             if torch._debug_has_internal_overlap(t) == 1:  # MemOverlap::Yes (an expand)

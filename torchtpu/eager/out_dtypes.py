@@ -177,7 +177,7 @@ _OWN_WORDS["amin"] = _OWN_WORDS["amax"]
 
 
 # Kernels that check their out's dtype before their arguments (their result's dtype is fixed).
-_CHECKED_FIRST = {"multinomial": torch.int64}
+_CHECKED_FIRST = {"multinomial": torch.int64, "nonzero": torch.int64}
 
 
 def refuse_out_dtype_first(func, self, out: torch.Tensor) -> None:

@@ -268,8 +268,8 @@ def _diagonal(self, offset=0, dim1=0, dim2=1):
 
 @lowering(aten.unfold)
 def _unfold(self, dimension, size, step):
-    if self.ndim == 0:
-        return self.reshape(1)
+    if self.ndim == 0:  # a window of `size` (0 or 1) over the one element
+        return self.reshape(1)[:size]
     d = _dim(dimension, self.ndim)
     count = (self.shape[d] - size) // step + 1
     idx = jnp.arange(count)[:, None] * step + jnp.arange(size)[None, :]
