@@ -66,6 +66,17 @@ CASES = [
     ("mse_loss", f64, lambda d, o: torch._C._nn.mse_loss(_x(d), _x(d) * 2, out=o)),
     ("abs of complex", f64, lambda d, o: torch.abs(_x(d, torch.complex64), out=o)),
     ("arange", f64, lambda d, o: torch.arange(5, out=o)),
+    # sums and products compute in their out's dtype (the input cast first)
+    ("sum into integers", i64, lambda d, o: torch.sum(_x(d) * 3, 0, out=o)),
+    ("prod of complex into floats", f32,
+     lambda d, o: torch.prod(_x(d, torch.complex64), 1, out=o)),
+    ("cumsum into integers", i32, lambda d, o: torch.cumsum(_x(d) * 3, 1, out=o)),
+    ("cumprod of complex into floats", f32,
+     lambda d, o: torch.cumprod(_x(d, torch.complex64), 0, out=o)),
+    ("cumsum into bools", torch.bool, lambda d, o: torch.cumsum(_x(d), 0, out=o)),
+    # bernoulli draws into an out of any dtype
+    ("bernoulli into bools", torch.bool,
+     lambda d, o: torch.bernoulli(torch.tensor([0.0, 1.0, 1.0], device=d), out=o)),
 ]
 
 

@@ -57,6 +57,19 @@ def _rrelu(self, noise, lower=None, upper=None, training=False, *_):
     return kernel_refuses(kernel, "biuc")(self)
 
 
+def _result_refused(kernel: str, kinds: str):
+    """CPU's kernel, dispatched on the result's dtype (the op's dtype argument), is not built
+    for these kinds."""
+
+    def check(self, *_, dtype=None, **__) -> NotImplementedError | None:
+        if dtype is not None and _kind(dtype) in kinds:
+            return NotImplementedError(f'"{kernel}" not implemented for '
+                                       f'\'{scalar_type_name(dtype)}\'')
+        return None
+
+    return check
+
+
 _NO_COMPLEX_CLAMP = _refuses("c", NotImplementedError("clamp is not supported for complex types"))
 
 # (op name, CPU's kernel name, dtype kinds it is not built for); the default overload.
@@ -118,6 +131,8 @@ KERNEL_DTYPE_CHECKS = {
         "Bool inputs not supported for hardtanh"))),
     _aten.nansum.default: _refuses("c", RuntimeError(
         "nansum on CPU does not support complex inputs")),
+    _aten.cumsum.default: _result_refused("cumsum_out_cpu", "b"),
+    _aten.cumprod.default: _result_refused("cumprod_out_cpu", "b"),
     **{getattr(_aten, f).default: _refuses("c", RuntimeError(
         f"{f} does not support complex inputs.")) for f in ("isposinf", "isneginf")},
 }

@@ -85,11 +85,16 @@ def _out_functional(func):
     return found[0] if found else None
 
 
+# CPU's bernoulli.out draws into its out, whatever its dtype (out.bernoulli_(p)).
+_DRAWS_INTO_OUT = frozenset({aten.bernoulli.out})
+
+
 def _check_cast(result_dtype, target: torch.Tensor, op) -> None:
     src = to_torch_dtype(result_dtype)
     if op is aten.abs_.default and target.is_complex():  # its magnitude would lose the phase
         raise RuntimeError("In-place abs is not supported for complex tensors.")
-    if src != target.dtype and not torch.can_cast(src, target.dtype):
+    if (src != target.dtype and not torch.can_cast(src, target.dtype)
+            and op not in _DRAWS_INTO_OUT):
         raise RuntimeError(
             f"result type {scalar_type_name(src)} can't be cast to the desired output type "
             f"{scalar_type_name(target.dtype)}"
@@ -144,9 +149,11 @@ def derived_handler(func, functional_handler):
     compute = checking_number(functional, compute)
 
     if is_out:
-        # A factory's out= form (linspace.out, arange.out) computes in the out's dtype; an
-        # op's own dtype argument (softmax's, a norm's) stays the caller's.
-        takes_dtype = any(a.name == "device" for a in functional._schema.arguments)
+        # A factory's out= form (linspace.out, arange.out) and a sum or product (CPU's
+        # infer_dtype_from_optional) compute in the out's dtype; another op's own dtype
+        # argument (softmax's, a norm's) stays the caller's.
+        takes_dtype = (any(a.name == "device" for a in functional._schema.arguments)
+                       or functional._schema.name in _SUMS)
         return _out_handler(func, compute, [a.name for a in mutated], takes_dtype,
                             torch.Tag.pointwise in functional.tags)
     pointwise = torch.Tag.pointwise in functional.tags
@@ -316,6 +323,9 @@ def _overlap(a: TpuTensor, b: TpuTensor) -> bool:
 
 def _dtype_of(value) -> torch.dtype:
     return value.dtype if isinstance(value, torch.Tensor) else to_torch_dtype(value.dtype)
+
+
+_SUMS = frozenset({"aten::sum", "aten::nansum", "aten::prod", "aten::cumsum", "aten::cumprod"})
 
 
 def _out_device_error(func, self, out) -> str:
