@@ -74,6 +74,10 @@ CASES = [
     ("cumprod of complex into floats", f32,
      lambda d, o: torch.cumprod(_x(d, torch.complex64), 0, out=o)),
     ("cumsum into bools", torch.bool, lambda d, o: torch.cumsum(_x(d), 0, out=o)),
+    ("mean of complex into floats", f32, lambda d, o: torch.mean(_x(d, torch.complex64), 0, out=o)),
+    ("mean into integers", i64, lambda d, o: torch.mean(_x(d), 0, out=o)),
+    ("cat into integers", i64, lambda d, o: torch.cat([_x(d)], out=o)),
+    ("max into integers", i64, lambda d, o: torch.max(_x(d), out=o)),
     # bernoulli draws into an out of any dtype
     ("bernoulli into bools", torch.bool,
      lambda d, o: torch.bernoulli(torch.tensor([0.0, 1.0, 1.0], device=d), out=o)),
@@ -86,8 +90,8 @@ def test_an_out_of_another_dtype_as_cpu(name, dtype, op):
         out = torch.empty(0, dtype=dtype, device=device) if dtype is not None else None
         try:
             return op(device, out), None
-        except RuntimeError as e:
-            return None, str(e)
+        except (RuntimeError, TypeError) as e:
+            return None, f"{type(e).__name__}: {e}"
 
     (expected, cpu_error), (actual, tpu_error) = run("cpu"), run("tpu")
     assert tpu_error == cpu_error

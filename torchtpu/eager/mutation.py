@@ -8,6 +8,7 @@ runs ``_foreach_add.List`` and writes each result into its ``self[i]``.
 from __future__ import annotations
 
 import warnings
+from functools import partial
 
 import torch
 from torch.utils._pytree import tree_leaves
@@ -149,12 +150,12 @@ def derived_handler(func, functional_handler):
     compute = checking_number(functional, compute)
 
     if is_out:
-        # A factory's out= form (linspace.out, arange.out) and a sum or product (CPU's
-        # infer_dtype_from_optional) compute in the out's dtype; another op's own dtype
-        # argument (softmax's, a norm's) stays the caller's.
-        takes_dtype = (any(a.name == "device" for a in functional._schema.arguments)
-                       or functional._schema.name in _SUMS)
-        return _out_handler(func, compute, [a.name for a in mutated], takes_dtype,
+        # A factory's out= form (linspace.out, arange.out) computes in the out's dtype, as do
+        # sums (_in_out_dtype); another op's own dtype argument (softmax's, a norm's) stays
+        # the caller's.
+        factory = any(a.name == "device" for a in functional._schema.arguments)
+        in_out_dtype = (lambda out: True) if factory else partial(_in_out_dtype, func)
+        return _out_handler(func, compute, [a.name for a in mutated], in_out_dtype,
                             torch.Tag.pointwise in functional.tags)
     pointwise = torch.Tag.pointwise in functional.tags
     return _inplace_handler(func, _reordered(func, functional, compute),
@@ -328,6 +329,13 @@ def _dtype_of(value) -> torch.dtype:
 _SUMS = frozenset({"aten::sum", "aten::nansum", "aten::prod", "aten::cumsum", "aten::cumprod"})
 
 
+def _in_out_dtype(func, out: torch.Tensor) -> bool:
+    """CPU's sums (infer_dtype_from_optional) compute in their out's dtype, the input cast."""
+    if func._schema.name == "aten::mean":  # mean.dtype_out checks its out against its input
+        return func._overloadname == "out" and (out.is_floating_point() or out.is_complex())
+    return func._schema.name in _SUMS
+
+
 def _out_device_error(func, self, out) -> str:
     if func._schema.name == "aten::nonzero":  # its accelerator kernels' own check
         return (f"expected self and out to be on the same device, but got out on {out.device} "
@@ -335,7 +343,7 @@ def _out_device_error(func, self, out) -> str:
     return f"Expected out tensor to have device {DEVICE}, but got {out.device} instead"
 
 
-def _out_handler(func, compute, out_names, takes_dtype=False, pointwise=False):
+def _out_handler(func, compute, out_names, in_out_dtype, pointwise: bool):
     no_overlap = func in _NO_OVERLAP
     returns_nothing = not func._schema.returns  # out: Tensor[] (split_with_sizes_copy)
 
@@ -356,7 +364,7 @@ def _out_handler(func, compute, out_names, takes_dtype=False, pointwise=False):
             raise RuntimeError(_OVERLAP)
         for out in outs if pointwise else ():
             refuse_partial_overlap(out, (*args, *kwargs.values()))
-        if takes_dtype and len(outs) == 1:
+        if len(outs) == 1 and in_out_dtype(outs[0]):
             kwargs.setdefault("dtype", outs[0].dtype)
         leaves = tree_leaves((args, kwargs))
         result = compute(args, kwargs)

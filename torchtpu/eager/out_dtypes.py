@@ -31,9 +31,8 @@ _POINTWISE_EXACT = frozenset({"relu", "celu", "clone", "isnan", "isinf", "_conj_
 # Non-pointwise kernels that cast their result into any out it casts to safely.
 _CASTING = frozenset({
     "sum.IntList_out", "nansum", "prod.int_out", "std", "var", "std_mean", "var_mean",
-    "cumsum", "cumprod", "logsumexp", "max.unary_out", "min.unary_out", "mse_loss",
-    "smooth_l1_loss", "huber_loss", "addr", "bernoulli.out", "glu", "_to_copy", "cat", "stack",
-    "hstack", "vstack", "dstack", "column_stack", "_chunk_cat", "_fft_c2r", "mvlgamma",
+    "cumsum", "cumprod", "logsumexp", "mean.out", "mse_loss", "smooth_l1_loss", "huber_loss",
+    "addr", "bernoulli.out", "glu", "_to_copy", "_chunk_cat", "_fft_c2r", "mvlgamma",
     "floor_divide", "normal.Tensor_float_out", "normal.float_Tensor_out",
     "normal.Tensor_Tensor_out",
 })
@@ -92,6 +91,21 @@ def _castable(what: str, name: str = "result"):
     return check
 
 
+def _cat(op, self, out, result):
+    if torch.can_cast(result, out):
+        return None
+    return TypeError(f"torch.cat(): input types can't be cast to the desired output type "
+                     f"{scalar_type_name(out)}")
+
+
+def _can_cast_self(op, self, out, result):
+    if torch.can_cast(result, out):
+        return None
+    return ("Expected canCast( typeMetaToScalarType(self.dtype()), typeMetaToScalarType("
+            "out.dtype())) to be true, but got false.  (Could this error message be improved?  "
+            "If so, please report an enhancement request to PyTorch.)")
+
+
 def _floating(op, self, out, result):
     if out.is_floating_point or out.is_complex:
         return None
@@ -105,7 +119,7 @@ def _complex_fft(op, self, out, result):
     return None
 
 
-Check = Callable[[str, torch.dtype, torch.dtype, torch.dtype], "str | None"]
+Check = Callable[[str, torch.dtype, torch.dtype, torch.dtype], "str | Exception | None"]
 # Kernels that check an out's dtype with words of their own (None: CPU takes it); they run
 # only for an out of another dtype than the result's.
 _OWN_WORDS: dict[str, Check] = {
@@ -168,10 +182,12 @@ _OWN_WORDS: dict[str, Check] = {
     "cholesky_solve": _castable("cholesky_solve"), "linalg_pinv": _castable("linalg.pinv"),
     "linalg_householder_product": _castable("torch.linalg.householder_product"),
     "linalg_eigvals": _castable("torch.linalg.eigvals", "eigenvalues"),
-    "mean": lambda op, s, o, r: None if torch.can_cast(r, o) else (
+    "mean.dtype_out": lambda op, s, o, r: None if torch.can_cast(r, o) else (
         f"mean.dtype_out(): input types can't be cast to the desired output type "
         f"{scalar_type_name(o)}"),
     "logsumexp": _floating, "_fft_r2c": _complex_fft, "_fft_c2c": _complex_fft,
+    **dict.fromkeys(("cat", "stack", "hstack", "vstack", "dstack", "column_stack"), _cat),
+    "max.unary_out": _can_cast_self, "min.unary_out": _can_cast_self,
 }
 _OWN_WORDS["amin"] = _OWN_WORDS["amax"]
 
@@ -210,5 +226,5 @@ def refuse_out_dtype(func, pointwise: bool, self, out: torch.Tensor, result: tor
         message = (f"Expected out tensor to have dtype {cpp_name(result)}, but got "
                    f"{cpp_name(got)} instead")
     if message:
-        raise RuntimeError(message)
+        raise message if isinstance(message, Exception) else RuntimeError(message)
 
