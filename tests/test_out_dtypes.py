@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import assert_same
+from conftest import assert_same, raises_as_cpu
 
 f64, f32, i32, i64 = torch.float64, torch.float32, torch.int32, torch.int64
 
@@ -108,3 +108,15 @@ def test_an_out_on_the_cpu_is_refused_after_its_dtype():
         torch.nonzero(x, out=torch.empty(0, dtype=i64))
     with pytest.raises(RuntimeError, match="Expected out tensor to have device tpu:0, but got cpu"):
         torch.neg(x, out=torch.empty(0))
+
+
+@pytest.mark.parametrize("op", [
+    lambda d, o: torch.mode(_x(d), 1, out=(o(f32), o(torch.int8))),
+    lambda d, o: torch.kthvalue(_x(d), 1, out=(o(f32), o(i32))),
+    lambda d, o: torch.median(_x(d), 1, out=(o(f32), o(i32))),
+    lambda d, o: torch.nanmedian(_x(d), 1, out=(o(f64), o(i64))),
+    lambda d, o: torch.cummax(_x(d), 1, out=(o(f32), o(i32))),
+    lambda d, o: torch.frexp(_x(d), out=(o(f32), o(i64))),
+], ids=["mode", "kthvalue", "median", "nanmedian values", "cummax", "frexp"])
+def test_an_index_out_of_another_dtype_is_refused_as_cpu(op):
+    raises_as_cpu(lambda d: op(d, lambda dtype: torch.empty(0, dtype=dtype, device=d)))

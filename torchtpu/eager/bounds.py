@@ -23,6 +23,7 @@ from torch.utils._pytree import tree_map
 from .. import config
 from ..runtime.execute import executable
 from ..tensor import TpuTensor, read
+from .meta_errors import histc_range_error
 from .views import meta_like
 
 aten = torch.ops.aten
@@ -264,6 +265,28 @@ def _distribution(args, kwargs) -> None:
             f"invalid multinomial distribution (encountering probability entry {what})")
 
 
+@executable()
+def _extrema(x):
+    return jnp.min(x), jnp.max(x)
+
+
+def _histc_data_range(args, kwargs) -> None:
+    """histc over the data's range (min == max): CPU's error for data that is not finite."""
+    self = args[0]
+    low = args[2] if len(args) > 2 else kwargs.get("min", 0)
+    high = args[3] if len(args) > 3 else kwargs.get("max", 0)
+    if (low != high or not isinstance(self, TpuTensor) or self.numel() == 0
+            or not self.is_floating_point()):
+        return
+    low, high = (np.asarray(e) for e in _extrema(read(self)))
+    if low == high:  # widened as CPU widens, in the data's dtype
+        low, high = low - 1, high + 1
+        if low == high:
+            low, high = np.nextafter(low, -np.inf), np.nextafter(high, np.inf)
+    if (message := histc_range_error(float(low), float(high))) is not None:
+        raise RuntimeError(message)
+
+
 # Ops whose values (not indices) CPU checks: (args, kwargs) -> None, or raise.
 _VALUES = {aten.binary_cross_entropy.default: _probabilities,
            aten.multinomial.default: _distribution,
@@ -274,6 +297,7 @@ _VALUES = {aten.binary_cross_entropy.default: _probabilities,
            aten.poisson.default: _parameter(
                0, _below_zero, "invalid Poisson rate, expected rate to be non-negative"),
            aten.masked_scatter.default: _enough_source,
+           aten.histc.default: _histc_data_range,
            aten.masked_scatter_.default: _enough_source,
            **{op: _integer_divisor for op in (
                aten.floor_divide.default, aten.floor_divide.Scalar, aten.floor_divide_.Tensor,

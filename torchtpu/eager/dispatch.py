@@ -8,6 +8,7 @@ finally the CPU fallback or a clear error.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import jax
@@ -126,6 +127,8 @@ def _build(func, fused: bool = False) -> Handler:
         handler = _checking_errors(handler, _CHECKS_ERRORS[func])
     if func in _UNINITIALIZED:
         handler = _filled_if_deterministic(handler)
+    if func in _COPIED_IF_STRIDED:
+        handler = _warning_of_copies(handler, _COPIED_IF_STRIDED[func])
     return _on_requested_device(func, handler) if func in _TEMPLATE_FACTORIES else handler
 
 
@@ -486,6 +489,36 @@ _LU_OF_TRANSPOSE = {aten._linalg_det.default, aten._linalg_slogdet.default}
 
 # Arguments cuda's kernels also take from the host (sequence lengths): a CPU tensor there is
 # read as a host array instead of refused as a tensor on another device.
+# CPU's searchsorted copies a non-contiguous argument, and says so once per process
+# (TORCH_WARN_ONCE; each time under torch.set_warn_always): (position or keyword, name).
+_COPIED_IF_STRIDED = {
+    aten.searchsorted.Tensor: ((1, "input value"), (0, "boundary"), ("sorter", "sorter")),
+    aten.searchsorted.Scalar: ((0, "boundary"), ("sorter", "sorter")),
+    aten.bucketize.Tensor: ((0, "input value"), (1, "boundary")),
+    aten.bucketize.Scalar: ((1, "boundary"),),
+}
+_WARNED_OF_COPY: set[str] = set()
+
+
+def _warning_of_copies(inner: Handler, arguments) -> Handler:
+    def handler(args, kwargs):
+        for at, name in arguments:
+            x = kwargs.get(at) if isinstance(at, str) else args[at]
+            if not isinstance(x, torch.Tensor) or x.is_contiguous():
+                continue
+            if torch.is_warn_always_enabled() or name not in _WARNED_OF_COPY:
+                if not torch.is_warn_always_enabled():
+                    _WARNED_OF_COPY.add(name)
+                warnings.warn(
+                    f"torch.searchsorted(): {name} tensor is non-contiguous, this will lower the "
+                    f"performance due to extra data copy when converting non-contiguous tensor "
+                    f"to contiguous, please use contiguous {name} tensor if possible. This "
+                    f"message will only appear once per program.", UserWarning, stacklevel=2)
+        return inner(args, kwargs)
+
+    return handler
+
+
 _HOST_ARGS = {aten._ctc_loss.Tensor: (2, 3), aten._ctc_loss_backward.Tensor: (3, 4)}
 
 

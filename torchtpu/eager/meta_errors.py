@@ -118,6 +118,8 @@ def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
                             f"and {m.group(2)}")
     if text in _SAME_CHECK:
         return RuntimeError(_SAME_CHECK[text])
+    if text == "duplicate value in the list of dims" and tensors:
+        return RuntimeError(_repeated_dim(len(tensors[0].shape), args) or text)
     if m := _MV.match(text):
         rows, cols, n = m.groups()
         return RuntimeError(f"size mismatch, got input ({rows}), mat ({rows}x{cols}), vec ({n})")
@@ -338,7 +340,7 @@ def _arg_reduction_check(name: str):
                               "input.numel() == 0.")
         if dim is not None:
             check_nonempty(name, self, dim)
-        return None
+        return _dims_limit(self, dim)
 
     return check
 
@@ -594,7 +596,45 @@ def _first(*checks):
 def _nonempty_check(name: str):
     """max()/min() of nothing, or over an empty dim: CPU's messages (a JAX one otherwise),
     as amax/amin's rules raise them."""
-    return lambda self, dim=None, *_: check_nonempty(name, self, dim)
+    return lambda self, dim=None, *_: _dims_limit(self, dim) or check_nonempty(name, self, dim)
+
+
+def _histc_range(self, bins=100, min=0, max=0) -> str | None:  # noqa: A002
+    # (a range from the data is checked on its values: bounds.py)
+    return histc_range_error(min, max) if min != max else None
+
+
+def histc_range_error(low: float, high: float) -> str | None:
+    """CPU's histc refuses a range that is not finite."""
+    if math.isfinite(low) and math.isfinite(high):
+        return None
+    return f"torch.histc: range of [{_cpp_float(low)}, {_cpp_float(high)}] is not finite"
+
+
+def _repeated_dim(ndim: int, args: Sequence) -> str | None:
+    """CPU's words for the first dim a reduction's dim list names twice."""
+    for dims in (a for a in args if isinstance(a, (list, tuple))):
+        seen = set()
+        for d in dims:
+            if not isinstance(d, int):
+                break
+            d = d % max(ndim, 1)
+            if d in seen:
+                return f"dim {d} appears multiple times in the list of dims"
+            seen.add(d)
+    return None
+
+
+def _cpp_float(x: float) -> str:
+    """A double as C++'s ostream prints it."""
+    return ("-nan" if math.copysign(1, x) < 0 else "nan") if math.isnan(x) else f"{x:g}"
+
+
+def _dims_limit(self, dim) -> str | None:
+    # TensorIterator's reductions over a dim take up to 64 dims (c10's MAX_DIMS)
+    if dim is not None and len(self.shape) > 64:
+        return "only tensors with up to 64 dims are supported"
+    return None
 
 
 def _clamp_bounds(self, min=None, max=None) -> Exception | str | None:  # noqa: A002
@@ -645,6 +685,7 @@ _BROADCAST_ORDER = {torch.ops.aten.addmm.default: _addmm_expand,
 
 _CPU_CHECKS = {
     **KERNEL_DTYPE_CHECKS,
+    _aten.histc.default: _first(KERNEL_DTYPE_CHECKS[_aten.histc.default], _histc_range),
     _aten.index.Tensor: lambda self, indices: None if indices else IndexError(
         "at least one index must be provided"),
     **nn_checks.DECOMPOSED,

@@ -371,7 +371,7 @@ def _out_handler(func, compute, out_names, in_out_dtype, pointwise: bool):
         if not isinstance(result, (list, tuple)):
             result = [result]
         for i, (t, v) in enumerate(zip(outs, result, strict=True)):
-            refuse_out_dtype(func, pointwise, self_dtype, t, _dtype_of(v), first=i == 0)
+            refuse_out_dtype(func, pointwise, self_dtype, t, _dtype_of(v), position=i)
         inputs = {id(x._storage) for x in leaves if isinstance(x, TpuTensor)}
         for t, v in zip(outs, result, strict=True):
             if torch._debug_has_internal_overlap(t) == 1:  # MemOverlap::Yes (an expand)

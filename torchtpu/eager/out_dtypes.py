@@ -190,6 +190,24 @@ _OWN_WORDS: dict[str, Check] = {
     "max.unary_out": _can_cast_self, "min.unary_out": _can_cast_self,
 }
 _OWN_WORDS["amin"] = _OWN_WORDS["amax"]
+_OWN_WORDS["nanmedian.dim_values"] = _OWN_WORDS["median.dim_values"]
+
+
+def _median_indices(op, self, out, result):
+    return (f"Expected tensor for argument #1 'indices' to have scalar type Long; but got "
+            f"torch.{scalar_type_name(out)}Tensor instead (while checking arguments for median)")
+
+
+# The same for their second output (indices, frexp's exponent).
+_SECOND_WORDS: dict[str, Check] = {
+    "mode": lambda op, s, o, r: (f"expected scalar type '{scalar_type_name(r)}' but got "
+                                 f"'{scalar_type_name(o)}' for indices output"),
+    "kthvalue": lambda op, s, o, r: "output indices must be of scalar type Long",
+    "median.dim_values": _median_indices, "nanmedian.dim_values": _median_indices,
+    "cummax": _expected_scalar_type, "cummin": _expected_scalar_type,
+    "frexp": lambda op, s, o, r: (f"torch.frexp() expects exponent to have int dtype but got "
+                                  f"{cpp_name(o)}"),
+}
 
 
 # Kernels that check their out's dtype before their arguments (their result's dtype is fixed).
@@ -204,15 +222,16 @@ def refuse_out_dtype_first(func, self, out: torch.Tensor) -> None:
 
 
 def refuse_out_dtype(func, pointwise: bool, self, out: torch.Tensor, result: torch.dtype,
-                     first: bool = True) -> None:
+                     position: int = 0) -> None:
     """Raise CPU's error when ``func`` cannot write its ``result`` dtype into ``out``.
 
-    ``self`` is the op's first tensor's dtype (None without one); ``first`` says ``out`` is the
-    op's first output, the one a kernel's own check looks at."""
+    ``self`` is the op's first tensor's dtype (None without one); ``position`` is ``out``'s
+    among the op's outputs (kernels check their first two in their own words)."""
     overload = func._schema.name.removeprefix("aten::") + "." + func._overloadname
     packet = overload.split(".")[0]
     got = out.dtype
-    check = (_OWN_WORDS.get(overload) or _OWN_WORDS.get(packet)) if first else None
+    words = {0: _OWN_WORDS, 1: _SECOND_WORDS}.get(position, {})
+    check = words.get(overload) or words.get(packet)
     if check is not None:
         message = check(overload, self, got, result) if got != result else None
     elif got == result or packet in _CASTING or overload in _CASTING:

@@ -144,12 +144,17 @@ def _argmin(self, dim=None, keepdim=False):
 
 @lowering(aten.any.default, aten.any.dim, aten.any.dims, aten._is_any_true)
 def _any(self, dim=None, keepdim=False):
-    return jnp.any(self.astype(bool), axis=_axes(dim, self.ndim), keepdims=keepdim)
+    return jnp.any(self.astype(bool), axis=_logical_axes(dim, self.ndim), keepdims=keepdim)
 
 
 @lowering(aten.all.default, aten.all.dim, aten.all.dims, aten._is_all_true)
 def _all(self, dim=None, keepdim=False):
-    return jnp.all(self.astype(bool), axis=_axes(dim, self.ndim), keepdims=keepdim)
+    return jnp.all(self.astype(bool), axis=_logical_axes(dim, self.ndim), keepdims=keepdim)
+
+
+def _logical_axes(dim, ndim):
+    # all.dims and any.dims of no dims reduce nothing (sum's [] is every dim)
+    return () if isinstance(dim, (list, tuple)) and not dim else _axes(dim, ndim)
 
 
 # correction static: CPU warns of a correction that leaves no degrees of freedom.

@@ -1,0 +1,67 @@
+"""Reductions as CPU computes and refuses them, where PyTorch's own reduction tests found us
+apart."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from conftest import assert_same, raises_as_cpu
+
+
+@pytest.mark.parametrize("op", [torch.all, torch.any])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_all_and_any_over_no_dims_reduce_nothing(op, keepdim):
+    x = torch.tensor([[1, 0], [2, 3]], dtype=torch.uint8)
+    assert_same(op(x.to("tpu"), dim=[], keepdim=keepdim), op(x, dim=[], keepdim=keepdim))
+    assert_same(op(x.float().to("tpu"), dim=[]), op(x.float(), dim=[]))
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.sum(torch.ones(3, 3, 3, device=d), (0, 0)),
+    lambda d: torch.std(torch.ones(3, 3, 3, device=d), (2, -1)),
+    lambda d: torch.flip(torch.ones(3, 3, device=d), (1, -1)),
+    lambda d: torch.argmax(torch.zeros([1] * 65, device=d), 0),
+    lambda d: torch.min(torch.zeros([1] * 65, device=d), 0),
+    lambda d: torch.histc(torch.ones(3, device=d), bins=4, min=0, max=float("inf")),
+    lambda d: torch.histc(torch.ones(3, device=d), bins=4, min=float("nan"), max=3),
+])
+def test_bad_reductions_are_refused_as_cpu(bad, eager_mode):
+    raises_as_cpu(bad)
+
+
+@pytest.mark.parametrize("data", [[1.0, 2.0, float("inf")], [float("inf")], [-float("inf")],
+                                  [float("nan")]])
+def test_histc_over_data_that_is_not_finite_is_refused(data):
+    raises_as_cpu(lambda d: torch.histc(torch.tensor(data, device=d)))
+    x = torch.tensor([1.0, 2.0, float("nan"), float("inf")])
+    assert_same(torch.histc(x.to("tpu"), bins=4, min=0, max=3), torch.histc(x, 4, 0, 3))
+
+
+@pytest.mark.parametrize("op", [
+    lambda d: torch.searchsorted(_strided(d, [[1.0, 4.0], [2.0, 5.0], [3.0, 6.0]]),
+                                 _strided(d, [[2.0, 3.0], [5.0, 0.0], [1.0, 7.0]])),
+    lambda d: torch.bucketize(_strided(d, [[2.0, 3.0], [5.0, 0.0], [1.0, 7.0]]),
+                              torch.arange(8.0, device=d)[::2]),
+])
+def test_searchsorted_warns_of_a_non_contiguous_argument_as_cpu(op):
+    def caught(device):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            torch.set_warn_always(True)
+            try:
+                result = op(device)
+            finally:
+                torch.set_warn_always(False)
+        # (CPU's add where in C++ they were raised)
+        return result, sorted(str(x.message).split(" (Triggered internally")[0] for x in w
+                              if "non-contiguous" in str(x.message))
+
+    (expected, on_cpu), (actual, on_tpu) = caught("cpu"), caught("tpu")
+    assert on_tpu == on_cpu and len(on_cpu) == 2
+    assert_same(actual, expected)
+
+
+def _strided(device, rows):
+    return torch.tensor(rows, device=device).t()  # a transpose: not contiguous
