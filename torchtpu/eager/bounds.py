@@ -23,7 +23,7 @@ from torch.utils._pytree import tree_map
 from .. import config
 from ..runtime.execute import executable
 from ..tensor import TpuTensor, read
-from .meta_errors import histc_range_error
+from .reduction_checks import histc_range_error
 from .views import meta_like
 
 aten = torch.ops.aten

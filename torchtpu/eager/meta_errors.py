@@ -23,6 +23,12 @@ from ..ops.reduction import check_nonempty
 from . import nn_checks
 from .kernel_dtypes import KERNEL_DTYPE_CHECKS, kernel_refuses
 from .number_checks import overflow_error
+from .reduction_checks import (
+    arg_reduction_check,
+    histc_range,
+    nonempty_check,
+    repeated_dim,
+)
 
 _MATMUL = re.compile(r"a and b must have same reduction dim, but got \[(.*)\] X \[(.*)\]")
 _CAT = re.compile(r"Sizes of tensors must match except in dimension (\d+)\. "
@@ -119,7 +125,7 @@ def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
     if text in _SAME_CHECK:
         return RuntimeError(_SAME_CHECK[text])
     if text == "duplicate value in the list of dims" and tensors:
-        return RuntimeError(_repeated_dim(len(tensors[0].shape), args) or text)
+        return RuntimeError(repeated_dim(len(tensors[0].shape), args) or text)
     if m := _MV.match(text):
         rows, cols, n = m.groups()
         return RuntimeError(f"size mismatch, got input ({rows}), mat ({rows}x{cols}), vec ({n})")
@@ -329,20 +335,6 @@ def _bool_subtraction(self, other, *_) -> str | None:
         return ("Subtraction, the `-` operator, with a bool tensor is not supported. If you "
                 "are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
     return None
-
-
-def _arg_reduction_check(name: str):
-    def check(self, dim=None, *_):
-        if str(self.dtype) == "bool":
-            return f"{name}(): does not support bool input"
-        if dim is None and self.size == 0:
-            return IndexError(f"{name}(): Expected reduction dim to be specified for "
-                              "input.numel() == 0.")
-        if dim is not None:
-            check_nonempty(name, self, dim)
-        return _dims_limit(self, dim)
-
-    return check
 
 
 def _softmax_check(kernel: str):
@@ -593,50 +585,6 @@ def _first(*checks):
     return check
 
 
-def _nonempty_check(name: str):
-    """max()/min() of nothing, or over an empty dim: CPU's messages (a JAX one otherwise),
-    as amax/amin's rules raise them."""
-    return lambda self, dim=None, *_: _dims_limit(self, dim) or check_nonempty(name, self, dim)
-
-
-def _histc_range(self, bins=100, min=0, max=0) -> str | None:  # noqa: A002
-    # (a range from the data is checked on its values: bounds.py)
-    return histc_range_error(min, max) if min != max else None
-
-
-def histc_range_error(low: float, high: float) -> str | None:
-    """CPU's histc refuses a range that is not finite."""
-    if math.isfinite(low) and math.isfinite(high):
-        return None
-    return f"torch.histc: range of [{_cpp_float(low)}, {_cpp_float(high)}] is not finite"
-
-
-def _repeated_dim(ndim: int, args: Sequence) -> str | None:
-    """CPU's words for the first dim a reduction's dim list names twice."""
-    for dims in (a for a in args if isinstance(a, (list, tuple))):
-        seen = set()
-        for d in dims:
-            if not isinstance(d, int):
-                break
-            d = d % max(ndim, 1)
-            if d in seen:
-                return f"dim {d} appears multiple times in the list of dims"
-            seen.add(d)
-    return None
-
-
-def _cpp_float(x: float) -> str:
-    """A double as C++'s ostream prints it."""
-    return ("-nan" if math.copysign(1, x) < 0 else "nan") if math.isnan(x) else f"{x:g}"
-
-
-def _dims_limit(self, dim) -> str | None:
-    # TensorIterator's reductions over a dim take up to 64 dims (c10's MAX_DIMS)
-    if dim is not None and len(self.shape) > 64:
-        return "only tensors with up to 64 dims are supported"
-    return None
-
-
 def _clamp_bounds(self, min=None, max=None) -> Exception | str | None:  # noqa: A002
     if min is None and max is None:
         return "torch.clamp: At least one of 'min' or 'max' must not be None"
@@ -685,7 +633,7 @@ _BROADCAST_ORDER = {torch.ops.aten.addmm.default: _addmm_expand,
 
 _CPU_CHECKS = {
     **KERNEL_DTYPE_CHECKS,
-    _aten.histc.default: _first(KERNEL_DTYPE_CHECKS[_aten.histc.default], _histc_range),
+    _aten.histc.default: _first(KERNEL_DTYPE_CHECKS[_aten.histc.default], histc_range),
     _aten.index.Tensor: lambda self, indices: None if indices else IndexError(
         "at least one index must be provided"),
     **nn_checks.DECOMPOSED,
@@ -721,9 +669,9 @@ _CPU_CHECKS = {
     _aten.rsub.Tensor: _bool_subtraction,
     _aten.rsub.Scalar: _bool_subtraction,
     _aten.argmax.default: _first(_unordered_complex("argmax(): does not support complex input"),
-                                 _arg_reduction_check("argmax")),
+                                 arg_reduction_check("argmax")),
     _aten.argmin.default: _first(_unordered_complex("argmin(): does not support complex input"),
-                                 _arg_reduction_check("argmin")),
+                                 arg_reduction_check("argmin")),
     _aten._softmax.default: _softmax_check("softmax"),
     _aten._log_softmax.default: _softmax_check("log_softmax"),
     _aten.abs.default: lambda self: _not_for_bool("abs_cpu", self),
@@ -753,11 +701,11 @@ _CPU_CHECKS = {
     _aten.clamp_max.default: _no_complex_clamp,
     _aten.clamp_min.Tensor: kernel_refuses("maximum_cpu", "c"),
     _aten.clamp_max.Tensor: kernel_refuses("minimum_cpu", "c"),
-    _aten.max.default: _first(_nonempty_check("max"), kernel_refuses("max_all", "c")),
-    _aten.min.default: _first(_nonempty_check("min"), kernel_refuses("min_all", "c")),
-    _aten.max.dim: _first(_nonempty_check("max"),
+    _aten.max.default: _first(nonempty_check("max"), kernel_refuses("max_all", "c")),
+    _aten.min.default: _first(nonempty_check("min"), kernel_refuses("min_all", "c")),
+    _aten.max.dim: _first(nonempty_check("max"),
                           _unordered_complex("max(): does not support complex input")),
-    _aten.min.dim: _first(_nonempty_check("min"),
+    _aten.min.dim: _first(nonempty_check("min"),
                           _unordered_complex("min(): does not support complex input")),
     _aten.amax.default: kernel_refuses("max_values_cpu", "c"),
     _aten.amin.default: kernel_refuses("min_values_cpu", "c"),
