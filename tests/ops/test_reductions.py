@@ -63,5 +63,26 @@ def test_searchsorted_warns_of_a_non_contiguous_argument_as_cpu(op):
     assert_same(actual, expected)
 
 
+_ROWS = [[1, 2, 3], [4, 5, 6]]
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.searchsorted(torch.tensor(_ROWS, device=d), 2),
+    lambda d: torch.searchsorted(torch.tensor(_ROWS, device=d), torch.tensor(2, device=d)),
+    lambda d: torch.bucketize(torch.tensor([2], device=d), torch.tensor(_ROWS, device=d)),
+    lambda d: torch.searchsorted(torch.arange(4, device=d), torch.arange(4, device=d),
+                                 side="bad"),
+    lambda d: torch.searchsorted(torch.arange(4, device=d), 2, sorter=torch.arange(3, device=d)),
+    lambda d: torch.searchsorted(torch.arange(3, device=d), 2,
+                                 sorter=torch.arange(3.0, device=d)),
+    lambda d: torch.searchsorted(torch.arange(3, device=d), 2,
+                                 sorter=torch.tensor([0, 1, 3], device=d)),
+    lambda d: torch.searchsorted(torch.arange(3, device=d), 2,
+                                 sorter=torch.tensor([-1, 1, 2], device=d)),
+])
+def test_bad_searchsorted_is_refused_as_cpu(bad):
+    raises_as_cpu(bad)
+
+
 def _strided(device, rows):
     return torch.tensor(rows, device=device).t()  # a transpose: not contiguous

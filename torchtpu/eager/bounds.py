@@ -287,6 +287,17 @@ def _histc_data_range(args, kwargs) -> None:
         raise RuntimeError(message)
 
 
+@executable()
+def _outside_last_dim(sorter):
+    return jnp.any((sorter < 0) | (sorter >= sorter.shape[-1]))
+
+
+def _sorter_in_range(args, kwargs) -> None:
+    sorter = kwargs.get("sorter")
+    if isinstance(sorter, TpuTensor) and sorter.numel() and bool(_outside_last_dim(read(sorter))):
+        raise RuntimeError("torch.searchsorted(): sorter index out of range")
+
+
 # Ops whose values (not indices) CPU checks: (args, kwargs) -> None, or raise.
 _VALUES = {aten.binary_cross_entropy.default: _probabilities,
            aten.multinomial.default: _distribution,
@@ -298,6 +309,8 @@ _VALUES = {aten.binary_cross_entropy.default: _probabilities,
                0, _below_zero, "invalid Poisson rate, expected rate to be non-negative"),
            aten.masked_scatter.default: _enough_source,
            aten.histc.default: _histc_data_range,
+           aten.searchsorted.Tensor: _sorter_in_range,
+           aten.searchsorted.Scalar: _sorter_in_range,
            aten.masked_scatter_.default: _enough_source,
            **{op: _integer_divisor for op in (
                aten.floor_divide.default, aten.floor_divide.Scalar, aten.floor_divide_.Tensor,

@@ -585,6 +585,31 @@ def _first(*checks):
     return check
 
 
+def _searchsorted_check(sorted_sequence, self, *_, side=None, sorter=None, **__) -> str | None:
+    """CPU's searchsorted_pre_check, in its order (sorter's values: bounds.py)."""
+    if side is not None and side not in ("left", "right"):
+        return f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}"
+    if sorter is not None and tuple(sorter.shape) != tuple(sorted_sequence.shape):
+        return (f"torch.searchsorted(): boundary and sorter must have the same size, but got "
+                f"boundary tensor {list(sorted_sequence.shape)}and got sorter tensor "
+                f"{list(sorter.shape)}")
+    if sorter is not None and str(sorter.dtype) != "int64":
+        return (f"torch.searchsorted(): sorter must be a tensor of long dtype but got dtype "
+                f"{scalar_type_name(to_torch_dtype(sorter.dtype))}")
+    nd = len(sorted_sequence.shape)
+    if nd != 1 and len(getattr(self, "shape", ())) == 0:  # a number or a 0-d tensor
+        return (f"torch.searchsorted(): input value can be a scalar only when boundaries tensor "
+                f"dimension is 1, but we got boundaries tensor dim({nd}) and input value's "
+                f"dim(0) numel(1)")
+    return None
+
+
+def _bucketize_check(self, boundaries, *_, **__) -> str | None:
+    if len(boundaries.shape) != 1:
+        return f"boundaries tensor must be 1 dimension, but got dim({len(boundaries.shape)})"
+    return None
+
+
 def _clamp_bounds(self, min=None, max=None) -> Exception | str | None:  # noqa: A002
     if min is None and max is None:
         return "torch.clamp: At least one of 'min' or 'max' must not be None"
@@ -601,7 +626,7 @@ _aten = torch.ops.aten
 _DIVISIONS = (_aten.div.Tensor_mode, _aten.div.Scalar_mode)
 # checked with their kwargs
 _WITH_KWARGS = {*_DIVISIONS, _aten.mean.dim, _aten.round.decimals, _aten.cumsum.default,
-                _aten.cumprod.default, *nn_checks.DECOMPOSED}
+                _aten.cumprod.default, _aten.searchsorted.Tensor, _aten.searchsorted.Scalar, *nn_checks.DECOMPOSED}
 # Ops whose meta kernels take any `dim` (the rules wrapped it: softmax(dim=2) of a matrix ran
 # on dim 0): where their dim is, a position or a keyword.
 _DIM_AT = {_aten._softmax.default: 1, _aten._log_softmax.default: 1, _aten.sort.default: 1,
@@ -633,6 +658,10 @@ _BROADCAST_ORDER = {torch.ops.aten.addmm.default: _addmm_expand,
 
 _CPU_CHECKS = {
     **KERNEL_DTYPE_CHECKS,
+    _aten.searchsorted.Tensor: _searchsorted_check,
+    _aten.searchsorted.Scalar: _searchsorted_check,
+    _aten.bucketize.Tensor: _bucketize_check,
+    _aten.bucketize.Scalar: _bucketize_check,
     _aten.histc.default: _first(KERNEL_DTYPE_CHECKS[_aten.histc.default], histc_range),
     _aten.index.Tensor: lambda self, indices: None if indices else IndexError(
         "at least one index must be provided"),
