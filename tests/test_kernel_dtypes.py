@@ -33,6 +33,10 @@ CASES = [
     ("bessel_j0", torch.bfloat16, torch.special.bessel_j0),
     ("svdvals", torch.float16, torch.linalg.svdvals), ("histc", b, torch.histc),
     ("trace", b, torch.trace), ("mode", c64, torch.mode),
+    ("heaviside", c64, lambda x: torch.heaviside(x, x)),
+    ("heaviside of two dtypes", torch.float32, lambda x: torch.heaviside(x, x.double())),
+    ("heaviside by a 0-d of another dtype", torch.float32,
+     lambda x: torch.heaviside(x, x[0, 0].double())),
 ]
 
 
@@ -43,5 +47,5 @@ def test_a_dtype_cpus_kernel_is_not_built_for_is_refused_as_cpu(name, dtype, op)
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 def test_the_dtypes_cpus_kernels_take_still_run(dtype):
-    for op in (torch.floor, torch.sign, torch.trunc, torch.relu):
+    for op in (torch.floor, torch.sign, torch.trunc, torch.relu, lambda x: torch.heaviside(x, x)):
         assert torch.equal(op(_x("tpu", dtype)).cpu(), op(_x("cpu", dtype)))

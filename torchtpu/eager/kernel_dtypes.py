@@ -16,10 +16,14 @@ from ..ops.dtypes import scalar_type_name, to_jax_dtype
 _aten = torch.ops.aten
 
 
+def _numpy_dtype(dtype) -> np.dtype:
+    """A torch or jax dtype as numpy's (rules see arrays, decompositions tensors)."""
+    return np.dtype(to_jax_dtype(dtype) if isinstance(dtype, torch.dtype) else dtype)
+
+
 def _kind(dtype) -> str:
-    """numpy's kind of a torch or jax dtype (rules see arrays, decompositions tensors), with
-    the half-width floats apart: h float16, B bfloat16."""
-    dtype = np.dtype(to_jax_dtype(dtype) if isinstance(dtype, torch.dtype) else dtype)
+    """numpy's kind of a dtype, with the half-width floats apart: h float16, B bfloat16."""
+    dtype = _numpy_dtype(dtype)
     return {"float16": "h", "bfloat16": "B"}.get(dtype.name, dtype.kind)
 
 
@@ -68,6 +72,16 @@ def _result_refused(kernel: str, kinds: str):
         return None
 
     return check
+
+
+def _heaviside(self, values) -> str | None:
+    """ATen's heaviside: its kernel is built for neither complex nor mixed dtypes (a 0-d values
+    is not promoted either)."""
+    if "c" in (_kind(self.dtype), _kind(values.dtype)):
+        return "heaviside is not yet implemented for complex tensors."
+    if _numpy_dtype(self.dtype) != _numpy_dtype(values.dtype):
+        return "heaviside is not yet implemented for tensors with different dtypes."
+    return None
 
 
 _NO_COMPLEX_CLAMP = _refuses("c", NotImplementedError("clamp is not supported for complex types"))
@@ -131,6 +145,7 @@ KERNEL_DTYPE_CHECKS = {
         "Bool inputs not supported for hardtanh"))),
     _aten.nansum.default: _refuses("c", RuntimeError(
         "nansum on CPU does not support complex inputs")),
+    _aten.heaviside.default: _heaviside,
     _aten.cumsum.default: _result_refused("cumsum_out_cpu", "b"),
     _aten.cumprod.default: _result_refused("cumprod_out_cpu", "b"),
     **{getattr(_aten, f).default: _refuses("c", RuntimeError(
