@@ -34,6 +34,7 @@ CASES = [
     ("svdvals", torch.float16, torch.linalg.svdvals), ("histc", b, torch.histc),
     ("trace", b, torch.trace), ("mode", c64, torch.mode),
     ("heaviside", c64, lambda x: torch.heaviside(x, x)),
+    ("logaddexp2", c64, lambda x: torch.logaddexp2(x, x)),
     ("heaviside of two dtypes", torch.float32, lambda x: torch.heaviside(x, x.double())),
     ("heaviside by a 0-d of another dtype", torch.float32,
      lambda x: torch.heaviside(x, x[0, 0].double())),

@@ -120,10 +120,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('svd_lowrank', '', 'complex64', 'forward'),
         ('svd_lowrank', '', 'float64', 'forward'),
     ],
-    "complex: CPU returns max + log1p(exp(min - max)) without bringing the imaginary part back into (-pi, pi]; jnp.logaddexp and lax.cumlogsumexp give the principal value, 2*pi apart on some samples": [  # noqa: E501
-        ('logaddexp', '', 'complex64', 'forward'),
-        ('logcumsumexp', '', 'complex64', 'forward'),
-    ],
     "hardware: float32 rounding on some hosts: one element of 360 is 2.5e-5 relative from CPU's (the FFTs sum in other orders; this host's CPU result matches)": [  # noqa: E501
         ('fft.hfft2', '', 'complex64', 'forward'),
     ],

@@ -758,6 +758,7 @@ _CPU_CHECKS = {
     **dict.fromkeys((_aten.where.self, _aten.where.ScalarSelf, _aten.where.ScalarOther,
                      _aten.where.Scalar), _where_check),
     _aten._int_mm.default: _int_mm_check,
+    _aten.logaddexp2.default: _result_refuses("logaddexp2_cpu", "c"),
     _aten.floor_divide.default: _result_refuses("div_floor_cpu", "b"),
     _aten.floor_divide.Scalar: _result_refuses("div_floor_cpu", "b"),
     **{op: _division_refuses for op in _DIVISIONS},

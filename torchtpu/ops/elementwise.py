@@ -27,6 +27,7 @@ from .dtypes import (
     to_jax_dtype,
     wrapped,
 )
+from .complex_edges import complex_abs, complex_logaddexp, imag_sign_kept, real_sign_kept, with_infinite_modulus
 from .registry import LOWERINGS, lowering
 from .special import erfinv, lgamma
 
@@ -104,7 +105,8 @@ def _sign(x):
 
 
 for _op, _fn in [
-    (aten.abs, jnp.abs), (aten.neg, jnp.negative), (aten.sign, _sign),
+    (aten.abs, lambda x: complex_abs(x) if jnp.iscomplexobj(x) else jnp.abs(x)),
+    (aten.neg, jnp.negative), (aten.sign, _sign),
     (aten.bitwise_not, lambda x: jnp.logical_not(x) if x.dtype == jnp.bool_ else ~x),
     (aten.ceil, lambda x: jnp.ceil(x) if jnp.issubdtype(x.dtype, jnp.floating) else x),
     (aten.floor, lambda x: jnp.floor(x) if jnp.issubdtype(x.dtype, jnp.floating) else x),
@@ -166,13 +168,15 @@ def apart(fn):
 
 for _op, _fn in [
     (aten.acos, jnp.arccos), (aten.acosh, jnp.arccosh), (aten.asin, jnp.arcsin),
-    (aten.asinh, jnp.arcsinh), (aten.atan, jnp.arctan), (aten.atanh, jnp.arctanh),
+    (aten.asinh, real_sign_kept(jnp.arcsinh)), (aten.atan, jnp.arctan),
+    (aten.atanh, real_sign_kept(jnp.arctanh)),
     (aten.cos, jnp.cos), (aten.sin, jnp.sin),
     (aten.cosh, _hyperbolic(jnp.cosh, odd=False)), (aten.sinh, _hyperbolic(jnp.sinh, odd=True)),
     (aten.tan, jnp.tan), (aten.tanh, jnp.tanh), (aten.exp, apart(jnp.exp)),
     (aten.exp2, _exp2),
-    (aten.expm1, jnp.expm1), (aten.log, jnp.log), (aten.log2, jnp.log2),
-    (aten.log10, jnp.log10), (aten.log1p, jnp.log1p), (aten.sqrt, apart(jnp.sqrt)),
+    (aten.expm1, jnp.expm1), (aten.log, with_infinite_modulus(jnp.log)),
+    (aten.log2, with_infinite_modulus(jnp.log2)), (aten.log10, with_infinite_modulus(jnp.log10)),
+    (aten.log1p, jnp.log1p), (aten.sqrt, imag_sign_kept(apart(jnp.sqrt))),
     (aten.rsqrt, exact_rsqrt), (aten.reciprocal, lambda x: 1 / x),
     (aten.sigmoid, jax.nn.sigmoid), (aten.erf, jax.scipy.special.erf),
     (aten.erfc, jax.scipy.special.erfc), (aten.erfinv, erfinv),
@@ -228,8 +232,12 @@ for _ops, _fn, _kernel, _bools in [
     for _op in _ops:
         _binary_integral(_op, _fn, _kernel, _bools)
 
+def _logaddexp(a, b):
+    return complex_logaddexp(a, b) if jnp.iscomplexobj(a) else jnp.logaddexp(a, b)
+
+
 for _op, _fn in [(aten.atan2, jnp.arctan2), (aten.hypot, jnp.hypot),
-                 (aten.logaddexp, jnp.logaddexp), (aten.logaddexp2, jnp.logaddexp2)]:
+                 (aten.logaddexp, _logaddexp), (aten.logaddexp2, jnp.logaddexp2)]:
     _binary_float(_op, _fn)
 
 for _op, _fn in [

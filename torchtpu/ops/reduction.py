@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import torch
 from jax import lax
 
+from .complex_edges import complex_logaddexp
 from .dtypes import LOW_PRECISION, check_with_meta, float_of, opmath, to_jax_dtype
 from .registry import lowering
 
@@ -355,8 +356,18 @@ def _cummin(self, dim):
 @lowering(aten.logcumsumexp)
 @opmath
 def _logcumsumexp(self, dim):
-    if self.ndim == 0:
+    if self.ndim == 0 or self.size == 0:
         return self
+    if jnp.iscomplexobj(self):
+        # in CPU's order: each step's imaginary part is its larger operand's plus a principal
+        # log, so another association lands 2*pi apart on long rows
+        def step(total, x):
+            total = complex_logaddexp(total, x)
+            return total, total
+
+        rows = jnp.moveaxis(self, dim % self.ndim, 0)
+        _, out = lax.scan(step, rows[0], rows[1:])
+        return jnp.moveaxis(jnp.concatenate([rows[:1], out]), 0, dim % self.ndim)
     return lax.cumlogsumexp(float_of(self), axis=dim % self.ndim)
 
 

@@ -1,0 +1,55 @@
+"""Complex values as CPU's kernels give them: C99's edge cases (an infinite part beside a NaN,
+the sign of a zero on a branch cut) and the complex kernels of binary ops."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+inf, nan = math.inf, math.nan
+
+
+def _same_with_zero_signs(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    # part by part: a complex number with a NaN part counts as NaN in assert_close
+    if actual.is_complex():
+        actual, expected = torch.view_as_real(actual), torch.view_as_real(expected)
+    torch.testing.assert_close(actual, expected, rtol=1e-6, atol=0, equal_nan=True)
+    zeros = expected == 0
+    assert torch.equal(torch.signbit(actual[zeros]), torch.signbit(expected[zeros])), (
+        actual, expected)
+
+
+@pytest.mark.parametrize("fn, values", [
+    (torch.asinh, [(-0.0, 2.0), (-0.0, -2.0), (0.0, 2.0), (-0.0, 0.5), (-1e-30, 2.0)]),
+    (torch.atanh, [(-0.0, 0.5), (-0.0, -0.0), (-0.0, 2.0), (0.3, -0.2)]),
+    (torch.sqrt, [(-0.5, -0.0), (-0.5, 0.0), (-0.0, -0.0), (-2.0, -0.0), (4.0, -1.0)]),
+    (torch.abs, [(inf, nan), (nan, -inf), (-inf, 1.0), (3.0, 4.0)]),
+    (torch.log, [(inf, nan), (nan, inf), (-inf, nan), (-1.0, -0.0), (0.5, 2.0)]),
+    (torch.log2, [(nan, -inf), (2.0, 0.0)]),
+    (torch.log10, [(inf, nan), (10.0, 1.0)]),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_edges_of_complex_functions_are_cpus(fn, values):
+    z = torch.tensor([complex(re, im) for re, im in values], dtype=torch.complex64)
+    _same_with_zero_signs(fn(z.to("tpu")).cpu(), fn(z))
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_logaddexp_keeps_the_imaginary_parts(dtype):
+    # the larger real part is factored out: log(e^a + e^b) of the complex numbers themselves
+    a = torch.tensor([1 + 2j, -1 - 3j, 0.5 + 0.1j, complex(inf, 1), complex(-inf, 2),
+                      complex(nan, 0), complex(1, nan), 100 + 1j], dtype=dtype)
+    b = torch.tensor([2 - 1j, 3 + 4j, 0.5 - 0.1j, complex(1, 1), complex(-inf, 1), 1 + 1j, 0j,
+                      -100 + 2j], dtype=dtype)
+    torch.testing.assert_close(torch.logaddexp(a.to("tpu"), b.to("tpu")).cpu(),
+                               torch.logaddexp(a, b), equal_nan=True, atol=1e-6, rtol=1e-6)
+
+
+def test_complex_logcumsumexp_on_a_long_row_is_cpus():
+    # summed in CPU's order: a tree of logaddexps lands some imaginary parts 2*pi apart
+    x = torch.randn(3, 1000, generator=torch.Generator().manual_seed(0),
+                    dtype=torch.complex64) * 3
+    for t, dim in ((x, 1), (x.T, 0)):
+        torch.testing.assert_close(torch.logcumsumexp(t.to("tpu"), dim).cpu(),
+                                   torch.logcumsumexp(t, dim), atol=2e-5, rtol=1e-5)
