@@ -8,7 +8,6 @@ import math
 import jax.numpy as jnp
 from jax import lax
 
-
 # (results are built with lax.complex: arithmetic such as re + 1j * im adds +0.0 to a -0.0
 # real part and multiplies a NaN into it)
 

@@ -14,6 +14,13 @@ import numpy as np
 import torch
 from jax import lax
 
+from .complex_edges import (
+    complex_abs,
+    complex_logaddexp,
+    imag_sign_kept,
+    real_sign_kept,
+    with_infinite_modulus,
+)
 from .dtypes import (
     LOW_PRECISION,
     astype,
@@ -27,7 +34,6 @@ from .dtypes import (
     to_jax_dtype,
     wrapped,
 )
-from .complex_edges import complex_abs, complex_logaddexp, imag_sign_kept, real_sign_kept, with_infinite_modulus
 from .registry import LOWERINGS, lowering
 from .special import erfinv, lgamma
 
