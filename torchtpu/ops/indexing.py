@@ -12,6 +12,7 @@ import torch
 from jax import lax
 
 from ..runtime.execute import executable
+from .cpp_sort import std_sort
 from .dtypes import (
     check_with_meta,
     highest,
@@ -514,10 +515,34 @@ def _unique(self, sorted=True, return_inverse=False):  # noqa: A002
 
 @lowering(aten.unique_dim, eager=True)
 def _unique_dim(self, dim, sorted=True, return_inverse=False, return_counts=False):  # noqa: A002
-    vals, inv, counts = np.unique(_host_sortable(self), axis=dim, return_inverse=True,
-                                  return_counts=True)
+    host = _host_sortable(self)
+    if host.dtype.kind == "f" and np.isnan(host).any():
+        vals, inv, counts = _unique_rows_with_nans(host, dim)
+    else:
+        vals, inv, counts = np.unique(host, axis=dim, return_inverse=True, return_counts=True)
     return (jnp.asarray(vals, self.dtype), jnp.asarray(inv.reshape(-1).astype(np.int64)),
             jnp.asarray(counts.astype(np.int64)))
+
+
+def _unique_rows_with_nans(host: np.ndarray, dim: int):
+    """CPU's unique(dim=): std::sort of the slices by a lexicographic ``<`` (NaN is neither
+    less nor greater, so the order is libstdc++'s algorithm's), then runs of equal slices
+    merged (a slice with a NaN equals none)."""
+    rows = np.moveaxis(host, dim, 0).reshape(host.shape[dim], -1)
+
+    def less(a: int, b: int) -> bool:
+        lt, gt = rows[a] < rows[b], rows[a] > rows[b]
+        decided = np.flatnonzero(lt | gt)
+        return bool(decided.size) and bool(lt[decided[0]])
+
+    order = np.asarray(std_sort(list(range(rows.shape[0])), less), dtype=np.int64)
+    ordered = rows[order]
+    new_run = np.ones(len(order), bool)
+    new_run[1:] = ~np.all(ordered[1:] == ordered[:-1], axis=1)
+    group = np.cumsum(new_run) - 1
+    inverse = np.empty_like(order)
+    inverse[order] = group
+    return np.take(host, order[new_run], axis=dim), inverse, np.bincount(group)
 
 
 @lowering(aten.repeat_interleave.Tensor, eager=True)
