@@ -35,6 +35,8 @@ CASES = [
     ("trace", b, torch.trace), ("mode", c64, torch.mode),
     ("heaviside", c64, lambda x: torch.heaviside(x, x)),
     ("logaddexp2", c64, lambda x: torch.logaddexp2(x, x)),
+    ("cumsum_", b, lambda x: x.cumsum_(0)), ("cumprod_", b, lambda x: x.cumprod_(1)),
+    ("cumsum_ in another dtype", torch.float32, lambda x: x.cumsum_(0, dtype=torch.float64)),
     ("heaviside of two dtypes", torch.float32, lambda x: torch.heaviside(x, x.double())),
     ("heaviside by a 0-d of another dtype", torch.float32,
      lambda x: torch.heaviside(x, x[0, 0].double())),

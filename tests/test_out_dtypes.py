@@ -81,6 +81,11 @@ CASES = [
     # bernoulli draws into an out of any dtype
     ("bernoulli into bools", torch.bool,
      lambda d, o: torch.bernoulli(torch.tensor([0.0, 1.0, 1.0], device=d), out=o)),
+    # normal draws into its out: any floating or complex one, no integers
+    ("normal into integers", i64,
+     lambda d, o: torch.normal(_x(d), 1.0, out=o.resize_(_x(d).shape))),
+    ("normal into bools", torch.bool, lambda d, o: torch.normal(_x(d), _x(d), out=o)),
+    ("normal into halves", torch.float16, lambda d, o: torch.normal(_x(d), _x(d) * 0, out=o)),
 ]
 
 

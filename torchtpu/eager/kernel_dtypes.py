@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..ops.dtypes import scalar_type_name, to_jax_dtype
+from ..ops.dtypes import cpp_name, scalar_type_name, to_jax_dtype
 
 _aten = torch.ops.aten
 
@@ -84,6 +84,17 @@ def _heaviside(self, values) -> str | None:
     return None
 
 
+def _inplace_scan(kernel: str):
+    """cumsum_/cumprod_: CPU's kernel writes self in its own dtype, which a dtype must match."""
+    def check(self, dim, *, dtype=None) -> Exception | None:
+        if dtype is not None and _numpy_dtype(dtype) != _numpy_dtype(self.dtype):
+            return RuntimeError(f"Bad in-place call: input tensor dtype {cpp_name(self.dtype)} "
+                                f"and output tensor dtype {cpp_name(dtype)} should match")
+        return kernel_refuses(kernel, "b")(self)
+
+    return check
+
+
 _NO_COMPLEX_CLAMP = _refuses("c", NotImplementedError("clamp is not supported for complex types"))
 
 # (op name, CPU's kernel name, dtype kinds it is not built for); the default overload.
@@ -148,6 +159,8 @@ KERNEL_DTYPE_CHECKS = {
     _aten.heaviside.default: _heaviside,
     _aten.cumsum.default: _result_refused("cumsum_out_cpu", "b"),
     _aten.cumprod.default: _result_refused("cumprod_out_cpu", "b"),
+    _aten.cumsum_.default: _inplace_scan("cumsum_out_cpu"),
+    _aten.cumprod_.default: _inplace_scan("cumprod_out_cpu"),
     **{getattr(_aten, f).default: _refuses("c", RuntimeError(
         f"{f} does not support complex inputs.")) for f in ("isposinf", "isneginf")},
 }

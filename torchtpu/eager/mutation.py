@@ -17,7 +17,7 @@ from ..ops.dtypes import cast, scalar_type_name, to_jax_dtype, to_torch_dtype
 from ..ops.registry import LOWERINGS, is_functional
 from ..runtime.transfer import to_device
 from ..tensor import DEVICE, TpuTensor, is_dense, read, write
-from . import strict, views
+from . import meta_errors, strict, views
 from .number_checks import checking_number
 from .out_dtypes import refuse_out_dtype, refuse_out_dtype_first
 from .values import MIXED_DEVICES, call_unwrapped, wrap_out
@@ -279,6 +279,8 @@ def _inplace_handler(func, compute, checks_overlap: bool = False, pointwise: boo
                 refuse_self_overlap(args[0])
             if pointwise and isinstance(args[0], TpuTensor):
                 refuse_partial_overlap(args[0], (*args[1:], *kwargs.values()))
+            if meta_errors.has_cpu_check(func):  # (the functional form's checks differ)
+                meta_errors.check_as_cpu(func, args, kwargs)
         out = compute(args, kwargs)
         if len(written) > 1:  # _fused_adam_, _amp_update_scale_: the functional returns
             for i, values in zip(written, out, strict=True):  # each written argument in order

@@ -188,6 +188,9 @@ _OWN_WORDS: dict[str, Check] = {
     "logsumexp": _floating, "_fft_r2c": _complex_fft, "_fft_c2c": _complex_fft,
     **dict.fromkeys(("cat", "stack", "hstack", "vstack", "dstack", "column_stack"), _cat),
     "max.unary_out": _can_cast_self, "min.unary_out": _can_cast_self,
+    # (draws into its out: out.normal_(), then scales and shifts it)
+    "normal": lambda op, s, o, r: None if o.is_floating_point or o.is_complex else (
+        NotImplementedError(f'"normal_kernel_cpu" not implemented for \'{scalar_type_name(o)}\'')),
 }
 _OWN_WORDS["amin"] = _OWN_WORDS["amax"]
 _OWN_WORDS["nanmedian.dim_values"] = _OWN_WORDS["median.dim_values"]
