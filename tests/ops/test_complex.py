@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from conftest import raises_as_cpu
 
 inf, nan = math.inf, math.nan
 
@@ -53,3 +54,7 @@ def test_complex_logcumsumexp_on_a_long_row_is_cpus():
     for t, dim in ((x, 1), (x.T, 0)):
         torch.testing.assert_close(torch.logcumsumexp(t.to("tpu"), dim).cpu(),
                                    torch.logcumsumexp(t, dim), atol=2e-5, rtol=1e-5)
+
+
+def test_complex_of_parts_that_do_not_broadcast_is_refused_as_cpu():
+    raises_as_cpu(lambda d: torch.complex(torch.ones(2, device=d), torch.ones(3, device=d)))

@@ -725,6 +725,9 @@ _CPU_CHECKS = {
     _aten._batch_norm_no_update.default: _norm_dtypes(1, 2, 3, 4),
     _aten.stack.default: _stack_check,
     _aten.masked_select.default: lambda self, mask: _broadcast_message([mask.shape, self.shape]),
+    # (after its dtypes, which its rule checks)
+    _aten.complex.default: lambda real, imag: _broadcast_message([real.shape, imag.shape]) if (
+        real.dtype == imag.dtype and np.dtype(real.dtype).kind == "f") else None,
     _aten.clamp.default: _clamp_bounds,
     _aten.clamp.Tensor: _clamp_bounds,
     _aten.clamp_min.default: _no_complex_clamp,
