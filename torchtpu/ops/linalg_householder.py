@@ -13,18 +13,11 @@ import torch
 from jax import lax
 
 from ..runtime.execute import executable
+from .linalg_factor import _mH, _mT
 from .registry import lowering
 
 aten = torch.ops.aten
 _HIGHEST = lax.Precision.HIGHEST
-
-
-def _mT(x):  # noqa: N802 (PyTorch's name)
-    return jnp.swapaxes(x, -1, -2)
-
-
-def _mH(x):  # noqa: N802
-    return jnp.conj(_mT(x))
 
 
 @lowering(aten.geqrf)
