@@ -79,6 +79,54 @@ def test_bad_nn_arguments_raise_as_cpu(bad, exc, eager_mode):
     raises_as_cpu(bad, exc)
 
 
+def _pad(kind, nd, shape, padding, dtype=torch.float32):
+    op = getattr(_aten, f"{kind}_pad{nd}d")
+    return lambda d: op(torch.ones(shape, dtype=dtype, device=d), padding)
+
+
+@pytest.mark.parametrize("bad, exc", [
+    # CPU's checks in its order: the padding's length, the input's dims (only the batch may be
+    # empty), a reflection reaching past the input, the output's size, then the kernel's dtypes
+    *[(_pad(kind, nd, (1, 1) + (3,) * nd, [1] * (2 * nd + 1)), RuntimeError)
+      for kind in ("reflection", "replication") for nd in (1, 2, 3)],
+    *[(_pad(kind, nd, shape, [1] * (2 * nd)), RuntimeError)
+      for kind in ("reflection", "replication") for nd in (1, 2, 3)
+      for shape in [(3,) * nd, (1, 1, 1) + (3,) * nd, (1, 0) + (3,) * nd, (0,) + (3,) * nd,
+                    (1, 1) + (3,) * (nd - 1) + (0,)]],
+    *[(_pad("reflection", nd, (1, 1) + (3,) * nd, padding), RuntimeError)
+      for nd in (1, 2, 3) for padding in ([3] + [0] * (2 * nd - 1), [0] * (2 * nd - 1) + [3])],
+    (lambda d: F.pad(torch.ones(1, 1, 4, 4, device=d), (1, 1, 4, 1), mode="reflect"),
+     RuntimeError),
+    (lambda d: torch.nn.ReflectionPad3d((0, 0, 0, 0, 4, 0))(torch.ones(1, 4, 4, 4, device=d)),
+     RuntimeError),
+    (lambda d: torch.nn.ReplicationPad1d(1)(torch.ones(1, 2, 0, device=d)), RuntimeError),
+    *[(_pad(kind, nd, (1, 1) + (3,) * nd, padding), RuntimeError)
+      for kind in ("reflection", "replication") for nd in (1, 2, 3)
+      for padding in ([-2] * (2 * nd), [-2, -2] + [0] * (2 * nd - 2),
+                      [0] * (2 * nd - 2) + [-1, -3])],
+    (_pad("reflection", 1, (1, 1, 3), [-1, -2]), RuntimeError),
+    *[(_pad(kind, nd, (1, 1) + (3,) * nd, [1] * (2 * nd), dtype), NotImplementedError)
+      for kind in ("reflection", "replication") for nd in (1, 2, 3)
+      for dtype in (torch.bool, torch.uint16)],
+    (lambda d: F.pad(torch.ones(1, 2, 3, dtype=torch.bool, device=d), (1, 1), mode="reflect"),
+     NotImplementedError),
+    (_pad("replication", 1, (1, 1, 3), [3, 3], torch.bool), NotImplementedError),
+    (_pad("reflection", 1, (1, 1, 3), [3, 3], torch.bool), RuntimeError),
+])
+def test_bad_padding_raises_as_cpu(bad, exc, eager_mode):
+    raises_as_cpu(bad, exc)
+
+
+@pytest.mark.parametrize("kind, nd, padding", [
+    ("reflection", 2, [0, 0, -1, -2]), ("replication", 3, [0, 0, 0, 0, -1, -2]),
+    ("reflection", 1, [-1, -1]), ("replication", 2, [5, 5, -1, 0]), ("reflection", 3, [2] * 6),
+])
+def test_padding_within_cpus_limits_computes(kind, nd, padding):
+    x = torch.arange(3.0 ** nd).reshape((1, 1) + (3,) * nd)
+    op = getattr(_aten, f"{kind}_pad{nd}d")
+    assert torch.equal(op(x.to("tpu"), padding).cpu(), op(x, padding))
+
+
 def test_valid_nn_arguments_still_compute():
     # mixed integer and float operands promote, as CPU's kernels take them
     x, y = torch.tensor([1, 2]), torch.tensor([1.5, 3.0])

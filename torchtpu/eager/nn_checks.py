@@ -132,6 +132,61 @@ def _huber_check(self, target, reduction=1, delta=1.0) -> str | None:
     return "huber_loss does not support non-positive values for delta." if delta <= 0 else None
 
 
+# The dtypes CPU's padding kernels are built for (AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND2).
+_PADDED_DTYPES = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64,
+                  torch.complex128, torch.uint8, torch.int8, torch.int16, torch.int32,
+                  torch.int64}
+
+
+def padding_check(kind: str, nd: int):
+    """CPU's checks of reflection_pad{nd}d / replication_pad{nd}d in its order: the padding's
+    length, the input's dims (only a batch may be empty), a reflection past the input, the
+    output's size, then the kernel's dtypes. The decompositions check none of them (a
+    reflection past the input read wrong values)."""
+    name = f"{kind}_pad{nd}d"
+
+    def check(self, padding) -> Exception | str | None:
+        shape, padding = list(self.shape), list(padding)
+        if len(padding) != 2 * nd:
+            got = f", but got: {len(padding)}" if kind == "reflection" else ""
+            return f"padding size is expected to be {2 * nd}{got}"
+        batched = len(shape) == nd + 2
+        if not (batched or len(shape) == nd + 1) or 0 in shape[batched:]:
+            return (f"Expected {nd + 1}D or {nd + 2}D (batch mode) tensor with possibly 0 batch "
+                    f"size and other non-zero dimensions for input, but got: {shape}")
+        pairs = [(len(shape) - 1 - i, padding[2 * i], padding[2 * i + 1]) for i in range(nd)]
+        for i, (d, lo, hi) in enumerate(pairs):
+            if kind == "reflection" and not (lo < shape[d] and hi < shape[d]):
+                return (f"Argument #{4 + 2 * i}: Padding size should be less than the "
+                        f"corresponding input dimension, but got: padding ({lo}, {hi}) at "
+                        f"dimension {d} of input {shape}")
+        out = list(shape)
+        for d, lo, hi in pairs:
+            out[d] += lo + hi
+        spatial = range(len(shape) - nd, len(shape))
+        # (CPU's 2-d and 3-d kernels refuse an output only when no spatial size is positive)
+        if all(out[d] < 1 for d in spatial):
+            names = "DHW"[3 - nd:]
+            given = [f"{n}: {shape[d]}" for n, d in zip(names, spatial, strict=True)]
+            if nd > 1:
+                given[-2] += ","
+            space = " " if (nd, kind) == (2, "replication") else ""
+            wanted = " ".join(f"{n}: {out[d]}" for n, d in zip(names, spatial, strict=True))
+            return f"input ({' '.join(given)}{space}) is too small. Calculated output {wanted}"
+        # A negative size beside a positive one fails where CPU allocates the output: its 2-d
+        # reflection resizes (the size's product overflows; with an empty batch CPU returns a
+        # negative size, which no tensor here can have), the others create it.
+        if (negative := next((n for n in out if n < 0), None)) is not None:
+            if (nd, kind) == (2, "reflection") and 0 not in out:
+                return "numel: integer multiplication overflow"
+            return f"Trying to create tensor with negative dimension {negative}: {out}"
+        if self.dtype not in _PADDED_DTYPES:
+            return _not_implemented(name, self.dtype)
+        return None
+
+    return check
+
+
 _aten = torch.ops.aten
 
 # Decompositions (torch tensors in) that run these checks first (dispatch.py).
@@ -139,6 +194,8 @@ DECOMPOSED = {
     _aten.mse_loss.default: _mse_check,
     _aten.smooth_l1_loss.default: _smooth_l1_check,
     _aten.huber_loss.default: _huber_check,
+    **{getattr(_aten, f"{kind}_pad{nd}d").default: padding_check(kind, nd)
+       for kind in ("reflection", "replication") for nd in (1, 2, 3)},
 }
 
 
