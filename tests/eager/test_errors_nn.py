@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -125,6 +127,37 @@ def test_padding_within_cpus_limits_computes(kind, nd, padding):
     x = torch.arange(3.0 ** nd).reshape((1, 1) + (3,) * nd)
     op = getattr(_aten, f"{kind}_pad{nd}d")
     assert torch.equal(op(x.to("tpu"), padding).cpu(), op(x, padding))
+
+
+def _resize(mode, shape, dtype, antialias=False):
+    return lambda d: F.interpolate(torch.ones(shape, dtype=dtype, device=d), scale_factor=2,
+                                   mode=mode, antialias=antialias)
+
+
+_RESIZES = [("nearest", (1, 2, 4)), ("nearest", (1, 2, 4, 4)), ("nearest-exact", (1, 2, 4, 4)),
+            ("nearest", (1, 2, 2, 2, 2)), ("nearest-exact", (1, 2, 4)), ("linear", (1, 2, 4)),
+            ("bilinear", (1, 2, 4, 4)), ("bicubic", (1, 2, 4, 4)),
+            ("trilinear", (1, 2, 2, 2, 2))]
+
+
+@pytest.mark.parametrize("bad", [
+    # CPU's resizing kernels are built for floats (and uint8, but for linear and trilinear)
+    *[_resize(mode, shape, dtype) for mode, shape in _RESIZES
+      for dtype in (torch.bool, torch.int32, torch.int8, torch.complex64)],
+    *[_resize(mode, shape, torch.uint8) for mode, shape in _RESIZES[5::3]],
+    *[_resize(mode, (1, 2, 4, 4), dtype, antialias=True) for mode in ("bilinear", "bicubic")
+      for dtype in (torch.bool, torch.int64, torch.complex64)],
+])
+def test_resizing_refuses_cpus_dtypes(bad, eager_mode):
+    raises_as_cpu(bad, NotImplementedError)
+
+
+@pytest.mark.parametrize("mode, shape", _RESIZES[:5] + [("bilinear", (1, 2, 4, 4))])
+def test_resizing_uint8_still_computes(mode, shape):
+    x = torch.arange(math.prod(shape), dtype=torch.uint8).reshape(shape)
+    out = F.interpolate(x.to("tpu"), scale_factor=2, mode=mode)
+    assert out.dtype == torch.uint8 and out.shape == F.interpolate(x, scale_factor=2,
+                                                                    mode=mode).shape
 
 
 def test_valid_nn_arguments_still_compute():

@@ -126,6 +126,28 @@ _KERNELS = [
         "spherical_bessel_j0")),
 ]
 
+def resizing_refuses(kernel: str, uint8: bool = True):
+    """CPU's resizing kernels: floats only, and uint8 (images) but for the linear ones. (Half
+    and bfloat16 antialiasing CPU lacks are taken, as cuda takes them.)"""
+
+    def check(self, *_, **__) -> NotImplementedError | None:
+        dtype = _numpy_dtype(self.dtype)
+        if dtype.kind in "biuc" and not (uint8 and dtype == np.uint8):
+            return NotImplementedError(
+                f'"{kernel}" not implemented for \'{scalar_type_name(self.dtype)}\'')
+        return None
+
+    return check
+
+
+_RESIZING = {"upsample_linear1d": resizing_refuses("compute_indices_weights_linear", False),
+             "upsample_trilinear3d": resizing_refuses("compute_indices_weights_linear", False),
+             "upsample_bilinear2d": resizing_refuses("upsample_bilinear2d_channels_last"),
+             "upsample_bicubic2d": resizing_refuses("compute_indices_weights_cubic"),
+             "_upsample_bilinear2d_aa": resizing_refuses("compute_index_ranges_weights"),
+             "_upsample_bicubic2d_aa": resizing_refuses("compute_index_ranges_weights")}
+
+
 KERNEL_DTYPE_CHECKS = {
     **{getattr(_aten, op).default: kernel_refuses(kernel, kinds) for op, kernel, kinds in _KERNELS},
     _aten.round.decimals: lambda self, decimals=0: kernel_refuses(
@@ -163,4 +185,5 @@ KERNEL_DTYPE_CHECKS = {
     _aten.cumprod_.default: _inplace_scan("cumprod_out_cpu"),
     **{getattr(_aten, f).default: _refuses("c", RuntimeError(
         f"{f} does not support complex inputs.")) for f in ("isposinf", "isneginf")},
+    **{getattr(_aten, name).default: check for name, check in _RESIZING.items()},
 }

@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from ..ops.dtypes import scalar_type_name, to_jax_dtype
+from .kernel_dtypes import resizing_refuses
 
 
 def _kind(dtype) -> str:
@@ -240,8 +241,9 @@ def ctc_check(log_probs_shape, targets_shape, input_lengths, target_lengths, bla
 
 
 def nearest_upsample_check(self, output_size, *_, **__):
-    """CPU's order: the spatial sizes, then an empty input (only an empty batch may be);
-    the meta kernel checks the other way round and hands torch._check an int for the second."""
+    """CPU's order: the spatial sizes, then an empty input (only an empty batch may be), then
+    the kernel's dtypes; the meta kernel checks the first two the other way round and hands
+    torch._check an int for the second."""
     nd = len(self.shape) - 2
     if len(output_size) == nd and (0 in self.shape[2:] or 0 in output_size):
         names = "DHW"[3 - nd:]
@@ -253,7 +255,8 @@ def nearest_upsample_check(self, output_size, *_, **__):
     if 0 in self.shape and 0 in self.shape[1:]:
         return (f"Non-empty {len(self.shape)}D data tensor expected but got a tensor with sizes "
                 f"{list(self.shape)}")
-    return None
+    kernel = "upsample_nearest2d_channels_last" if nd == 2 else "compute_indices_weights_nearest"
+    return resizing_refuses(kernel)(self)
 
 
 def fractional_pool_samples_check(self, kernel_size, output_size, random_samples):
