@@ -146,9 +146,21 @@ def _interp_backward(taps_of, grad_output, output_size, input_size, scales):
     return _transpose(lambda x: _resample(x, taps), input_size, grad_output)
 
 
+def to_uint8(x):
+    """CPU's fixed-point uint8 resizes round half up and clamp."""
+    return jnp.clip(jnp.floor(x + 0.5), 0, 255).astype(jnp.uint8)
+
+
 def _interp_forward(taps_of, x, output_size, scales):
     taps = _axis_taps(taps_of, x.shape, output_size, scales)
-    return _resample(upcast(x), taps).astype(x.dtype)
+    if x.dtype != jnp.uint8:
+        return _resample(upcast(x), taps).astype(x.dtype)
+    # CPU resizes uint8 one axis at a time, the last first, into uint8 after each.
+    for i in reversed(range(len(taps))):
+        axis = x.ndim - len(taps) + i
+        y = _resample(jnp.moveaxis(upcast(x), axis, -1), [taps[i]])
+        x = to_uint8(jnp.moveaxis(y, -1, axis))
+    return x
 
 
 # torch._decomp's forms compute source positions on the device, rounding twice where CPU
