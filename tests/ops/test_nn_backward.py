@@ -194,6 +194,23 @@ def test_grid_sampler_3d(mode, padding_mode, align_corners):
     assert_same(actual, expected, **TOL)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_grid_sampler_3d_skips_corners_outside_as_cpu(dtype):
+    # An infinite coordinate (a degenerate affine transform) samples nothing: CPU's 3-d kernel
+    # adds only the corners inside the input, so the output is 0 there, not NaN (inf - inf
+    # weights), and the input's gradient stays finite.
+    x = _randn(1, 2, 3, 3, 3).to(dtype)
+    grid = (_randn(1, 2, 3, 2, 3, seed=1) * 0.9).to(dtype)
+    grid[0, 1, 1, 1, 0] = float("inf")
+    grid[0, 0, 2, 0, 2] = float("-inf")
+    actual, expected = _both(aten.grid_sampler_3d, x, grid, 0, 0, False)
+    assert_same(actual, expected, **TOL)
+    grad = _randn(1, 2, 2, 3, 2, seed=2).to(dtype)
+    args = (grad, x, grid, 0, 0, False, [True, False])
+    actual, expected = _both(aten.grid_sampler_3d_backward, *args)
+    assert_same(actual[0], expected[0], **TOL)
+
+
 @pytest.mark.parametrize("p,weighted,reduction", list(itertools.product([1, 2], [False, True],
                                                                          [0, 1, 2])))
 def test_multi_margin_loss(p, weighted, reduction):

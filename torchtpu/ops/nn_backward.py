@@ -309,11 +309,18 @@ def _grid_sample(x, grid, interpolation_mode, padding_mode, align_corners):
         step = jnp.arange(2, dtype=b.dtype).reshape((2,) + (1,) * (nd - 1 - a + b.ndim - 1))
         corners.append(b.reshape(b.shape[:1] + (1,) * nd + b.shape[1:]) + step)
     v = _gather(x, corners)  # (N, C, 2, ..., 2, *out)
+    inside = True
+    for p, n in zip(corners, spatial, strict=True):
+        inside = inside & (p >= 0) & (p < n)
     out = 0
     for corner in itertools.product((0, 1), repeat=nd):
         w = 1
         for c, t in zip(corner, frac, strict=True):
             w = w * (t if c else 1 - t)
+        if nd == 3:
+            # CPU's 3-d kernel adds only the corners inside the input: an infinite coordinate's
+            # NaN weights never meet its zeros (its vectorised 2-d kernel multiplies them).
+            w = jnp.where(inside[(slice(None), *corner)], w, 0)
         out = out + v[(slice(None), slice(None), *corner)] * w[:, None]
     return out
 
