@@ -160,6 +160,35 @@ def test_resizing_uint8_still_computes(mode, shape):
                                                                     mode=mode).shape
 
 
+def _pool(fn, dtype, nd=2):
+    return lambda d: fn(torch.ones((1, 2) + (4,) * nd, device=d).to(dtype), 2)
+
+
+@pytest.mark.parametrize("bad", [
+    # CPU's pooling kernels: max pooling takes integers but not bool, complex or uint16;
+    # average pooling int64 alone of the integers; adaptive pooling floats only
+    *[_pool(fn, dtype, nd) for fn, nd in ((F.max_pool2d, 2), (F.max_pool3d, 3))
+      for dtype in (torch.bool, torch.complex64, torch.uint16)],
+    *[_pool(fn, dtype, nd) for fn, nd in ((F.avg_pool2d, 2), (F.avg_pool3d, 3))
+      for dtype in (torch.bool, torch.uint8, torch.int32, torch.complex64)],
+    *[_pool(fn, dtype, nd) for fn, nd in (
+        (F.adaptive_max_pool2d, 2), (F.adaptive_max_pool3d, 3), (F.adaptive_avg_pool2d, 2),
+        (F.adaptive_avg_pool3d, 3), (F.adaptive_avg_pool1d, 1))
+      for dtype in (torch.bool, torch.uint8, torch.int64, torch.complex64)],
+])
+def test_pooling_refuses_cpus_dtypes(bad, eager_mode):
+    raises_as_cpu(bad, NotImplementedError)
+
+
+@pytest.mark.parametrize("fn, dtype", [(F.max_pool2d, torch.int64), (F.max_pool2d, torch.uint8),
+                                       (F.max_pool3d, torch.int8), (F.avg_pool2d, torch.int64),
+                                       (F.avg_pool3d, torch.int64)])
+def test_pooling_integers_cpu_takes_still_compute(fn, dtype):
+    nd = 3 if fn in (F.max_pool3d, F.avg_pool3d) else 2
+    x = torch.arange(2 * 4 ** nd).reshape((1, 2) + (4,) * nd).to(dtype)
+    assert torch.equal(fn(x.to("tpu"), 2).cpu(), fn(x, 2))
+
+
 def test_valid_nn_arguments_still_compute():
     # mixed integer and float operands promote, as CPU's kernels take them
     x, y = torch.tensor([1, 2]), torch.tensor([1.5, 3.0])

@@ -148,6 +148,32 @@ _RESIZING = {"upsample_linear1d": resizing_refuses("compute_indices_weights_line
              "_upsample_bicubic2d_aa": resizing_refuses("compute_index_ranges_weights")}
 
 
+def kernel_takes(kernel: str, names: frozenset):
+    """CPU's kernel is built for these dtypes only (numpy's names)."""
+
+    def check(self, *_, **__) -> NotImplementedError | None:
+        if _numpy_dtype(self.dtype).name not in names:
+            return NotImplementedError(
+                f'"{kernel}" not implemented for \'{scalar_type_name(self.dtype)}\'')
+        return None
+
+    return check
+
+
+_FLOATS = frozenset({"float32", "float64", "float16", "bfloat16"})
+# (avg_pool3d's half and bfloat16, which CPU's kernel lacks, are taken, as cuda takes them)
+_POOLING = {
+    "max_pool2d_with_indices": kernel_takes(
+        "max_pool2d", _FLOATS | {"int8", "int16", "int32", "int64", "uint8"}),
+    "max_pool3d_with_indices": kernel_takes(
+        "max_pool3d", _FLOATS | {"int8", "int16", "int32", "int64", "uint8"}),
+    "avg_pool2d": kernel_takes("avg_pool2d", _FLOATS | {"int64"}),
+    "avg_pool3d": kernel_takes("avg_pool3d_out_frame", _FLOATS | {"int64"}),
+    "adaptive_max_pool2d": kernel_takes("adaptive_max_pool2d", _FLOATS),
+    "adaptive_max_pool3d": kernel_takes("adaptive_max_pool3d_cpu", _FLOATS),
+}
+
+
 KERNEL_DTYPE_CHECKS = {
     **{getattr(_aten, op).default: kernel_refuses(kernel, kinds) for op, kernel, kinds in _KERNELS},
     _aten.round.decimals: lambda self, decimals=0: kernel_refuses(
@@ -186,4 +212,5 @@ KERNEL_DTYPE_CHECKS = {
     **{getattr(_aten, f).default: _refuses("c", RuntimeError(
         f"{f} does not support complex inputs.")) for f in ("isposinf", "isneginf")},
     **{getattr(_aten, name).default: check for name, check in _RESIZING.items()},
+    **{getattr(_aten, name).default: check for name, check in _POOLING.items()},
 }

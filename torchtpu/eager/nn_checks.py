@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from ..ops.dtypes import scalar_type_name, to_jax_dtype
-from .kernel_dtypes import resizing_refuses
+from .kernel_dtypes import kernel_takes, resizing_refuses
 
 
 def _kind(dtype) -> str:
@@ -34,8 +34,10 @@ def adaptive_avg_check(nd: int):
                 return (f"adaptive_avg_pool{nd}d(): Expected input to have non-zero size for "
                         f"non-batch dimensions, but input has sizes {list(self.shape)} with "
                         f"dimension {i + self.ndim} being empty")
-        return None
+        return kernel(self)
 
+    kernel = kernel_takes("adaptive_avg_pool2d" if nd == 2 else "adaptive_avg_pool3d_cpu",
+                          frozenset({"float32", "float64", "float16", "bfloat16"}))
     return check
 
 
