@@ -189,6 +189,32 @@ def test_pooling_integers_cpu_takes_still_compute(fn, dtype):
     assert torch.equal(fn(x.to("tpu"), 2).cpu(), fn(x, 2))
 
 
+def _conv(fn, x_dtype, w_dtype, nd=2, transposed=False):
+    x, w = (1, 3) + (5,) * nd, ((3, 2) if transposed else (2, 3)) + (3,) * nd
+    return lambda d: fn(torch.ones(x, dtype=x_dtype, device=d),
+                        torch.ones(w, dtype=w_dtype, device=d))
+
+
+@pytest.mark.parametrize("bad", [
+    # an input and weight of different dtypes (a double input to a float model): CPU's words,
+    # which depend on the input's dtype; the shapes are checked first
+    *[_conv(F.conv2d, x, w) for x, w in [
+        (torch.float64, torch.float32), (torch.float32, torch.float64),
+        (torch.int64, torch.float32), (torch.float16, torch.float32),
+        (torch.bfloat16, torch.float32), (torch.float32, torch.bfloat16),
+        (torch.bfloat16, torch.complex64),
+        (torch.float16, torch.bfloat16)]],
+    _conv(F.conv1d, torch.float64, torch.float32, nd=1),
+    _conv(F.conv3d, torch.float16, torch.float64, nd=3),
+    _conv(F.conv_transpose2d, torch.float64, torch.float32, transposed=True),
+    lambda d: F.conv2d(torch.ones(1, 4, 5, 5, dtype=torch.float64, device=d),
+                       torch.ones(2, 3, 3, 3, device=d)),
+    lambda d: F.conv1d(torch.ones(1, 3, 5, device=d), torch.ones(6, 3, 3, 3, device=d)),
+])
+def test_convolution_dtype_mismatch_raises_as_cpu(bad, eager_mode):
+    raises_as_cpu(bad, RuntimeError)
+
+
 def test_valid_nn_arguments_still_compute():
     # mixed integer and float operands promote, as CPU's kernels take them
     x, y = torch.tensor([1, 2]), torch.tensor([1.5, 3.0])
