@@ -180,6 +180,12 @@ def test_pooling_refuses_cpus_dtypes(bad, eager_mode):
     raises_as_cpu(bad, NotImplementedError)
 
 
+@pytest.mark.parametrize("shape", [(5, 5), (5,), (1, 1, 1, 5, 5)])
+def test_max_pool2d_of_other_dims_raises_as_cpu(shape, eager_mode):
+    # an unbatched 2-d image: CPU's RuntimeError (PyTorch's meta kernel raised an IndexError)
+    raises_as_cpu(lambda d: F.max_pool2d(torch.ones(shape, device=d), 2))
+
+
 @pytest.mark.parametrize("fn, dtype", [(F.max_pool2d, torch.int64), (F.max_pool2d, torch.uint8),
                                        (F.max_pool3d, torch.int8), (F.avg_pool2d, torch.int64),
                                        (F.avg_pool3d, torch.int64)])
