@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -77,6 +79,146 @@ def _long(*rows):
 ])
 def test_bad_nn_arguments_raise_as_cpu(bad, exc, eager_mode):
     raises_as_cpu(bad, exc)
+
+
+def _pad(kind, nd, shape, padding, dtype=torch.float32):
+    op = getattr(_aten, f"{kind}_pad{nd}d")
+    return lambda d: op(torch.ones(shape, dtype=dtype, device=d), padding)
+
+
+@pytest.mark.parametrize("bad, exc", [
+    # CPU's checks in its order: the padding's length, the input's dims (only the batch may be
+    # empty), a reflection reaching past the input, the output's size, then the kernel's dtypes
+    *[(_pad(kind, nd, (1, 1) + (3,) * nd, [1] * (2 * nd + 1)), RuntimeError)
+      for kind in ("reflection", "replication") for nd in (1, 2, 3)],
+    *[(_pad(kind, nd, shape, [1] * (2 * nd)), RuntimeError)
+      for kind in ("reflection", "replication") for nd in (1, 2, 3)
+      for shape in [(3,) * nd, (1, 1, 1) + (3,) * nd, (1, 0) + (3,) * nd, (0,) + (3,) * nd,
+                    (1, 1) + (3,) * (nd - 1) + (0,)]],
+    *[(_pad("reflection", nd, (1, 1) + (3,) * nd, padding), RuntimeError)
+      for nd in (1, 2, 3) for padding in ([3] + [0] * (2 * nd - 1), [0] * (2 * nd - 1) + [3])],
+    (lambda d: F.pad(torch.ones(1, 1, 4, 4, device=d), (1, 1, 4, 1), mode="reflect"),
+     RuntimeError),
+    (lambda d: torch.nn.ReflectionPad3d((0, 0, 0, 0, 4, 0))(torch.ones(1, 4, 4, 4, device=d)),
+     RuntimeError),
+    (lambda d: torch.nn.ReplicationPad1d(1)(torch.ones(1, 2, 0, device=d)), RuntimeError),
+    *[(_pad(kind, nd, (1, 1) + (3,) * nd, padding), RuntimeError)
+      for kind in ("reflection", "replication") for nd in (1, 2, 3)
+      for padding in ([-2] * (2 * nd), [-2, -2] + [0] * (2 * nd - 2),
+                      [0] * (2 * nd - 2) + [-1, -3])],
+    (_pad("reflection", 1, (1, 1, 3), [-1, -2]), RuntimeError),
+    *[(_pad(kind, nd, (1, 1) + (3,) * nd, [1] * (2 * nd), dtype), NotImplementedError)
+      for kind in ("reflection", "replication") for nd in (1, 2, 3)
+      for dtype in (torch.bool, torch.uint16)],
+    (lambda d: F.pad(torch.ones(1, 2, 3, dtype=torch.bool, device=d), (1, 1), mode="reflect"),
+     NotImplementedError),
+    (_pad("replication", 1, (1, 1, 3), [3, 3], torch.bool), NotImplementedError),
+    (_pad("reflection", 1, (1, 1, 3), [3, 3], torch.bool), RuntimeError),
+])
+def test_bad_padding_raises_as_cpu(bad, exc, eager_mode):
+    raises_as_cpu(bad, exc)
+
+
+@pytest.mark.parametrize("kind, nd, padding", [
+    ("reflection", 2, [0, 0, -1, -2]), ("replication", 3, [0, 0, 0, 0, -1, -2]),
+    ("reflection", 1, [-1, -1]), ("replication", 2, [5, 5, -1, 0]), ("reflection", 3, [2] * 6),
+])
+def test_padding_within_cpus_limits_computes(kind, nd, padding):
+    x = torch.arange(3.0 ** nd).reshape((1, 1) + (3,) * nd)
+    op = getattr(_aten, f"{kind}_pad{nd}d")
+    assert torch.equal(op(x.to("tpu"), padding).cpu(), op(x, padding))
+
+
+def _resize(mode, shape, dtype, antialias=False):
+    return lambda d: F.interpolate(torch.ones(shape, dtype=dtype, device=d), scale_factor=2,
+                                   mode=mode, antialias=antialias)
+
+
+_RESIZES = [("nearest", (1, 2, 4)), ("nearest", (1, 2, 4, 4)), ("nearest-exact", (1, 2, 4, 4)),
+            ("nearest", (1, 2, 2, 2, 2)), ("nearest-exact", (1, 2, 4)), ("linear", (1, 2, 4)),
+            ("bilinear", (1, 2, 4, 4)), ("bicubic", (1, 2, 4, 4)),
+            ("trilinear", (1, 2, 2, 2, 2))]
+
+
+@pytest.mark.parametrize("bad", [
+    # CPU's resizing kernels are built for floats (and uint8, but for linear and trilinear)
+    *[_resize(mode, shape, dtype) for mode, shape in _RESIZES
+      for dtype in (torch.bool, torch.int32, torch.int8, torch.complex64)],
+    *[_resize(mode, shape, torch.uint8) for mode, shape in _RESIZES[5::3]],
+    *[_resize(mode, (1, 2, 4, 4), dtype, antialias=True) for mode in ("bilinear", "bicubic")
+      for dtype in (torch.bool, torch.int64, torch.complex64)],
+])
+def test_resizing_refuses_cpus_dtypes(bad, eager_mode):
+    raises_as_cpu(bad, NotImplementedError)
+
+
+@pytest.mark.parametrize("mode, shape", _RESIZES[:5] + [("bilinear", (1, 2, 4, 4))])
+def test_resizing_uint8_still_computes(mode, shape):
+    x = torch.arange(math.prod(shape), dtype=torch.uint8).reshape(shape)
+    out = F.interpolate(x.to("tpu"), scale_factor=2, mode=mode)
+    assert out.dtype == torch.uint8 and out.shape == F.interpolate(x, scale_factor=2,
+                                                                    mode=mode).shape
+
+
+def _pool(fn, dtype, nd=2):
+    return lambda d: fn(torch.ones((1, 2) + (4,) * nd, device=d).to(dtype), 2)
+
+
+@pytest.mark.parametrize("bad", [
+    # CPU's pooling kernels: max pooling takes integers but not bool, complex or uint16;
+    # average pooling int64 alone of the integers; adaptive pooling floats only
+    *[_pool(fn, dtype, nd) for fn, nd in ((F.max_pool2d, 2), (F.max_pool3d, 3))
+      for dtype in (torch.bool, torch.complex64, torch.uint16)],
+    *[_pool(fn, dtype, nd) for fn, nd in ((F.avg_pool2d, 2), (F.avg_pool3d, 3))
+      for dtype in (torch.bool, torch.uint8, torch.int32, torch.complex64)],
+    *[_pool(fn, dtype, nd) for fn, nd in (
+        (F.adaptive_max_pool2d, 2), (F.adaptive_max_pool3d, 3), (F.adaptive_avg_pool2d, 2),
+        (F.adaptive_avg_pool3d, 3), (F.adaptive_avg_pool1d, 1))
+      for dtype in (torch.bool, torch.uint8, torch.int64, torch.complex64)],
+])
+def test_pooling_refuses_cpus_dtypes(bad, eager_mode):
+    raises_as_cpu(bad, NotImplementedError)
+
+
+@pytest.mark.parametrize("shape", [(5, 5), (5,), (1, 1, 1, 5, 5)])
+def test_max_pool2d_of_other_dims_raises_as_cpu(shape, eager_mode):
+    # an unbatched 2-d image: CPU's RuntimeError (PyTorch's meta kernel raised an IndexError)
+    raises_as_cpu(lambda d: F.max_pool2d(torch.ones(shape, device=d), 2))
+
+
+@pytest.mark.parametrize("fn, dtype", [(F.max_pool2d, torch.int64), (F.max_pool2d, torch.uint8),
+                                       (F.max_pool3d, torch.int8), (F.avg_pool2d, torch.int64),
+                                       (F.avg_pool3d, torch.int64)])
+def test_pooling_integers_cpu_takes_still_compute(fn, dtype):
+    nd = 3 if fn in (F.max_pool3d, F.avg_pool3d) else 2
+    x = torch.arange(2 * 4 ** nd).reshape((1, 2) + (4,) * nd).to(dtype)
+    assert torch.equal(fn(x.to("tpu"), 2).cpu(), fn(x, 2))
+
+
+def _conv(fn, x_dtype, w_dtype, nd=2, transposed=False):
+    x, w = (1, 3) + (5,) * nd, ((3, 2) if transposed else (2, 3)) + (3,) * nd
+    return lambda d: fn(torch.ones(x, dtype=x_dtype, device=d),
+                        torch.ones(w, dtype=w_dtype, device=d))
+
+
+@pytest.mark.parametrize("bad", [
+    # an input and weight of different dtypes (a double input to a float model): CPU's words,
+    # which depend on the input's dtype; the shapes are checked first
+    *[_conv(F.conv2d, x, w) for x, w in [
+        (torch.float64, torch.float32), (torch.float32, torch.float64),
+        (torch.int64, torch.float32), (torch.float16, torch.float32),
+        (torch.bfloat16, torch.float32), (torch.float32, torch.bfloat16),
+        (torch.bfloat16, torch.complex64),
+        (torch.float16, torch.bfloat16)]],
+    _conv(F.conv1d, torch.float64, torch.float32, nd=1),
+    _conv(F.conv3d, torch.float16, torch.float64, nd=3),
+    _conv(F.conv_transpose2d, torch.float64, torch.float32, transposed=True),
+    lambda d: F.conv2d(torch.ones(1, 4, 5, 5, dtype=torch.float64, device=d),
+                       torch.ones(2, 3, 3, 3, device=d)),
+    lambda d: F.conv1d(torch.ones(1, 3, 5, device=d), torch.ones(6, 3, 3, 3, device=d)),
+])
+def test_convolution_dtype_mismatch_raises_as_cpu(bad, eager_mode):
+    raises_as_cpu(bad, RuntimeError)
 
 
 def test_valid_nn_arguments_still_compute():

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
@@ -87,3 +88,45 @@ def test_multihead_attention_inference_matches_cpu(need_weights):
     torch.testing.assert_close(out[0].cpu(), expected[0], **TOL)
     if need_weights:
         torch.testing.assert_close(out[1].cpu(), expected[1], **TOL)
+
+
+def _masked_softmax_masks(b, h, n):
+    g = torch.Generator().manual_seed(0)
+    full = torch.randint(0, 2, (b, h, n, n), generator=g).bool()
+    full[0, 0, 1] = True  # a row masked throughout
+    full[0, 0, :, 2] = True  # and a column
+    return [(torch.randint(0, 2, (n, n), generator=g).bool(), 0),
+            (torch.randint(0, 2, (b, n), generator=g).bool(), 1), (full, 2), (full, None)]
+
+
+@pytest.mark.parametrize("dim", [0, 3, None])
+@pytest.mark.parametrize("mask_i", range(4))
+def test_masked_softmax_matches_cpu(dim, mask_i):
+    # The fused masked softmax of BetterTransformer-style code (it had no rule): an (L, L)
+    # or a (B, L) mask of a 4-d input, or one of its shape; a row masked throughout is NaN,
+    # as on CPU. Its gradient where the mask has the input's shape (CPU's backward's only).
+    x = torch.randn(2, 3, 5, 5, generator=torch.Generator().manual_seed(1))
+    mask, mask_type = _masked_softmax_masks(2, 3, 5)[mask_i]
+    out = torch._masked_softmax(x.to(TPU), mask.to(TPU), dim, mask_type)
+    torch.testing.assert_close(out.cpu(), torch._masked_softmax(x, mask, dim, mask_type),
+                               equal_nan=True, **TOL)
+    if mask.shape == x.shape:
+        grads = []
+        for device in ("cpu", TPU):
+            xd = x.clone().to(device).requires_grad_()
+            torch._masked_softmax(xd, mask.to(device), dim, mask_type).backward(
+                torch.ones_like(xd) + torch.arange(5.0, device=device))
+            grads.append(xd.grad.cpu())
+        torch.testing.assert_close(grads[1], grads[0], equal_nan=True, **TOL)
+
+
+@pytest.mark.parametrize("mask, mask_type", [
+    (torch.ones(5, 5, dtype=torch.long), 0), (torch.ones(4, 4, dtype=torch.bool), 0),
+    (torch.ones(3, 5, dtype=torch.bool), 1), (torch.ones(2, 3, 5, 4, dtype=torch.bool), 2),
+])
+def test_masked_softmax_bad_masks_raise_as_cpu(mask, mask_type):
+    x = torch.randn(2, 3, 5, 5)
+    with pytest.raises(RuntimeError) as on_cpu:
+        torch._masked_softmax(x, mask, 3, mask_type)
+    with pytest.raises(RuntimeError, match=re.escape(on_cpu.value.args[0])):
+        torch._masked_softmax(x.to(TPU), mask.to(TPU), 3, mask_type)

@@ -194,6 +194,23 @@ def test_grid_sampler_3d(mode, padding_mode, align_corners):
     assert_same(actual, expected, **TOL)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_grid_sampler_3d_skips_corners_outside_as_cpu(dtype):
+    # An infinite coordinate (a degenerate affine transform) samples nothing: CPU's 3-d kernel
+    # adds only the corners inside the input, so the output is 0 there, not NaN (inf - inf
+    # weights), and the input's gradient stays finite.
+    x = _randn(1, 2, 3, 3, 3).to(dtype)
+    grid = (_randn(1, 2, 3, 2, 3, seed=1) * 0.9).to(dtype)
+    grid[0, 1, 1, 1, 0] = float("inf")
+    grid[0, 0, 2, 0, 2] = float("-inf")
+    actual, expected = _both(aten.grid_sampler_3d, x, grid, 0, 0, False)
+    assert_same(actual, expected, **TOL)
+    grad = _randn(1, 2, 2, 3, 2, seed=2).to(dtype)
+    args = (grad, x, grid, 0, 0, False, [True, False])
+    actual, expected = _both(aten.grid_sampler_3d_backward, *args)
+    assert_same(actual[0], expected[0], **TOL)
+
+
 @pytest.mark.parametrize("p,weighted,reduction", list(itertools.product([1, 2], [False, True],
                                                                          [0, 1, 2])))
 def test_multi_margin_loss(p, weighted, reduction):
@@ -426,3 +443,20 @@ def test_grid_sample_places_pixels_as_cpu(align_corners):
     grid = torch.rand(1, h, w, 2, generator=torch.Generator().manual_seed(0)) * 1.9 - 0.95
     actual, expected = _both(F.grid_sample, x, grid, align_corners=align_corners)
     assert_same(actual, expected, rtol=0, atol=1e-3)
+
+
+@pytest.mark.parametrize("antialias", [False, True])
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("size", [(32, 32), (90, 120)])
+def test_uint8_resize_rounds_each_pass_as_cpu(mode, antialias, size):
+    # CPU resizes uint8 images width first, then height, rounding to uint8 after each pass
+    # (in fixed point: a pixel may still differ by one); truncating shifted a picture darker
+    # by half a level on average.
+    torch.manual_seed(0)
+    x = torch.randint(0, 256, (2, 3, 40, 50), dtype=torch.uint8)
+    x[..., 20:, :] = 255  # an edge: bicubic overshoots and clamps there
+    actual = F.interpolate(x.to(TPU), size=size, mode=mode, antialias=antialias).cpu()
+    expected = F.interpolate(x, size=size, mode=mode, antialias=antialias)
+    diff = (actual.int() - expected.int()).abs()
+    assert diff.max() <= 1
+    assert diff.float().mean() < 0.1

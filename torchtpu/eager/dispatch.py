@@ -268,13 +268,9 @@ _PRIVATEUSE1 = torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1)
 aten = torch.ops.aten
 
 # Decompositions that skip checks their meta kernels (or CPU's, meta_errors.py) make:
-# reflection padding as wide as the input would read past it, padding an empty dimension
-# has nothing to repeat, pixel_shuffle's view would fail on a channel count it cannot split,
-# binary cross-entropy would take integer targets.
-_CHECKED_BY_META = {aten.reflection_pad1d.default, aten.reflection_pad2d.default,
-                    aten.reflection_pad3d.default, aten.replication_pad1d.default,
-                    aten.replication_pad2d.default, aten.replication_pad3d.default,
-                    aten.pixel_shuffle.default, aten.pixel_unshuffle.default,
+# pixel_shuffle's view would fail on a channel count it cannot split, binary cross-entropy
+# would take integer targets. (Padding's checks are all CPU's own, in nn_checks.py.)
+_CHECKED_BY_META = {aten.pixel_shuffle.default, aten.pixel_unshuffle.default,
                     aten.binary_cross_entropy.default,
                     aten.binary_cross_entropy_with_logits.default}
 

@@ -126,6 +126,61 @@ _KERNELS = [
         "spherical_bessel_j0")),
 ]
 
+def resizing_refuses(kernel: str, uint8: bool = True):
+    """CPU's resizing kernels: floats only, and uint8 (images) but for the linear ones. (Half
+    and bfloat16 antialiasing CPU lacks are taken, as cuda takes them.)"""
+
+    def check(self, *_, **__) -> NotImplementedError | None:
+        dtype = _numpy_dtype(self.dtype)
+        if dtype.kind in "biuc" and not (uint8 and dtype == np.uint8):
+            return NotImplementedError(
+                f'"{kernel}" not implemented for \'{scalar_type_name(self.dtype)}\'')
+        return None
+
+    return check
+
+
+_RESIZING = {"upsample_linear1d": resizing_refuses("compute_indices_weights_linear", False),
+             "upsample_trilinear3d": resizing_refuses("compute_indices_weights_linear", False),
+             "upsample_bilinear2d": resizing_refuses("upsample_bilinear2d_channels_last"),
+             "upsample_bicubic2d": resizing_refuses("compute_indices_weights_cubic"),
+             "_upsample_bilinear2d_aa": resizing_refuses("compute_index_ranges_weights"),
+             "_upsample_bicubic2d_aa": resizing_refuses("compute_index_ranges_weights")}
+
+
+def kernel_takes(kernel: str, names: frozenset):
+    """CPU's kernel is built for these dtypes only (numpy's names)."""
+
+    def check(self, *_, **__) -> NotImplementedError | None:
+        if _numpy_dtype(self.dtype).name not in names:
+            return NotImplementedError(
+                f'"{kernel}" not implemented for \'{scalar_type_name(self.dtype)}\'')
+        return None
+
+    return check
+
+
+def _max_pool2d_dims(self, kernel_size=(), *_, **__) -> str | None:
+    # (the meta kernel reads a 2-d input's channels before it checks: an IndexError)
+    if len(kernel_size) in (1, 2) and len(self.shape) not in (3, 4):
+        return "non-empty 3D or 4D (batch mode) tensor expected for input"
+    return None
+
+
+_FLOATS = frozenset({"float32", "float64", "float16", "bfloat16"})
+# (avg_pool3d's half and bfloat16, which CPU's kernel lacks, are taken, as cuda takes them)
+_POOLING = {
+    "max_pool2d_with_indices": _first(_max_pool2d_dims, kernel_takes(
+        "max_pool2d", _FLOATS | {"int8", "int16", "int32", "int64", "uint8"})),
+    "max_pool3d_with_indices": kernel_takes(
+        "max_pool3d", _FLOATS | {"int8", "int16", "int32", "int64", "uint8"}),
+    "avg_pool2d": kernel_takes("avg_pool2d", _FLOATS | {"int64"}),
+    "avg_pool3d": kernel_takes("avg_pool3d_out_frame", _FLOATS | {"int64"}),
+    "adaptive_max_pool2d": kernel_takes("adaptive_max_pool2d", _FLOATS),
+    "adaptive_max_pool3d": kernel_takes("adaptive_max_pool3d_cpu", _FLOATS),
+}
+
+
 KERNEL_DTYPE_CHECKS = {
     **{getattr(_aten, op).default: kernel_refuses(kernel, kinds) for op, kernel, kinds in _KERNELS},
     _aten.round.decimals: lambda self, decimals=0: kernel_refuses(
@@ -163,4 +218,6 @@ KERNEL_DTYPE_CHECKS = {
     _aten.cumprod_.default: _inplace_scan("cumprod_out_cpu"),
     **{getattr(_aten, f).default: _refuses("c", RuntimeError(
         f"{f} does not support complex inputs.")) for f in ("isposinf", "isneginf")},
+    **{getattr(_aten, name).default: check for name, check in _RESIZING.items()},
+    **{getattr(_aten, name).default: check for name, check in _POOLING.items()},
 }

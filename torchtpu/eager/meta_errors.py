@@ -240,7 +240,7 @@ def _convolution_check(input, weight, bias=None, stride=(), padding=(),  # noqa:
     if len(w) < 3:
         return "weight should have at least three dimensions"
     if len(x) != len(w):
-        return (f"Expected {len(w)}-dimensional input for {len(w)}-dimensional weight{w}, "
+        return (f"Expected {len(w)}-dimensional input for {len(w)}-dimensional weight {w}, "
                 f"but got {len(x)}-dimensional input of size {x} instead")
     if w[0] < groups:
         return (f"Given groups={groups}, expected weight to be at least {groups} at "
@@ -705,7 +705,7 @@ _CPU_CHECKS = {
     _aten._softmax.default: _softmax_check("softmax"),
     _aten._log_softmax.default: _softmax_check("log_softmax"),
     _aten.abs.default: lambda self: _not_for_bool("abs_cpu", self),
-    _aten.convolution.default: _convolution_check,
+    _aten.convolution.default: _first(_convolution_check, nn_checks.conv_dtypes),
     _aten.mm.default: _mm_check,
     _aten.addmm.default: _addmm_check,
     _aten.mv.default: lambda mat, vec: _addmv_dtypes(vec.dtype, mat, vec),  # into vec's dtype

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..ops.dtypes import scalar_type_name, to_jax_dtype
+from ..ops.dtypes import scalar_type_name, to_jax_dtype, to_torch_dtype
+from .kernel_dtypes import kernel_takes, resizing_refuses
 
 
 def _kind(dtype) -> str:
@@ -33,8 +34,10 @@ def adaptive_avg_check(nd: int):
                 return (f"adaptive_avg_pool{nd}d(): Expected input to have non-zero size for "
                         f"non-batch dimensions, but input has sizes {list(self.shape)} with "
                         f"dimension {i + self.ndim} being empty")
-        return None
+        return kernel(self)
 
+    kernel = kernel_takes("adaptive_avg_pool2d" if nd == 2 else "adaptive_avg_pool3d_cpu",
+                          frozenset({"float32", "float64", "float16", "bfloat16"}))
     return check
 
 
@@ -132,6 +135,92 @@ def _huber_check(self, target, reduction=1, delta=1.0) -> str | None:
     return "huber_loss does not support non-positive values for delta." if delta <= 0 else None
 
 
+# The dtypes CPU's padding kernels are built for (AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND2).
+_PADDED_DTYPES = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64,
+                  torch.complex128, torch.uint8, torch.int8, torch.int16, torch.int32,
+                  torch.int64}
+
+
+def padding_check(kind: str, nd: int):
+    """CPU's checks of reflection_pad{nd}d / replication_pad{nd}d in its order: the padding's
+    length, the input's dims (only a batch may be empty), a reflection past the input, the
+    output's size, then the kernel's dtypes. The decompositions check none of them (a
+    reflection past the input read wrong values)."""
+    name = f"{kind}_pad{nd}d"
+
+    def check(self, padding) -> Exception | str | None:
+        shape, padding = list(self.shape), list(padding)
+        if len(padding) != 2 * nd:
+            got = f", but got: {len(padding)}" if kind == "reflection" else ""
+            return f"padding size is expected to be {2 * nd}{got}"
+        batched = len(shape) == nd + 2
+        if not (batched or len(shape) == nd + 1) or 0 in shape[batched:]:
+            return (f"Expected {nd + 1}D or {nd + 2}D (batch mode) tensor with possibly 0 batch "
+                    f"size and other non-zero dimensions for input, but got: {shape}")
+        pairs = [(len(shape) - 1 - i, padding[2 * i], padding[2 * i + 1]) for i in range(nd)]
+        for i, (d, lo, hi) in enumerate(pairs):
+            if kind == "reflection" and not (lo < shape[d] and hi < shape[d]):
+                return (f"Argument #{4 + 2 * i}: Padding size should be less than the "
+                        f"corresponding input dimension, but got: padding ({lo}, {hi}) at "
+                        f"dimension {d} of input {shape}")
+        out = list(shape)
+        for d, lo, hi in pairs:
+            out[d] += lo + hi
+        spatial = range(len(shape) - nd, len(shape))
+        # (CPU's 2-d and 3-d kernels refuse an output only when no spatial size is positive)
+        if all(out[d] < 1 for d in spatial):
+            names = "DHW"[3 - nd:]
+            given = [f"{n}: {shape[d]}" for n, d in zip(names, spatial, strict=True)]
+            if nd > 1:
+                given[-2] += ","
+            space = " " if (nd, kind) == (2, "replication") else ""
+            wanted = " ".join(f"{n}: {out[d]}" for n, d in zip(names, spatial, strict=True))
+            return f"input ({' '.join(given)}{space}) is too small. Calculated output {wanted}"
+        # A negative size beside a positive one fails where CPU allocates the output: its 2-d
+        # reflection resizes (the size's product overflows; with an empty batch CPU returns a
+        # negative size, which no tensor here can have), the others create it.
+        if (negative := next((n for n in out if n < 0), None)) is not None:
+            if (nd, kind) == (2, "reflection") and 0 not in out:
+                return "numel: integer multiplication overflow"
+            return f"Trying to create tensor with negative dimension {negative}: {out}"
+        if self.dtype not in _PADDED_DTYPES:
+            return _not_implemented(name, self.dtype)
+        return None
+
+    return check
+
+
+# The dtypes c10 names as legacy tensor types (torch.FloatTensor); the others CPUBFloat16Type.
+_LEGACY_TYPES = {torch.float32, torch.float64, torch.float16, torch.int64, torch.int32,
+                 torch.int16, torch.int8, torch.uint8}
+
+
+def _type_string(dtype) -> str:
+    dtype = to_torch_dtype(dtype) if not isinstance(dtype, torch.dtype) else dtype
+    name = scalar_type_name(dtype)
+    return f"torch.{name}Tensor" if dtype in _LEGACY_TYPES else f"CPU{name}Type"
+
+
+def conv_dtypes(input, weight, bias=None, stride=(), padding=(), dilation=(),  # noqa: A002
+                transposed=False, *_) -> str | None:
+    """CPU's words for an input and weight of different dtypes, after its shape checks:
+    half and bfloat16 inputs (mkldnn's) are checked against the weight's type, others meet
+    their kernel's scalar type check. (A bool input, or an int32 one to a transposed
+    convolution, meets a kernel CPU lacks: left to the rule. PyTorch checks a complex input
+    itself, naming the device's type as cuda's does.)"""
+    if input.dtype == weight.dtype:
+        return None
+    dtype = to_torch_dtype(input.dtype) if not isinstance(input.dtype, torch.dtype) else input.dtype
+    if dtype == torch.bool or (transposed and dtype == torch.int32):
+        return None
+    if dtype in (torch.float16, torch.bfloat16):
+        return (f"Input type ({_type_string(dtype)}) and weight type "
+                f"({_type_string(weight.dtype)}) should be the same or input should be a MKLDNN "
+                "tensor and weight is a dense tensor")
+    return (f"expected scalar type {scalar_type_name(dtype)} but found "
+            f"{scalar_type_name(weight.dtype)}")
+
+
 _aten = torch.ops.aten
 
 # Decompositions (torch tensors in) that run these checks first (dispatch.py).
@@ -139,6 +228,8 @@ DECOMPOSED = {
     _aten.mse_loss.default: _mse_check,
     _aten.smooth_l1_loss.default: _smooth_l1_check,
     _aten.huber_loss.default: _huber_check,
+    **{getattr(_aten, f"{kind}_pad{nd}d").default: padding_check(kind, nd)
+       for kind in ("reflection", "replication") for nd in (1, 2, 3)},
 }
 
 
@@ -183,8 +274,9 @@ def ctc_check(log_probs_shape, targets_shape, input_lengths, target_lengths, bla
 
 
 def nearest_upsample_check(self, output_size, *_, **__):
-    """CPU's order: the spatial sizes, then an empty input (only an empty batch may be);
-    the meta kernel checks the other way round and hands torch._check an int for the second."""
+    """CPU's order: the spatial sizes, then an empty input (only an empty batch may be), then
+    the kernel's dtypes; the meta kernel checks the first two the other way round and hands
+    torch._check an int for the second."""
     nd = len(self.shape) - 2
     if len(output_size) == nd and (0 in self.shape[2:] or 0 in output_size):
         names = "DHW"[3 - nd:]
@@ -196,7 +288,8 @@ def nearest_upsample_check(self, output_size, *_, **__):
     if 0 in self.shape and 0 in self.shape[1:]:
         return (f"Non-empty {len(self.shape)}D data tensor expected but got a tensor with sizes "
                 f"{list(self.shape)}")
-    return None
+    kernel = "upsample_nearest2d_channels_last" if nd == 2 else "compute_indices_weights_nearest"
+    return resizing_refuses(kernel)(self)
 
 
 def fractional_pool_samples_check(self, kernel_size, output_size, random_samples):

@@ -146,9 +146,21 @@ def _interp_backward(taps_of, grad_output, output_size, input_size, scales):
     return _transpose(lambda x: _resample(x, taps), input_size, grad_output)
 
 
+def to_uint8(x):
+    """CPU's fixed-point uint8 resizes round half up and clamp."""
+    return jnp.clip(jnp.floor(x + 0.5), 0, 255).astype(jnp.uint8)
+
+
 def _interp_forward(taps_of, x, output_size, scales):
     taps = _axis_taps(taps_of, x.shape, output_size, scales)
-    return _resample(upcast(x), taps).astype(x.dtype)
+    if x.dtype != jnp.uint8:
+        return _resample(upcast(x), taps).astype(x.dtype)
+    # CPU resizes uint8 one axis at a time, the last first, into uint8 after each.
+    for i in reversed(range(len(taps))):
+        axis = x.ndim - len(taps) + i
+        y = _resample(jnp.moveaxis(upcast(x), axis, -1), [taps[i]])
+        x = to_uint8(jnp.moveaxis(y, -1, axis))
+    return x
 
 
 # torch._decomp's forms compute source positions on the device, rounding twice where CPU
@@ -297,11 +309,18 @@ def _grid_sample(x, grid, interpolation_mode, padding_mode, align_corners):
         step = jnp.arange(2, dtype=b.dtype).reshape((2,) + (1,) * (nd - 1 - a + b.ndim - 1))
         corners.append(b.reshape(b.shape[:1] + (1,) * nd + b.shape[1:]) + step)
     v = _gather(x, corners)  # (N, C, 2, ..., 2, *out)
+    inside = True
+    for p, n in zip(corners, spatial, strict=True):
+        inside = inside & (p >= 0) & (p < n)
     out = 0
     for corner in itertools.product((0, 1), repeat=nd):
         w = 1
         for c, t in zip(corner, frac, strict=True):
             w = w * (t if c else 1 - t)
+        if nd == 3:
+            # CPU's 3-d kernel adds only the corners inside the input: an infinite coordinate's
+            # NaN weights never meet its zeros (its vectorised 2-d kernel multiplies them).
+            w = jnp.where(inside[(slice(None), *corner)], w, 0)
         out = out + v[(slice(None), slice(None), *corner)] * w[:, None]
     return out
 

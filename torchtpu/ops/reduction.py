@@ -250,6 +250,46 @@ def _log_softmax_backward_data(grad_output, output, dim, input_dtype):
     return grad_output - jnp.exp(output) * jnp.sum(grad_output, axis=axis, keepdims=True)
 
 
+def _masked_softmax_mask(self, mask, mask_type):
+    """CPU's masked_softmax_cpu: an (L, L) mask (type 0) or a (B, L) padding mask (type 1) of
+    a 4-d input, else (type 2) a mask of the input's shape; True masks."""
+    if mask.dtype != jnp.bool_:
+        raise RuntimeError("Mask should be a boolean tensor")
+    shape = self.shape
+    if mask.ndim != 2 or self.ndim != 4:
+        mask_type = 2
+    if mask_type == 1:
+        if (shape[0], shape[2]) != mask.shape:
+            raise RuntimeError("For mask_type == 1 mask shape should be (B, L)")
+        return jnp.broadcast_to(mask.reshape(shape[0], 1, 1, shape[2]), shape)
+    if mask_type == 0:
+        if mask.shape != (shape[2], shape[2]) or shape[3] != shape[2]:
+            raise RuntimeError("For mask_type == 0 mask shape should be (L, L)")
+        return jnp.broadcast_to(mask, shape)
+    if mask.shape != shape:
+        raise RuntimeError("For mask_type == 2 mask shape should match input shape")
+    return mask
+
+
+@lowering(aten._masked_softmax)
+@opmath
+def _masked_softmax(self, mask, dim=None, mask_type=None):
+    mask = _masked_softmax_mask(self, mask, mask_type)
+    axis = (self.ndim - 1 if dim is None else dim % max(self.ndim, 1)) if self.ndim else None
+    # (a row masked throughout is NaN, as on CPU)
+    return jax.nn.softmax(jnp.where(mask, -jnp.inf, self), axis=axis)
+
+
+@lowering(aten._masked_softmax_backward)
+@opmath
+def _masked_softmax_backward(grad_output, output, mask, dim=None):
+    if mask.shape != grad_output.shape:
+        raise RuntimeError("Mask shape should match grad shape")
+    axis = output.ndim - 1 if dim is None else dim % max(output.ndim, 1)
+    g = grad_output * output
+    return jnp.where(mask, 0, g - output * jnp.sum(g, axis=axis, keepdims=True))
+
+
 def _scan(fn, self, dim, dtype):
     out_dtype = _acc_dtype(self, dtype)
     x = self.astype(out_dtype)

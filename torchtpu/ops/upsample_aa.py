@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from jax import lax
 
-from .nn_backward import _transpose
+from .nn_backward import _transpose, to_uint8
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -81,8 +81,9 @@ def _resize(x, axis: int, size_out: int, align_corners: bool, scale, kernel=_tri
         return x
     dt = np.float64 if x.dtype == jnp.float64 else np.float32
     m = jnp.asarray(_weights(size_in, size_out, align_corners, scale, dt, kernel))
-    y = jnp.tensordot(x.astype(m.dtype), m, axes=[[axis], [1]], precision=lax.Precision.HIGHEST)
-    return jnp.moveaxis(y, -1, axis).astype(x.dtype)
+    y = jnp.moveaxis(jnp.tensordot(x.astype(m.dtype), m, axes=[[axis], [1]],
+                                   precision=lax.Precision.HIGHEST), -1, axis)
+    return to_uint8(y) if x.dtype == jnp.uint8 else y.astype(x.dtype)
 
 
 def _register(forward_op, backward_op, kernel):
