@@ -104,9 +104,9 @@ def test_tensor_of_a_storage_as_on_cpu():
     # dispatch off: set_.source_Storage had no tpu kernel.
     def run(device):
         t = torch.arange(6.0, device=device)
-        by_bytes = torch.tensor(t.untyped_storage())  # int64 words, then to the default device
         shared = torch.tensor(t.storage(), device=device)
         shared[1] = 9.0  # it aliases the storage
+        by_bytes = torch.tensor(t.untyped_storage())  # int64 words, then to the default device
         return by_bytes, shared.device.type, shared, t
 
     tpu, cpu = run(TPU), run("cpu")
