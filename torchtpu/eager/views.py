@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import jax.numpy as jnp
 import torch
 
 from ..ops.registry import LOWERINGS
@@ -188,6 +189,17 @@ def layout_for(t: torch.Tensor, memory_format=None) -> tuple[int, ...]:
     keeps a dense layout such as channels_last and makes anything else contiguous)."""
     meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
     return torch.empty_like(meta, memory_format=memory_format or torch.preserve_format).stride()
+
+
+def fresh_strided(dtype, size, stride) -> TpuTensor:
+    """empty_strided's tensor for a layout with gaps or overlaps: a fresh storage as large as
+    the layout reaches (zeros here), seen through that layout, as PyTorch allocates it."""
+    size, stride = tuple(size), tuple(stride)
+    needed = (1 + sum((n - 1) * s for n, s in zip(size, stride, strict=True))
+              if math.prod(size) else 0)
+    t = wrap(jnp.zeros((needed,), dtype))
+    set_geometry(t, size, stride, 0)
+    return t
 
 
 def set_geometry(t: TpuTensor, size, stride, offset: int) -> None:
