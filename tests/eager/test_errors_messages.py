@@ -53,3 +53,12 @@ def test_masked_fill_takes_a_bool_mask_and_0_d_value():
     x, mask = torch.arange(3.0), torch.tensor([True, False, True])
     out = x.to("tpu").masked_fill(mask.to("tpu"), torch.tensor(7.0, device="tpu"))
     assert out.cpu().tolist() == x.masked_fill(mask, 7.0).tolist()
+
+
+def test_block_diag_refuses_in_atens_words():
+    # torch._refs' decomposition words both checks otherwise (without the op's name).
+    raises_as_cpu(lambda d: torch.block_diag(torch.ones(2, device=d),
+                                             torch.ones(1, 1, 1, device=d)))
+    with pytest.raises(RuntimeError, match=r"^torch\.block_diag: input tensors must all be on the "
+                       r"same device\. Input 0 is on device cpu and input 1 is on device tpu:0$"):
+        torch.block_diag(torch.ones(2, 2), torch.ones(2, 2, device="tpu:0"))
