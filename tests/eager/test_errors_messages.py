@@ -62,3 +62,15 @@ def test_block_diag_refuses_in_atens_words():
     with pytest.raises(RuntimeError, match=r"^torch\.block_diag: input tensors must all be on the "
                        r"same device\. Input 0 is on device cpu and input 1 is on device tpu:0$"):
         torch.block_diag(torch.ones(2, 2), torch.ones(2, 2, device="tpu:0"))
+
+
+@pytest.mark.parametrize("bad, exc", [
+    # the meta kernel wrapped the dims before it compared the counts, and spaced "dims: 2"
+    (lambda d: torch.arange(8, device=d).view(2, 4).roll((1,), (1, 2)), RuntimeError),
+    (lambda d: torch.arange(8, device=d).view(2, 4).roll((1, 2), ()), RuntimeError),
+    (lambda d: torch.tensor(3, device=d).roll(1, 1), IndexError),
+    (lambda d: torch.repeat_interleave(torch.ones(2, 2, dtype=torch.long, device=d)),
+     RuntimeError),
+])
+def test_roll_and_repeat_interleave_refuse_as_cpu(bad, exc):
+    raises_as_cpu(bad, exc)
