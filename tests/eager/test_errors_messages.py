@@ -74,3 +74,11 @@ def test_block_diag_refuses_in_atens_words():
 ])
 def test_roll_and_repeat_interleave_refuse_as_cpu(bad, exc):
     raises_as_cpu(bad, exc)
+
+
+@pytest.mark.parametrize("op", [torch.complex, torch.polar])
+@pytest.mark.parametrize("dtypes", [(torch.int64, torch.int64), (torch.float32, torch.float64)])
+def test_complex_and_polar_refuse_parts_as_cpu(op, dtypes):
+    # polar promoted mixed dtypes and let its meta kernel word integer parts.
+    raises_as_cpu(lambda d: op(torch.ones(2, dtype=dtypes[0], device=d),
+                               torch.ones(2, dtype=dtypes[1], device=d)))
