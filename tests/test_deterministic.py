@@ -50,3 +50,23 @@ def test_factories_that_copy_in_fill_nothing_they_write(deterministic):
     out = torch.index_add(torch.zeros(3, device=TPU), 0, torch.tensor([0, 0], device=TPU),
                           torch.ones(2, device=TPU))
     assert out.tolist() == [2.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.complex64, torch.int32,
+                                   torch.bool])
+def test_resize_fills_the_memory_it_adds_as_cpus(deterministic, dtype):
+    # CPU fills the storage's new elements only: one the tensor shrank past keeps its value.
+    def run(device):
+        grown = torch.ones(2, 2, dtype=dtype, device=device)
+        grown.resize_(3, 3)
+        again = torch.ones(2, dtype=dtype, device=device)
+        again.resize_(1)
+        again.resize_(5)
+        return grown, again
+
+    assert_same(run(TPU), run("cpu"))
+    torch.utils.deterministic.fill_uninitialized_memory = False
+    try:
+        assert torch.ones(1, device=TPU).resize_(2).tolist() == [1.0, 0.0]
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = True

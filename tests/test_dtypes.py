@@ -198,6 +198,53 @@ def test_linspace_is_cpus_bit_for_bit(dtype):
                                expected)
 
 
+
+@pytest.mark.filterwarnings("ignore:torch.range is deprecated")
+@pytest.mark.parametrize("args, dtype", [
+    ((0, 5), None), ((0, 1, 0.1), None), ((1.5, -2.25, -0.75), torch.float64),
+    ((0, 1, 0.1), torch.float16), ((0, 1, 0.1), torch.bfloat16), ((-1.5, 4.9, 1.7), torch.int64),
+    ((100, 130, 10), torch.int8), ((3, 3), torch.int32),
+])
+def test_range_includes_its_end_as_cpu(args, dtype):
+    expected = torch.range(*args, dtype=dtype)
+    actual = torch.range(*args, dtype=dtype, device=TPU)
+    assert actual.dtype == expected.dtype
+    assert torch.equal(actual.cpu(), expected)
+
+
+@pytest.mark.filterwarnings("ignore:torch.range is deprecated")
+@pytest.mark.parametrize("args, dtype, exc", [
+    ((0, 5, 0), None, RuntimeError), ((0, 5, -1), None, RuntimeError),
+    ((float("nan"), 5), None, RuntimeError), ((0, float("inf")), torch.float16, RuntimeError),
+    ((0, float("inf")), torch.int64, RuntimeError), ((0, 1e300), torch.float16, RuntimeError),
+    ((0, 5), torch.complex64, NotImplementedError), ((0, 5), torch.bool, NotImplementedError),
+])
+def test_range_refuses_as_cpu(args, dtype, exc):
+    raises_as_cpu(lambda d: torch.range(*args, dtype=dtype, device=d), exc)
+
+
+@pytest.mark.parametrize("args, dtype", [
+    ((0, 5.5), torch.int32), ((0, 5.5), torch.int64), ((0, 2.5, 0.5), torch.int16),
+    ((-2.5, 3.7, 1.5), torch.uint8), ((10, -3, -2), None), ((0, 1, 0.1), None),
+])
+def test_arange_counts_as_cpu(args, dtype):
+    # CPU counts every integer dtype but int64 from the bounds as doubles: 6 elements of int32
+    # from 0 to 5.5, 5 of int64 (the meta kernel's count and ours gave 5 for both).
+    expected = torch.arange(*args, dtype=dtype)
+    assert torch.equal(torch.arange(*args, dtype=dtype, device=TPU).cpu(), expected)
+
+
+@pytest.mark.parametrize("args, dtype, exc", [
+    ((float("nan"), 5), None, RuntimeError), ((-5, float("nan")), None, RuntimeError),
+    ((0, 5, float("nan")), None, RuntimeError), ((0, 1e20, 1e-10), None, RuntimeError),
+    ((0, 2**63 - 1, 2**61), None, RuntimeError), ((0, 5, 0.3), torch.int64, ValueError),
+    ((0, 5), torch.complex64, NotImplementedError), ((0, 5), torch.bool, NotImplementedError),
+])
+def test_arange_refuses_as_cpu(args, dtype, exc):
+    # PyTorch's Python reference checks in another order (a NaN bound was "inconsistent with
+    # step sign"), an overflowing count failed inside prims.iota, bool and complex were made.
+    raises_as_cpu(lambda d: torch.arange(*args, dtype=dtype, device=d), exc)
+
 @pytest.mark.parametrize("align_corners", [False, True])
 def test_affine_grid_of_the_identity_is_cpus_bit_for_bit(align_corners):
     # Its points fall on pixel centres, where grid_sample's gradient jumps: a grid 1 ulp off

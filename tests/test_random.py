@@ -387,3 +387,20 @@ def test_samplers_answer_degenerate_parameters_as_cpu():
                                                        device=d))):
         assert_same(draw(TPU), draw("cpu"))
 
+
+
+@pytest.mark.parametrize("bad, exc", [
+    (lambda d: torch.randperm(257, out=torch.empty(0, dtype=torch.uint8, device=d)),
+     RuntimeError),
+    (lambda d: torch.randperm(129, dtype=torch.int8, device=d), RuntimeError),
+    (lambda d: torch.randperm(2 ** 11 + 2, dtype=torch.half, device=d), RuntimeError),
+    (lambda d: torch.randperm(3, dtype=torch.bool, device=d), NotImplementedError),
+    (lambda d: torch.randperm(3, dtype=torch.complex64, device=d), NotImplementedError),
+    (lambda d: torch.randint(6, (2,), dtype=torch.complex64, device=d), RuntimeError),
+    (lambda d: torch.empty(3, device=d).uniform_(-3e38, 3e38), RuntimeError),
+])
+def test_factories_refuse_what_cpu_refuses(bad, exc):
+    # randperm made values its dtype cannot hold (or hold exactly), and bool and complex
+    # permutations; randint into complex failed inside numpy; uniform_ over a range wider
+    # than the dtype's largest value drew infinities.
+    raises_as_cpu(bad, exc)

@@ -96,3 +96,19 @@ def test_a_storage_is_made_on_tpu_as_on_cuda(make):
     assert torch.empty(0, dtype=torch.uint8, device=TPU).set_(s).tolist() == [44] * 8
     with pytest.raises(RuntimeError, match="fill_ expects int"):
         s.fill_(2.5)
+
+
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated")
+def test_tensor_of_a_storage_as_on_cpu():
+    # torch.tensor(storage) sets an empty tensor of the storage's device to it, with Python
+    # dispatch off: set_.source_Storage had no tpu kernel.
+    def run(device):
+        t = torch.arange(6.0, device=device)
+        shared = torch.tensor(t.storage(), device=device)
+        shared[1] = 9.0  # it aliases the storage
+        by_bytes = torch.tensor(t.untyped_storage())  # int64 words, then to the default device
+        return by_bytes, shared.device.type, shared, t
+
+    tpu, cpu = run(TPU), run("cpu")
+    assert tpu[1] == "tpu" and cpu[1] == "cpu"
+    assert_same([tpu[0], tpu[2], tpu[3]], [cpu[0], cpu[2], cpu[3]])

@@ -618,3 +618,19 @@ def test_a_loop_over_rows_and_windows_compiles_once():
 def test_unfold_of_a_0d_tensor_is_a_window_of_size(size, step):
     x = torch.tensor(0.5)
     assert_same(x.to("tpu").unfold(0, size, step), x.unfold(0, size, step))
+
+
+@pytest.mark.parametrize("size, stride", [((2, 3, 4), (2, 4, 6)), ((4, 3, 2), (10, 3, 1)),
+                                          ((2, 3, 4), (0, 0, 0)), ((4, 1, 1, 2), (10, 0, 0, 2))])
+def test_empty_strided_with_gaps_or_overlaps_as_cpu(size, stride):
+    # Such a layout came out contiguous, over a storage of its element count: as_strided over
+    # empty_strided's storage (PyTorch's own test does that) went out of bounds.
+    def run(device):
+        t = torch.empty_strided(size, stride, device=device).fill_(1.5)
+        over = torch.empty(t.untyped_storage().nbytes() // 4, device=device).as_strided(
+            size, stride)
+        return t.stride(), t.untyped_storage().nbytes(), t, over.shape
+
+    tpu, cpu = run(TPU), run("cpu")
+    assert tpu[:2] == cpu[:2] and tpu[3] == cpu[3]
+    assert_same(tpu[2], cpu[2])

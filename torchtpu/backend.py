@@ -162,7 +162,10 @@ def _to_executor(op):
 # PyTorch runs for a device without one (7-11 ops, rounding after each in bfloat16).
 # _local_scalar_dense: torch.tensor([t, t]) reads 0-d tensors with Python dispatch off.
 # embedding_sparse_backward: its composite builds a sparse tensor (ops/decomps.py: dense).
-_KERNELS = ("silu_backward", "mish_backward", "_local_scalar_dense", "embedding_sparse_backward")
+# set_.source_Storage: torch.tensor(storage) sets an empty tensor to the storage with Python
+# dispatch off.
+_KERNELS = ("silu_backward", "mish_backward", "_local_scalar_dense", "embedding_sparse_backward",
+            "set_.source_Storage")
 
 # Small index and window factories: cheaper built once on the host than compiled.
 _HOST_FACTORIES = ("tril_indices", "triu_indices", "hann_window", "hamming_window",
@@ -528,7 +531,9 @@ def register() -> None:
                 kernel = _via_cpu(getattr(packet, overload))
                 _lib.impl(qualified, _on_an_existing_device(kernel), "PrivateUse1")
     for name in _KERNELS:
-        _lib.impl(name, _to_executor(getattr(aten, name).default), "PrivateUse1")
+        packet, _, overload = name.partition(".")
+        _lib.impl(name, _to_executor(getattr(getattr(aten, packet), overload or "default")),
+                  "PrivateUse1")
     _autocast_lib = autocast.register(_lib)
     autograd_formulas.register(_lib)
     _register_control_flow()

@@ -53,3 +53,32 @@ def test_masked_fill_takes_a_bool_mask_and_0_d_value():
     x, mask = torch.arange(3.0), torch.tensor([True, False, True])
     out = x.to("tpu").masked_fill(mask.to("tpu"), torch.tensor(7.0, device="tpu"))
     assert out.cpu().tolist() == x.masked_fill(mask, 7.0).tolist()
+
+
+def test_block_diag_refuses_in_atens_words():
+    # torch._refs' decomposition words both checks otherwise (without the op's name).
+    raises_as_cpu(lambda d: torch.block_diag(torch.ones(2, device=d),
+                                             torch.ones(1, 1, 1, device=d)))
+    with pytest.raises(RuntimeError, match=r"^torch\.block_diag: input tensors must all be on the "
+                       r"same device\. Input 0 is on device cpu and input 1 is on device tpu:0$"):
+        torch.block_diag(torch.ones(2, 2), torch.ones(2, 2, device="tpu:0"))
+
+
+@pytest.mark.parametrize("bad, exc", [
+    # the meta kernel wrapped the dims before it compared the counts, and spaced "dims: 2"
+    (lambda d: torch.arange(8, device=d).view(2, 4).roll((1,), (1, 2)), RuntimeError),
+    (lambda d: torch.arange(8, device=d).view(2, 4).roll((1, 2), ()), RuntimeError),
+    (lambda d: torch.tensor(3, device=d).roll(1, 1), IndexError),
+    (lambda d: torch.repeat_interleave(torch.ones(2, 2, dtype=torch.long, device=d)),
+     RuntimeError),
+])
+def test_roll_and_repeat_interleave_refuse_as_cpu(bad, exc):
+    raises_as_cpu(bad, exc)
+
+
+@pytest.mark.parametrize("op", [torch.complex, torch.polar])
+@pytest.mark.parametrize("dtypes", [(torch.int64, torch.int64), (torch.float32, torch.float64)])
+def test_complex_and_polar_refuse_parts_as_cpu(op, dtypes):
+    # polar promoted mixed dtypes and let its meta kernel word integer parts.
+    raises_as_cpu(lambda d: op(torch.ones(2, dtype=dtypes[0], device=d),
+                               torch.ones(2, dtype=dtypes[1], device=d)))

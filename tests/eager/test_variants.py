@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from conftest import TPU, assert_same, raises_as_cpu
@@ -99,3 +101,31 @@ def test_multi_tensor_partial_overlap_and_zero():
 
 def test_inplace_abs_of_complex_is_refused():
     raises_as_cpu(lambda d: torch.tensor([3 + 4j], device=d).abs_())
+
+
+@pytest.mark.filterwarnings("ignore:torch.range is deprecated")
+@pytest.mark.parametrize("make", [
+    lambda out: torch.arange(0, 6, out=out), lambda out: torch.arange(6.0, out=out),
+    lambda out: torch.range(0, 5, out=out), lambda out: torch.linspace(0, 5, 6, out=out),
+    lambda out: torch.logspace(0, 5, 6, out=out),
+    lambda out: torch.eye(2, 3, out=out), lambda out: torch.full((6,), 2.0, out=out),
+])
+@pytest.mark.parametrize("shape", [(2, 3), (3,), (4, 4), (0,)])
+def test_factory_out_of_another_shape_as_cpu(make, shape):
+    # The range factories resize an out= only when its element count differs (one of
+    # another shape and the same count keeps its shape); no factory gives resize_output's
+    # deprecation warning (arange gives its own).
+    def run(device):
+        out = torch.zeros(shape, device=device).t() if len(shape) == 2 else torch.zeros(
+            shape, device=device)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            make(out)
+        # (a C++ warning ends by naming the line that raised it)
+        return out, [str(w.message).split(" (Triggered internally")[0] for w in caught
+                     if "torch.range is deprecated" not in str(w.message)]
+
+    (out, warned), (expected, expected_warned) = run(TPU), run("cpu")
+    assert warned == expected_warned
+    assert out.shape == expected.shape
+    assert_same(out, expected)

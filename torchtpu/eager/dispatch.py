@@ -362,7 +362,8 @@ def _keeping_layout(inner: Handler) -> Handler:
 
 
 # Factories taking strides (AccumulateGrad gives a grad its parameter's layout through
-# new_empty_strided): a dense layout is kept, any other comes out contiguous.
+# new_empty_strided): a dense layout keeps the elements in its memory order; one with gaps or
+# overlaps is a view of a storage as large as it reaches, as PyTorch's.
 _STRIDE_ARG = {aten.empty_strided.default: 1, aten.new_empty_strided.default: 2}
 
 
@@ -370,7 +371,11 @@ def _strided(inner: Handler, at: int) -> Handler:
     def handler(args, kwargs):
         out = inner(args, kwargs)
         stride = tuple(args[at])
-        return out if out.stride() == stride else with_layout(read(out), stride)
+        if out.stride() == stride:
+            return out
+        if is_dense(out.shape, stride) or len(stride) != out.dim():
+            return with_layout(read(out), stride)
+        return views.fresh_strided(read(out).dtype, out.shape, stride)
 
     return handler
 

@@ -156,7 +156,7 @@ def derived_handler(func, functional_handler):
         factory = any(a.name == "device" for a in functional._schema.arguments)
         in_out_dtype = (lambda out: True) if factory else partial(_in_out_dtype, func)
         return _out_handler(func, compute, [a.name for a in mutated], in_out_dtype,
-                            torch.Tag.pointwise in functional.tags)
+                            torch.Tag.pointwise in functional.tags, factory)
     pointwise = torch.Tag.pointwise in functional.tags
     return _inplace_handler(func, _reordered(func, functional, compute),
                             _checks_overlap(func, functional), pointwise)
@@ -345,7 +345,34 @@ def _out_device_error(func, self, out) -> str:
     return f"Expected out tensor to have device {DEVICE}, but got {out.device} instead"
 
 
-def _out_handler(func, compute, out_names, in_out_dtype, pointwise: bool):
+# The range factories' CPU kernels resize an out= only when its element count differs: one of
+# another shape and the same count keeps its shape, filled in its element order.
+_KEEP_COUNT = frozenset({"aten::arange", "aten::linspace", "aten::logspace", "aten::range"})
+
+
+def _fit_factory_out(func, out: TpuTensor, value):
+    """``value`` as a factory's CPU kernel leaves it in ``out``, which it resizes with
+    ``resize_`` (not resize_output: no deprecation warning; arange warns in its own words)."""
+    if isinstance(value, TpuTensor):
+        value = read(value)
+    elif isinstance(value, torch.Tensor):
+        value = to_device(value)
+    name = func._schema.name
+    if name in _KEEP_COUNT and value.size == out.numel():
+        return value.reshape(tuple(out.shape))
+    if value.shape != tuple(out.shape):
+        if name == "aten::arange" and out.numel():
+            warnings.warn(
+                f"The number of elements in the out tensor of shape {list(out.shape)} is "
+                f"{out.numel()} which does not match the computed number of elements "
+                f"{value.size}. Note that this may occur as a result of rounding error. The "
+                f"out tensor will be resized to a tensor of shape ({value.size},).",
+                UserWarning, stacklevel=3)
+        views.resize(out, value.shape)
+    return value
+
+
+def _out_handler(func, compute, out_names, in_out_dtype, pointwise: bool, factory: bool):
     no_overlap = func in _NO_OVERLAP
     returns_nothing = not func._schema.returns  # out: Tensor[] (split_with_sizes_copy)
 
@@ -384,7 +411,7 @@ def _out_handler(func, compute, out_names, in_out_dtype, pointwise: bool):
             if id(t._storage) in inputs and tuple(v.shape) != tuple(t.shape):
                 # resizing an output that is also an input would destroy the input
                 raise RuntimeError(_OVERLAP)
-            _store(t, v, func, resize=True)
+            _store(t, _fit_factory_out(func, t, v) if factory else v, func, resize=True)
         if returns_nothing:
             return None
         return outs[0] if len(outs) == 1 else tuple(outs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import jax.numpy as jnp
 import torch
 
 from ..ops.registry import LOWERINGS
@@ -190,6 +191,17 @@ def layout_for(t: torch.Tensor, memory_format=None) -> tuple[int, ...]:
     return torch.empty_like(meta, memory_format=memory_format or torch.preserve_format).stride()
 
 
+def fresh_strided(dtype, size, stride) -> TpuTensor:
+    """empty_strided's tensor for a layout with gaps or overlaps: a fresh storage as large as
+    the layout reaches (zeros here), seen through that layout, as PyTorch allocates it."""
+    size, stride = tuple(size), tuple(stride)
+    needed = (1 + sum((n - 1) * s for n, s in zip(size, stride, strict=True))
+              if math.prod(size) else 0)
+    t = wrap(jnp.zeros((needed,), dtype))
+    set_geometry(t, size, stride, 0)
+    return t
+
+
 def set_geometry(t: TpuTensor, size, stride, offset: int) -> None:
     """Give ``t`` a new geometry over its own storage (its elements stay where they are)."""
     size, stride = tuple(size), tuple(stride)
@@ -206,7 +218,8 @@ def set_geometry(t: TpuTensor, size, stride, offset: int) -> None:
 def resize(t: TpuTensor, size, stride=None) -> None:
     """PyTorch's ``resize_``: ``t`` takes ``size`` (contiguous unless ``stride``) from its
     storage offset, over the same elements; a storage too small grows (new elements are zero
-    here, uninitialised in PyTorch) and, as a new storage, no longer aliases old views."""
+    here, uninitialised in PyTorch, and filled as PyTorch fills them under
+    torch.use_deterministic_algorithms) and, as a new storage, no longer aliases old views."""
     size = tuple(size)
     stride = contiguous_strides(size) if stride is None else tuple(stride)
     offset = t.storage_offset()
@@ -216,7 +229,9 @@ def resize(t: TpuTensor, size, stride=None) -> None:
         set_geometry(t, size, stride, offset)
         return
     if needed > t._storage.value.size:
-        t._storage = Storage(grow_storage(t._storage.value, needed))
+        filled = (torch.are_deterministic_algorithms_enabled()
+                  and torch.utils.deterministic.fill_uninitialized_memory)
+        t._storage = Storage(grow_storage(t._storage.value, needed, filled))
     # The wrapper's own storage must grow: a placeholder storage of the new size, installed by
     # set_'s CPU kernel (generic TensorImpl bookkeeping; PrivateUse1 has no set_ kernel).
     room = _make(TpuTensor, (needed,), dtype=t.dtype, device=t.device).untyped_storage()

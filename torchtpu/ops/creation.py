@@ -1,11 +1,9 @@
-"""Factories and fills: full, zeros, arange, linspace, eye, clone, fill_."""
+"""Factories and fills: full, zeros, linspace, eye, clone, fill_ (arange and range: in
+creation_ranges.py)."""
 
 from __future__ import annotations
 
-import math
-
 import jax.numpy as jnp
-import numpy as np
 import torch
 
 from .dtypes import (
@@ -127,24 +125,6 @@ def _zero(self):
 @lowering(aten.clone)
 def _clone(self, *, memory_format=None):
     return jnp.array(self, copy=True)
-
-
-@lowering(aten.arange.start_step, static=("start", "end", "step"))
-def _arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None):
-    if dtype is None:
-        floaty = any(isinstance(v, float) for v in (start, end, step))
-        dtype_j = default_float() if floaty else jnp.int64
-    else:
-        dtype_j = to_jax_dtype(dtype)
-    if np.dtype(dtype_j).kind in "iub":
-        # CPU truncates the bounds to integers first, then divides in integers.
-        start, end, step = int(start), int(end), int(step)
-        num = end - start + step - (1 if step > 0 else -1)
-        n = max(abs(num) // abs(step) * (1 if (num >= 0) == (step > 0) else -1), 0)
-    else:
-        n = max(math.ceil((end - start) / step), 0)
-    return (start + jnp.arange(n, dtype=jnp.float64 if isinstance(step, float) or
-                               isinstance(start, float) else jnp.int64) * step).astype(dtype_j)
 
 
 # skip_meta: the meta kernel cannot tell a 0-d tensor endpoint from a traced Python scalar.

@@ -298,3 +298,21 @@ def _affine_grid_generator(theta, size, align_corners):
 
 
 DECOMPOSITIONS[aten.affine_grid_generator.default] = _affine_grid_generator
+
+
+_block_diag_reference = DECOMPOSITIONS[aten.block_diag.default]
+
+
+def _block_diag(tensors):
+    """block_diag with ATen's checks and words (the reference's lack the op's name and say
+    "Input tensors" where ATen says "input tensors" for devices)."""
+    for i, t in enumerate(tensors):
+        torch._check(t.dim() <= 2, lambda: "torch.block_diag: Input tensors must have 2 or "
+                     f"fewer dimensions. Input {i} has {t.dim()} dimensions")  # noqa: B023
+        torch._check(t.device == tensors[0].device, lambda: "torch.block_diag: input tensors "
+                     f"must all be on the same device. Input 0 is on device {tensors[0].device}"
+                     f" and input {i} is on device {t.device}")  # noqa: B023
+    return _block_diag_reference(tensors)
+
+
+DECOMPOSITIONS[aten.block_diag.default] = _block_diag

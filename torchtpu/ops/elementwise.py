@@ -702,24 +702,30 @@ def _neg_view(self):
     return -self
 
 
-@lowering(aten.complex, skip_meta=True)
-def _complex(real, imag):
-    # Directly: its decomposition writes through view_as_real, which is a copy here. CPU's
-    # checks (the meta kernel raises AssertionError where CPU raises RuntimeError):
+def _check_complex_parts(a, b) -> None:
+    """CPU's checks of torch.complex's and torch.polar's parts (complex's meta kernel raises
+    AssertionError where CPU raises RuntimeError; polar's promotes mixed dtypes)."""
     floating = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
-    if real.dtype not in floating or imag.dtype not in floating:
+    if a.dtype not in floating or b.dtype not in floating:
         raise RuntimeError(
             "Expected both inputs to be Half, Float or Double tensors but got "
-            f"{scalar_type_name(real.dtype)} and {scalar_type_name(imag.dtype)}")
-    if real.dtype != imag.dtype:
-        raise RuntimeError(f"Expected object of scalar type {scalar_type_name(real.dtype)} but got "
-                           f"scalar type {scalar_type_name(imag.dtype)} for second argument")
+            f"{scalar_type_name(a.dtype)} and {scalar_type_name(b.dtype)}")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"Expected object of scalar type {scalar_type_name(a.dtype)} but got "
+                           f"scalar type {scalar_type_name(b.dtype)} for second argument")
+
+
+@lowering(aten.complex, skip_meta=True)
+def _complex(real, imag):
+    # Directly: its decomposition writes through view_as_real, which is a copy here.
+    _check_complex_parts(real, imag)
     real, imag = jnp.broadcast_arrays(real, imag)
     return jax.lax.complex(real, imag)
 
 
-@lowering(aten.polar)
+@lowering(aten.polar, skip_meta=True)
 def _polar(abs, angle):  # noqa: A002
+    _check_complex_parts(abs, angle)
     return jax.lax.complex(abs * jnp.cos(angle), abs * jnp.sin(angle))
 
 

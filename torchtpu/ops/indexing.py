@@ -376,8 +376,30 @@ def _flip(self, dims):
     return jnp.flip(self, [d % self.ndim for d in dims]) if self.ndim else self
 
 
-@lowering(aten.roll)
+def _check_roll(shape, shifts, dims) -> None:
+    """ATen's roll checks in its order (the meta kernel wraps the dims before it compares the
+    counts, and words that otherwise); an empty tensor's dims are not looked at."""
+    if len(shifts) != 1 or len(dims) != 1:
+        if not shifts:
+            raise RuntimeError("`shifts` required")
+        if len(shifts) != len(dims) and not (not dims and len(shifts) == 1):
+            raise RuntimeError("shifts and dimensions must align. "
+                               f"shifts: {len(shifts)}, dims:{len(dims)}")
+    if math.prod(shape) == 0:
+        return
+    for d in dims:
+        if not shape:
+            raise IndexError(f"Dimension specified as {d} but tensor has no dimensions")
+        if not -len(shape) <= d < len(shape):
+            raise IndexError("Dimension out of range (expected to be in range of "
+                             f"[{-len(shape)}, {len(shape) - 1}], but got {d})")
+
+
+@lowering(aten.roll, skip_meta=True)
 def _roll(self, shifts, dims=()):
+    _check_roll(self.shape, shifts, dims)
+    if not self.size:
+        return self
     if not dims:
         return jnp.roll(self.reshape(-1), shifts[0]).reshape(self.shape)
     return jnp.roll(self, shifts, [d % self.ndim for d in dims])
@@ -548,6 +570,8 @@ def _unique_rows_with_nans(host: np.ndarray, dim: int):
 @lowering(aten.repeat_interleave.Tensor, eager=True)
 def _repeat_interleave(repeats, *, output_size=None):
     reps = np.asarray(repeats)
+    if reps.ndim != 1:
+        raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
     if (reps < 0).any():
         raise RuntimeError("repeats can not be negative")
     return jnp.asarray(np.repeat(np.arange(reps.shape[0]), reps).astype(np.int64))

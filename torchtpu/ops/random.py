@@ -311,12 +311,18 @@ def _uniform(self, from_=0.0, to=1.0, *, generator=None):
     if _number(from_) and _number(to):
         _check(from_ <= to, "uniform_ expects to return a [from, to) range, but found "
                f"from={_fmt(from_)} > to={_fmt(to)}")
+        real = jnp.finfo(self.dtype).dtype  # a complex tensor draws its real view
+        _check(to - from_ <= float(jnp.finfo(real).max),
+               f"uniform_ expects to-from <= std::numeric_limits<{scalar_type_name(real)}>::max(),"
+               f" but found to={_fmt(to)} and from={_fmt(from_)} which result in to-from to "
+               "exceed the limit")
     return _uniform_jit(*_next(generator), self.shape, self.dtype, from_, to)
 
 
 def _fmt(x) -> str:
-    """A number as CPU's messages print it (3, not 3.0)."""
-    return str(int(x)) if isinstance(x, float) and x.is_integer() else str(x)
+    """A number as CPU's messages print it (C++'s stream: 3, not 3.0; 3e+38, not 3 and 38
+    digits)."""
+    return format(x, "g") if isinstance(x, float) else str(x)
 
 
 @lowering(aten.normal_functional, eager=True, records=True)
@@ -392,6 +398,9 @@ def _random_from(self, from_, to, *, generator=None):
                "random_full_64_bits_range_kernel_cpu handles only int64, double, float and "
                "bfloat16")
         return _offset_bits_jit(*_next(generator), self.shape, self.dtype, from_, 0)
+    if jnp.issubdtype(self.dtype, jnp.complexfloating):  # randint(..., dtype=complex64)
+        raise RuntimeError("check_random_bounds handles only integral, floating-point and "
+                           "boolean types")
     if to is None:  # [from, the largest]
         to = _largest(self.dtype) + 1
         _check_range(from_, to - 1, self.dtype)
@@ -442,10 +451,32 @@ def _native_dropout_backward(grad_output, mask, scale):
     return grad_output * mask.astype(grad_output.dtype) * scale
 
 
+_PERMUTABLE = frozenset(np.dtype(d) for d in (
+    jnp.uint8, jnp.int8, jnp.int16, jnp.int32, jnp.int64, jnp.float16, jnp.bfloat16,
+    jnp.float32, jnp.float64))
+# The largest n whose values a float dtype holds exactly, as CPU's randperm words it.
+_PERMUTATION_LIMIT = {np.dtype(jnp.float16): (2 ** 11 + 1, "2049", "Half"),
+                      np.dtype(jnp.float32): (2 ** 24 + 1, "2^24+1", "Float"),
+                      np.dtype(jnp.float64): (2 ** 53 + 1, "2^53+1", "Double")}
+
+
+def _check_randperm(n: int, dtype: np.dtype) -> None:
+    """CPU's randperm checks, in its order: n itself, its largest value in the dtype (c10's
+    checked conversion), the float dtype's exact integers, then the kernel's dtypes."""
+    _check(n >= 0, f"n must be non-negative, got{n}")
+    if dtype.kind in "iu" and not np.iinfo(dtype).min <= max(n - 1, 0) <= np.iinfo(dtype).max:
+        raise RuntimeError(f"value cannot be converted to type {dtype.name}_t without overflow")
+    limit, words, name = _PERMUTATION_LIMIT.get(dtype, (None, None, None))
+    _check(limit is None or n <= limit, f"n cannot be greater than {words} for {name} type.")
+    if dtype not in _PERMUTABLE:
+        raise NotImplementedError(f'"randperm" not implemented for \'{scalar_type_name(dtype)}\'')
+
+
 @lowering(aten.randperm.default, aten.randperm.generator, eager=True, records=True)
 def _randperm(n, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None):
-    return _permutation_jit(*_next(generator), n, np.dtype(jnp.int64) if dtype is None
-                            else to_jax_dtype(dtype))
+    dtype = np.dtype(jnp.int64) if dtype is None else np.dtype(to_jax_dtype(dtype))
+    _check_randperm(n, dtype)
+    return _permutation_jit(*_next(generator), n, dtype)
 
 
 @lowering(aten.multinomial, eager=True)

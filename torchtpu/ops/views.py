@@ -138,11 +138,19 @@ def memory_order(value: jax.Array, dims: tuple[int, ...]) -> jax.Array:
     return jnp.transpose(value, dims).reshape(-1)
 
 
-@executable(static_argnums=(1,))
-def grow_storage(base: jax.Array, numel: int) -> jax.Array:
-    """``base``'s elements, flat, followed by zeros up to ``numel`` (resize_ growing a storage)."""
+@executable(static_argnums=(1, 2))
+def grow_storage(base: jax.Array, numel: int, filled: bool) -> jax.Array:
+    """``base``'s elements, flat, followed by new ones up to ``numel`` (resize_ growing a
+    storage): zeros, or (``filled``) what CPU fills new memory with under
+    torch.use_deterministic_algorithms: NaN, an integer's largest value, True."""
     flat = base.reshape(-1)
-    return jnp.concatenate([flat, jnp.zeros(numel - flat.size, flat.dtype)])
+    if not filled:
+        value = 0
+    elif jnp.issubdtype(flat.dtype, jnp.inexact):
+        value = jnp.nan
+    else:
+        value = True if flat.dtype == jnp.bool_ else jnp.iinfo(flat.dtype).max
+    return jnp.concatenate([flat, jnp.full(numel - flat.size, value, flat.dtype)])
 
 
 def _dim(d: int, ndim: int) -> int:
