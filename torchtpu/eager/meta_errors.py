@@ -633,7 +633,7 @@ _WITH_KWARGS = {*_DIVISIONS, _aten.mean.dim, _aten.round.decimals, _aten.cumsum.
 _DIM_AT = {_aten._softmax.default: 1, _aten._log_softmax.default: 1, _aten.sort.default: 1,
            _aten.sort.stable: "dim", _aten.index_select.default: 1,
            _aten.index_fill.int_Scalar: 1, _aten.index_fill.int_Tensor: 1,
-           _aten.unique_dim.default: 1, _aten.max.dim: 1, _aten.min.dim: 1,
+           _aten.max.dim: 1, _aten.min.dim: 1,
            _aten.argmax.default: 1, _aten.argmin.default: 1}
 
 _UNSCALE_KERNEL = kernel_refuses("_amp_foreach_non_finite_check_and_unscale_cpu", "biuc")
