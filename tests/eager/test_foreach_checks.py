@@ -59,3 +59,9 @@ def test_foreach_ops_make_the_single_ops_checks_on_each_tensor(bad, eager_mode):
 ])
 def test_single_ops_refuse_complex_bounds_and_weights_as_cpu(bad, eager_mode):
     raises_as_cpu(bad, Exception)
+
+
+def test_a_bool_value_does_not_skip_the_broadcast_check(eager_mode):
+    # the meta kernel read a traced bool Scalar as a tensor and checked nothing
+    raises_as_cpu(lambda d: torch._foreach_addcdiv([_t(3, 3)(d)], [_t(2, 1)(d)], [_t(1, 2)(d)],
+                                                   value=True))
