@@ -65,3 +65,31 @@ def test_a_bool_value_does_not_skip_the_broadcast_check(eager_mode):
     # the meta kernel read a traced bool Scalar as a tensor and checked nothing
     raises_as_cpu(lambda d: torch._foreach_addcdiv([_t(3, 3)(d)], [_t(2, 1)(d)], [_t(1, 2)(d)],
                                                    value=True))
+
+
+def _pointwise_lists(d):
+    g = torch.Generator().manual_seed(0)
+    return [[torch.randn(2, 3, generator=g).to(d) for _ in range(2)] for _ in range(3)]
+
+
+@pytest.mark.parametrize("op", [torch._foreach_addcmul, torch._foreach_addcdiv,
+                                torch._foreach_addcmul_, torch._foreach_addcdiv_])
+def test_pointwise_ops_take_their_numbers_packed_in_a_cpu_tensor(op, eager_mode):
+    scalars = torch.tensor([0.5, -2.0])
+    expected, actual = _pointwise_lists("cpu"), _pointwise_lists("tpu")
+    out_cpu, out_tpu = op(*expected, scalars), op(*actual, scalars)
+    if out_cpu is None:  # in place
+        out_cpu, out_tpu = expected[0], actual[0]
+    for a, e in zip(out_tpu, out_cpu, strict=True):
+        torch.testing.assert_close(a.cpu(), e)
+
+
+@pytest.mark.parametrize("scalars", [torch.tensor(2.0), torch.tensor([1.0, 2.0, 3.0]),
+                                     torch.tensor([[0.0, 1.0], [2.0, 3.0]])[:, 1]])
+def test_packed_numbers_are_checked_as_on_cpu(scalars, eager_mode):
+    raises_as_cpu(lambda d: torch._foreach_addcmul(*_pointwise_lists(d), scalars))
+
+
+def test_packed_numbers_must_be_on_the_host(eager_mode):
+    with pytest.raises(RuntimeError, match="^Expected scalars to be on CPU, got tpu:0 instead."):
+        torch._foreach_addcdiv_(*_pointwise_lists("tpu"), torch.ones(2, device="tpu"))
