@@ -44,6 +44,11 @@ _F, _C, _B, _L = (_t(3, dtype=dt) for dt in (torch.float32, torch.complex64, tor
     lambda d: torch._foreach_lerp([_F(d)], [_F(d)], 0.5j),
     lambda d: torch._foreach_lerp_([_F(d)], [_F(d)], [1e300]),
     lambda d: torch._foreach_pow([_L(d)], -1),
+    lambda d: torch._foreach_addcmul([_L(d)], [_L(d)], [_L(d)], 0.5j),
+    lambda d: torch._foreach_addcdiv_([_F(d).half()], [_F(d).half()], [_F(d).half()], [1e300]),
+    # lists of other lengths: the foreach op's own error
+    lambda d: torch._foreach_sub([_L(d)], [_L(d), _L(d)]),
+    lambda d: torch._foreach_sub_([_L(d), _L(d)], [_L(d)]),
 ])
 def test_foreach_ops_make_the_single_ops_checks_on_each_tensor(bad, eager_mode):
     raises_as_cpu(bad, Exception)
@@ -56,6 +61,9 @@ def test_foreach_ops_make_the_single_ops_checks_on_each_tensor(bad, eager_mode):
     lambda d: torch.clamp_max(_F(d), _C(d)),
     lambda d: torch.lerp(_F(d), _F(d), 0.5j),
     lambda d: torch.lerp(_F(d).half(), _F(d).half(), 1e300),
+    lambda d: torch.addcmul(_L(d), _L(d), _L(d), value=0.5j),
+    lambda d: torch.addcdiv(_F(d), _F(d), _F(d), value=1 + 1j),
+    lambda d: torch.addcmul(_F(d).bfloat16(), _F(d).bfloat16(), _F(d).bfloat16(), value=1e300),
 ])
 def test_single_ops_refuse_complex_bounds_and_weights_as_cpu(bad, eager_mode):
     raises_as_cpu(bad, Exception)

@@ -40,6 +40,8 @@ def _pick(value, i: int):
 
 def _each(check):
     def each(self, *args, **kwargs):
+        if any(isinstance(a, (list, tuple)) and len(a) != len(self) for a in args):
+            return None  # (the foreach op's own check: lists of other lengths)
         for i, t in enumerate(self):
             if error := check(t, *(_pick(a, i) for a in args), **kwargs):
                 return error

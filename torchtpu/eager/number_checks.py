@@ -74,12 +74,19 @@ def _alpha(self, other, *, alpha=1) -> str | None:
     return _fill_fits(alpha, dtype)
 
 
+def _into_opmath(value, dtype: torch.dtype) -> str | None:
+    """Kernels that convert a number to the tensor's opmath type (float for the half-width
+    floats), checked."""
+    return _fill_fits(value, torch.float32 if dtype in (torch.half, torch.bfloat16) else dtype)
+
+
 def _lerp_weight(self, end, weight) -> str | None:
-    """lerp converts its weight to the tensor's opmath type (float for the half-width
-    floats) in a kernel built for floating dtypes only."""
-    if not self.dtype.is_floating_point:
-        return None
-    return _fill_fits(weight, self.dtype if self.dtype.itemsize >= 4 else torch.float32)
+    # (its kernel, built for floating dtypes only, refuses others first)
+    return _into_opmath(weight, self.dtype) if self.dtype.is_floating_point else None
+
+
+def _pointwise_value(self, tensor1, tensor2, value=1) -> str | None:
+    return _into_opmath(value, self.dtype)
 
 
 def _foreach_alpha(self, other, *, alpha=1) -> str | None:
@@ -104,6 +111,8 @@ _NUMBER_CHECKS = {
        for name in ("_foreach_add", "_foreach_sub", "_foreach_add_", "_foreach_sub_")},
     torch.ops.aten.pow.Tensor_Scalar: _integer_power,
     torch.ops.aten.lerp.Scalar: _lerp_weight,
+    torch.ops.aten.addcmul.default: _pointwise_value,
+    torch.ops.aten.addcdiv.default: _pointwise_value,
     torch.ops.aten.clamp.default: _clamp_bounds,
     torch.ops.aten.clamp_min.default: _clamp_bound,
     torch.ops.aten.clamp_max.default: _clamp_bound,
