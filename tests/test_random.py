@@ -388,7 +388,6 @@ def test_samplers_answer_degenerate_parameters_as_cpu():
         assert_same(draw(TPU), draw("cpu"))
 
 
-
 @pytest.mark.parametrize("bad, exc", [
     (lambda d: torch.randperm(257, out=torch.empty(0, dtype=torch.uint8, device=d)),
      RuntimeError),
@@ -404,3 +403,19 @@ def test_factories_refuse_what_cpu_refuses(bad, exc):
     # permutations; randint into complex failed inside numpy; uniform_ over a range wider
     # than the dtype's largest value drew infinities.
     raises_as_cpu(bad, exc)
+
+
+@pytest.mark.parametrize("draw", [lambda t: t.normal_(), lambda t: t.log_normal_(),
+                                  lambda t: t.exponential_(), lambda t: t.uniform_(),
+                                  lambda t: torch.randn(t.shape, dtype=t.dtype, device=t.device)])
+@pytest.mark.parametrize("n", [0, 3])
+def test_continuous_draws_refuse_integers_only_when_there_is_something_to_draw(draw, n):
+    # CPU reaches the kernels that refuse integers only for a non-empty tensor
+    # (torch.randn(0, dtype=torch.long) works there); uniform_ checks before, empty or not
+    cpu = torch.zeros(n, dtype=torch.long)
+    try:
+        draw(cpu)
+    except (RuntimeError, NotImplementedError):
+        raises_as_cpu(lambda d: draw(torch.zeros(n, dtype=torch.long, device=d)), Exception)
+    else:
+        assert_same(draw(cpu.to(TPU)), cpu)

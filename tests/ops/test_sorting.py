@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import TPU, assert_same
+from conftest import TPU, assert_same, raises_as_cpu, run_both
 
 pytestmark = pytest.mark.usefixtures("eager_mode")
 
@@ -46,3 +46,22 @@ def test_unique_over_a_dim_keeps_each_nan_slice_where_cpus_sort_puts_it(n):
         _same_with_nans(torch.unique(t.to(TPU), dim=dim, return_inverse=True,
                                      return_counts=True),
                         torch.unique(t, dim=dim, return_inverse=True, return_counts=True))
+
+
+@pytest.mark.parametrize("fn", [torch.unique, torch.unique_consecutive])
+@pytest.mark.parametrize("shape,dim", [((0, 3), 0), ((3, 0), 1), ((2, 0, 3), 1)])
+def test_unique_over_an_empty_dim_gives_empty_results(fn, shape, dim):
+    run_both(lambda x: fn(x, dim=dim, return_inverse=True, return_counts=True),
+             torch.zeros(shape))
+
+
+@pytest.mark.parametrize("fn", [torch.unique, torch.unique_consecutive])
+@pytest.mark.parametrize("shape,dim,exc", [
+    ((0, 3), 1, RuntimeError), ((3, 0), 0, RuntimeError), ((2, 0, 3), 2, RuntimeError),
+    ((0, 0), 1, RuntimeError), ((3, 4), 2, IndexError), ((3, 4), -3, IndexError),
+    ((), 0, IndexError), ((), -1, IndexError), ((), 1, IndexError)])
+def test_unique_over_a_dim_makes_cpus_checks(fn, shape, dim, exc):
+    # CPU's _unique_dim_cpu_template: size(dim) (which takes no dim of a 0-d tensor), then
+    # the empty dimensions (only the selected one may be empty)
+    raises_as_cpu(lambda device: fn(torch.zeros(shape, device=device), dim=dim,
+                                    return_inverse=True, return_counts=True), exc)

@@ -20,7 +20,7 @@ import torch
 
 from ..ops.dtypes import cpp_name, result_type, scalar_type_name, to_jax_dtype, to_torch_dtype
 from ..ops.reduction import check_nonempty
-from . import nn_checks
+from . import foreach_checks, nn_checks
 from .kernel_dtypes import KERNEL_DTYPE_CHECKS, kernel_refuses
 from .number_checks import overflow_error
 from .reduction_checks import (
@@ -616,8 +616,9 @@ def _clamp_bounds(self, min=None, max=None) -> Exception | str | None:  # noqa: 
     return _no_complex_clamp(self)
 
 
-def _no_complex_clamp(self, *_) -> NotImplementedError | None:
-    if self.dtype.kind == "c":
+def _no_complex_clamp(self, *bounds) -> NotImplementedError | None:
+    if any(isinstance(x, complex) or "complex" in str(getattr(x, "dtype", ""))
+           for x in (self, *bounds)):  # a complex bound makes the result complex
         return NotImplementedError("clamp is not supported for complex types")
     return None
 
@@ -633,7 +634,7 @@ _WITH_KWARGS = {*_DIVISIONS, _aten.mean.dim, _aten.round.decimals, _aten.cumsum.
 _DIM_AT = {_aten._softmax.default: 1, _aten._log_softmax.default: 1, _aten.sort.default: 1,
            _aten.sort.stable: "dim", _aten.index_select.default: 1,
            _aten.index_fill.int_Scalar: 1, _aten.index_fill.int_Tensor: 1,
-           _aten.unique_dim.default: 1, _aten.max.dim: 1, _aten.min.dim: 1,
+           _aten.max.dim: 1, _aten.min.dim: 1,
            _aten.argmax.default: 1, _aten.argmin.default: 1}
 
 _UNSCALE_KERNEL = kernel_refuses("_amp_foreach_non_finite_check_and_unscale_cpu", "biuc")
@@ -694,10 +695,8 @@ _CPU_CHECKS = {
        for nd in (1, 2, 3)},
     _aten.pixel_unshuffle.default: _pixel_unshuffle_check,
     _aten.fractional_max_pool3d.default: nn_checks.fractional_pool_samples_check,
-    _aten.sub.Tensor: _bool_subtraction,
-    _aten.sub.Scalar: _bool_subtraction,
-    _aten.rsub.Tensor: _bool_subtraction,
-    _aten.rsub.Scalar: _bool_subtraction,
+    **dict.fromkeys((_aten.sub.Tensor, _aten.sub.Scalar, _aten.rsub.Tensor, _aten.rsub.Scalar),
+                    _bool_subtraction),
     _aten.argmax.default: _first(_unordered_complex("argmax(): does not support complex input"),
                                  arg_reduction_check("argmax")),
     _aten.argmin.default: _first(_unordered_complex("argmin(): does not support complex input"),
@@ -732,8 +731,8 @@ _CPU_CHECKS = {
     _aten.clamp.Tensor: _clamp_bounds,
     _aten.clamp_min.default: _no_complex_clamp,
     _aten.clamp_max.default: _no_complex_clamp,
-    _aten.clamp_min.Tensor: kernel_refuses("maximum_cpu", "c"),
-    _aten.clamp_max.Tensor: kernel_refuses("minimum_cpu", "c"),
+    _aten.clamp_min.Tensor: _result_refuses("maximum_cpu", "c"),
+    _aten.clamp_max.Tensor: _result_refuses("minimum_cpu", "c"),
     _aten.max.default: _first(nonempty_check("max"), kernel_refuses("max_all", "c")),
     _aten.min.default: _first(nonempty_check("min"), kernel_refuses("min_all", "c")),
     _aten.max.dim: _first(nonempty_check("max"),
@@ -775,3 +774,4 @@ _CPU_CHECKS = {
        for name in names for overload in getattr(_aten, name).overloads()
        if not overload.endswith("out")},
 }
+_CPU_CHECKS |= {**foreach_checks.each_tensor(_CPU_CHECKS), **foreach_checks.FOREACH_CHECKS}

@@ -90,9 +90,12 @@ def _out_functional(func):
 _DRAWS_INTO_OUT = frozenset({aten.bernoulli.out})
 
 
+_ABS_IN_PLACE = (aten.abs_.default, aten._foreach_abs_.default)
+
+
 def _check_cast(result_dtype, target: torch.Tensor, op) -> None:
     src = to_torch_dtype(result_dtype)
-    if op is aten.abs_.default and target.is_complex():  # its magnitude would lose the phase
+    if op in _ABS_IN_PLACE and target.is_complex():  # its magnitude would lose the phase
         raise RuntimeError("In-place abs is not supported for complex tensors.")
     if (src != target.dtype and not torch.can_cast(src, target.dtype)
             and op not in _DRAWS_INTO_OUT):

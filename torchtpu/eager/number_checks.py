@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import torch
 
+from .foreach_checks import each_tensor
+
 _C_TYPES = {"float32": "float", "float64": "double", "float16": "c10::Half",
             "bfloat16": "c10::BFloat16", "int8": "int8_t", "int16": "int16_t", "int32": "int",
             "int64": "int64_t", "uint8": "uint8_t", "bool": "bool"}
@@ -53,6 +55,11 @@ def _clamp_bounds(self, *bounds) -> str | None:
     return next(filter(None, (_fill_fits(b, dtype) for b in numbers)), None)
 
 
+def _clamp_bound(self, bound) -> str | None:
+    # (clamp_min/clamp_max refuse the complex result of a complex bound first)
+    return None if isinstance(bound, complex) else _clamp_bounds(self, bound)
+
+
 def _alpha(self, other, *, alpha=1) -> str | None:
     """add/sub's alpha: of the result's kind (c10's alpha_check), and fitting its dtype."""
     if type(alpha) is int and alpha == 1:  # the default, on every x + y: nothing to check
@@ -65,6 +72,21 @@ def _alpha(self, other, *, alpha=1) -> str | None:
     if isinstance(alpha, complex) and not dtype.is_complex:
         return "For non-complex input tensors, argument alpha must not be a complex number."
     return _fill_fits(alpha, dtype)
+
+
+def _into_opmath(value, dtype: torch.dtype) -> str | None:
+    """Kernels that convert a number to the tensor's opmath type (float for the half-width
+    floats), checked."""
+    return _fill_fits(value, torch.float32 if dtype in (torch.half, torch.bfloat16) else dtype)
+
+
+def _lerp_weight(self, end, weight) -> str | None:
+    # (its kernel, built for floating dtypes only, refuses others first)
+    return _into_opmath(weight, self.dtype) if self.dtype.is_floating_point else None
+
+
+def _pointwise_value(self, tensor1, tensor2, value=1) -> str | None:
+    return _into_opmath(value, self.dtype)
 
 
 def _foreach_alpha(self, other, *, alpha=1) -> str | None:
@@ -88,9 +110,12 @@ _NUMBER_CHECKS = {
     **{getattr(torch.ops.aten, name).List: _foreach_alpha
        for name in ("_foreach_add", "_foreach_sub", "_foreach_add_", "_foreach_sub_")},
     torch.ops.aten.pow.Tensor_Scalar: _integer_power,
+    torch.ops.aten.lerp.Scalar: _lerp_weight,
+    torch.ops.aten.addcmul.default: _pointwise_value,
+    torch.ops.aten.addcdiv.default: _pointwise_value,
     torch.ops.aten.clamp.default: _clamp_bounds,
-    torch.ops.aten.clamp_min.default: _clamp_bounds,
-    torch.ops.aten.clamp_max.default: _clamp_bounds,
+    torch.ops.aten.clamp_min.default: _clamp_bound,
+    torch.ops.aten.clamp_max.default: _clamp_bound,
     torch.ops.aten.full_like.default:
         lambda self, value, *, dtype=None, **_: _fill_fits(value, dtype or self.dtype),
     torch.ops.aten.new_full.default:
@@ -102,6 +127,7 @@ _NUMBER_CHECKS = {
         lambda value, *, dtype=None, **_: dtype and _fill_fits(value, dtype),
 }
 
+_NUMBER_CHECKS |= each_tensor(_NUMBER_CHECKS)
 NUMBER_OPS = frozenset(_NUMBER_AT) | frozenset(_NUMBER_CHECKS)
 
 

@@ -14,7 +14,7 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 from ..debug import counters as metrics
-from ..ops.dtypes import as_meta, refuse_unpromoted_dtypes, to_jax_dtype
+from ..ops.dtypes import as_meta, example_scalar, refuse_unpromoted_dtypes, to_jax_dtype
 from ..ops.registry import Lowering
 from ..runtime.execute import Executable
 from .meta_errors import as_cpu_accepts, check_as_cpu, cpu_wording, has_cpu_check
@@ -33,12 +33,20 @@ def _is_dynamic(arg: torch._C.Argument, rule: Lowering) -> bool:
     return any(k in text for k in _TENSORISH)
 
 
-def _meta_tree(x):
+def _meta_tree(x, number: bool = False):
     if isinstance(x, (list, tuple)):
-        return [_meta_tree(v) for v in x]
+        return [_meta_tree(v, number) for v in x]
+    if number and getattr(x, "ndim", None) == 0:
+        # A Python bool traces as a plain (not weak-typed) bool: as a meta tensor, a meta
+        # kernel taking a Scalar would read it (.item()) and fail, checking nothing.
+        return example_scalar(x)
     if isinstance(x, jax.Array) or hasattr(x, "aval"):
         return as_meta(x)
     return x
+
+
+def _numbers(op) -> dict:
+    return {a.name: "number" in str(a.type) for a in op._schema.arguments}  # Scalar, Scalar[]
 
 
 def pytorch_outputs(op, args, kwargs):
@@ -48,12 +56,14 @@ def pytorch_outputs(op, args, kwargs):
     """
     # A factory's device is meta too: a tpu device would make PyTorch build real tensors
     # (new_zeros allocates on the device it is given), ops that fused eager would record.
-    kwargs = {k: torch.device("meta") if k == "device" and v is not None else _meta_tree(v)
-              for k, v in kwargs.items()}
+    numbers = _numbers(op)
+    kwargs = {k: torch.device("meta") if k == "device" and v is not None
+              else _meta_tree(v, numbers.get(k, False)) for k, v in kwargs.items()}
     if "device" not in kwargs and _is_factory(op):
         # No device given means the default one, CPU: a real allocation of the full size.
         kwargs["device"] = torch.device("meta")
-    meta_args = as_cpu_accepts(op, _meta_tree(args))
+    meta_args = as_cpu_accepts(op, [_meta_tree(a, n) for a, n in zip(args, numbers.values(),
+                                                                     strict=False)])
     try:
         with _without_cuda_alerts(op):
             return op(*meta_args, **kwargs)

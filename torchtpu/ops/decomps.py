@@ -45,6 +45,27 @@ def _allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 
 DECOMPOSITIONS[aten.equal.default] = _equal
+
+
+def _packed_scalars(by_list):
+    """addcmul/addcdiv's numbers packed in a CPU tensor: CPU's checks (convert_tensor_to_
+    scalar_list), then the numbers read from the host, as the ScalarList overload takes them."""
+    def decomp(self, tensor1, tensor2, scalars):
+        torch._check(scalars.device.type == "cpu",
+                     lambda: f"Expected scalars to be on CPU, got {scalars.device} instead.")
+        torch._check(scalars.is_contiguous(), lambda: "Expected scalars to be contiguous.")
+        torch._check(scalars.dim() == 1, lambda: "Expected packed scalar Tensor to be of "
+                     f"dimension 1. Got {scalars.dim()} instead.")
+        torch._check(len(scalars) == len(self), lambda: "Expected length of scalars to match "
+                     f"input of length {len(self)} but got {len(scalars)} instead.")
+        return by_list(self, tensor1, tensor2, scalars.tolist())
+
+    return decomp
+
+
+for _name in ("_foreach_addcmul", "_foreach_addcdiv"):
+    DECOMPOSITIONS[getattr(aten, _name).Tensor] = _packed_scalars(
+        getattr(aten, _name).ScalarList)
 DECOMPOSITIONS[aten.allclose.default] = _allclose
 
 

@@ -49,7 +49,9 @@ for _name, _single in _MAPPED.items():
         continue
     for _overload in _packet.overloads():
         _op = getattr(_packet, _overload)
-        if is_functional(_op) and "ScalarAndTensor" not in _overload:
+        # (addcmul/addcdiv.Tensor packs its numbers in a CPU tensor: decomps.py reads them)
+        if is_functional(_op) and "ScalarAndTensor" not in _overload and (
+                _overload != "Tensor" or _name not in ("addcmul", "addcdiv")):
             _fn = LOWERINGS[_BY_NUMBER.get((_name, _overload), _single)].fn
             lowering(_op)(_mapped(_fn))
 

@@ -21,6 +21,7 @@ from .dtypes import (
     result_type,
     scalar_type_name,
 )
+from .indexing_select import unique_dim_check
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -537,6 +538,7 @@ def _unique(self, sorted=True, return_inverse=False):  # noqa: A002
 
 @lowering(aten.unique_dim, eager=True)
 def _unique_dim(self, dim, sorted=True, return_inverse=False, return_counts=False):  # noqa: A002
+    dim = unique_dim_check(self.shape, dim)
     host = _host_sortable(self)
     if host.dtype.kind == "f" and np.isnan(host).any():
         vals, inv, counts = _unique_rows_with_nans(host, dim)

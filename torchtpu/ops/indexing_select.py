@@ -21,17 +21,34 @@ def _runs(rows):
     return np.concatenate([[True], differs])
 
 
+def unique_dim_check(shape: tuple, dim: int) -> int:
+    """CPU's checks for unique over a dim (_unique_dim_cpu_template, which unique_consecutive
+    shares): ``self.size(dim)``'s, then of empty dimensions; returns the wrapped dim."""
+    ndim = len(shape)
+    if ndim == 0:  # size() does not take a 0-d tensor's dims -1 and 0, as dims elsewhere do
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    if not -ndim <= dim < ndim:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, "
+                         f"{ndim - 1}], but got {dim})")
+    dim %= ndim
+    empty = shape.count(0)
+    if shape[dim] == 0 and empty > 1:
+        raise RuntimeError("Number of zero sized dimensions is more than one, so unique "
+                           "cannot be applied ")
+    if shape[dim] != 0 and empty:
+        raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique "
+                           "cannot be applied")
+    return dim
+
+
 @lowering(aten.unique_consecutive, eager=True)
 def _unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
     host = np.asarray(self)
     if dim is None:
         rows = host.reshape(-1, 1)
     else:
-        dim = dim % max(host.ndim, 1)
+        dim = unique_dim_check(host.shape, dim)
         moved = np.moveaxis(host, dim, 0)
-        if 0 in moved.shape[1:]:
-            raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so "
-                               "unique cannot be applied")
         rows = moved.reshape(moved.shape[0], int(np.prod(moved.shape[1:], dtype=np.int64)))
     starts = _runs(rows)
     first = np.flatnonzero(starts)

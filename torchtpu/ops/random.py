@@ -327,7 +327,8 @@ def _fmt(x) -> str:
 
 @lowering(aten.normal_functional, eager=True, records=True)
 def _normal(self, mean=0.0, std=1.0, *, generator=None):
-    _floating(self, "normal_kernel_cpu")
+    if self.size:  # (CPU reaches its kernel only with something to draw: randn(0) of longs)
+        _floating(self, "normal_kernel_cpu")
     if _number(std):
         _check(std >= 0.0, f"normal expects std >= 0.0, but found std {_fmt(std)}")
     return _normal_jit(*_next(generator), self.shape, self.dtype, mean, std)
@@ -505,7 +506,7 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
 
 @lowering(aten.exponential, eager=True, records=True)
 def _exponential(self, lambd=1.0, *, generator=None):
-    _check(bool(jnp.issubdtype(self.dtype, jnp.inexact)),
+    _check(not self.size or bool(jnp.issubdtype(self.dtype, jnp.inexact)),
            "Exponential distribution is a continuous probability distribution. dtype must be a "
            f"floating point but you specified {scalar_type_name(self.dtype)}")
     if _number(lambd):
@@ -527,7 +528,8 @@ def _cauchy(self, median=0.0, sigma=1.0, *, generator=None):
 def _log_normal(self, mean=1.0, std=2.0, *, generator=None):
     if _number(std):
         _check(std > 0.0, f"log_normal_ expects std > 0.0, but found std={_fmt(std)}")
-    _floating(self, "log_normal_cpu", real=True)
+    if self.size:
+        _floating(self, "log_normal_cpu", real=True)
     return _log_normal_jit(*_next(generator), self.dtype, self, mean, std)
 
 
