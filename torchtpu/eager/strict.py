@@ -45,8 +45,14 @@ def _meta_tree(x, number: bool = False):
     return x
 
 
+# pow's meta kernel gives a bool tensor to a bool power int64, where CPU's kernel copies or
+# fills (bool): its number stays a 0-d tensor there, which the meta kernel cannot read.
+_NUMBERS_NOT_READ = frozenset({torch.ops.aten.pow.Tensor_Scalar})
+
+
 def _numbers(op) -> dict:
-    return {a.name: "number" in str(a.type) for a in op._schema.arguments}  # Scalar, Scalar[]
+    read = op not in _NUMBERS_NOT_READ
+    return {a.name: read and "number" in str(a.type) for a in op._schema.arguments}
 
 
 def pytorch_outputs(op, args, kwargs):
