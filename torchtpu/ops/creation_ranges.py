@@ -82,6 +82,16 @@ def _checked_to(x, acc: np.dtype):
     return acc.type(x)
 
 
+def _check_bounds(first, last, by) -> None:
+    """RangeUtils.h's checks, in its order: a nonzero step, finite bounds, the step's sign."""
+    if not (by > 0 or by < 0):
+        raise RuntimeError("step must be nonzero")
+    if not (math.isfinite(first) and math.isfinite(last)):
+        raise RuntimeError(f"unsupported range: {first:g} -> {last:g}")
+    if not (by > 0 and last >= first or by < 0 and last <= first):
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+
+
 @lowering(aten.range.default, aten.range.step, static=("start", "end", "step"), skip_meta=True)
 def _range(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None):
     # skip_meta: the meta kernel divides by an integer step of 0 (a float step under 1 with an
@@ -91,12 +101,7 @@ def _range(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memo
         raise NotImplementedError(f'"range_cpu" not implemented for \'{scalar_type_name(dt)}\'')
     acc = _range_acc(dt)
     first, last, by = (_checked_to(x, acc) for x in (start, end, step))
-    if not (by > 0 or by < 0):
-        raise RuntimeError("step must be nonzero")
-    if not (math.isfinite(first) and math.isfinite(last)):
-        raise RuntimeError(f"unsupported range: {first:g} -> {last:g}")
-    if not (by > 0 and last >= first or by < 0 and last <= first):
-        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    _check_bounds(first, last, by)
     if acc.kind == "i":
         size = (last - first) // by + 1
     else:
@@ -122,12 +127,7 @@ def _arange_size(start, end, step, dt: np.dtype) -> int:
     if dt not in _RANGE_DTYPES:
         raise NotImplementedError(f'"arange_cpu" not implemented for \'{scalar_type_name(dt)}\'')
     d_start, d_end, d_step = (_checked_to(x, np.dtype(np.float64)) for x in (start, end, step))
-    if not (d_step > 0 or d_step < 0):
-        raise RuntimeError("step must be nonzero")
-    if not (math.isfinite(d_start) and math.isfinite(d_end)):
-        raise RuntimeError(f"unsupported range: {d_start:g} -> {d_end:g}")
-    if not (d_step > 0 and d_end >= d_start or d_step < 0 and d_end <= d_start):
-        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    _check_bounds(d_start, d_end, d_step)
     first, last, by = (_checked_to(x, _range_acc(dt)) for x in (start, end, step))
     if dt == np.int64:
         if by == 0:  # a float step under 1, truncated (CPU's TORCH_CHECK_VALUE)
