@@ -167,17 +167,17 @@ def _max_pool2d_dims(self, kernel_size=(), *_, **__) -> str | None:
     return None
 
 
-_FLOATS = frozenset({"float32", "float64", "float16", "bfloat16"})
+FLOATS = frozenset({"float32", "float64", "float16", "bfloat16"})
 # (avg_pool3d's half and bfloat16, which CPU's kernel lacks, are taken, as cuda takes them)
 _POOLING = {
     "max_pool2d_with_indices": _first(_max_pool2d_dims, kernel_takes(
-        "max_pool2d", _FLOATS | {"int8", "int16", "int32", "int64", "uint8"})),
+        "max_pool2d", FLOATS | {"int8", "int16", "int32", "int64", "uint8"})),
     "max_pool3d_with_indices": kernel_takes(
-        "max_pool3d", _FLOATS | {"int8", "int16", "int32", "int64", "uint8"}),
-    "avg_pool2d": kernel_takes("avg_pool2d", _FLOATS | {"int64"}),
-    "avg_pool3d": kernel_takes("avg_pool3d_out_frame", _FLOATS | {"int64"}),
-    "adaptive_max_pool2d": kernel_takes("adaptive_max_pool2d", _FLOATS),
-    "adaptive_max_pool3d": kernel_takes("adaptive_max_pool3d_cpu", _FLOATS),
+        "max_pool3d", FLOATS | {"int8", "int16", "int32", "int64", "uint8"}),
+    "avg_pool2d": kernel_takes("avg_pool2d", FLOATS | {"int64"}),
+    "avg_pool3d": kernel_takes("avg_pool3d_out_frame", FLOATS | {"int64"}),
+    "adaptive_max_pool2d": kernel_takes("adaptive_max_pool2d", FLOATS),
+    "adaptive_max_pool3d": kernel_takes("adaptive_max_pool3d_cpu", FLOATS),
 }
 
 

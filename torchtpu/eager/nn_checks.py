@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from ..ops.dtypes import scalar_type_name, to_jax_dtype, to_torch_dtype
-from .kernel_dtypes import kernel_takes, resizing_refuses
+from .kernel_dtypes import FLOATS, kernel_takes, resizing_refuses
 
 
 def _kind(dtype) -> str:
@@ -37,7 +37,7 @@ def adaptive_avg_check(nd: int):
         return kernel(self)
 
     kernel = kernel_takes("adaptive_avg_pool2d" if nd == 2 else "adaptive_avg_pool3d_cpu",
-                          frozenset({"float32", "float64", "float16", "bfloat16"}))
+                          FLOATS)
     return check
 
 

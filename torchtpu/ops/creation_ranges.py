@@ -14,7 +14,14 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from .dtypes import default_float, range_dtype, scalar_to, scalar_type_name, to_jax_dtype
+from .dtypes import (
+    ALL_TYPES_AND_HALVES,
+    default_float,
+    range_dtype,
+    scalar_to,
+    scalar_type_name,
+    to_jax_dtype,
+)
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -46,12 +53,6 @@ def _logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device=N
     exponent = jnp.where(i.real < steps // 2, first.astype(ct) + step * i,
                          last.astype(ct) - step * (steps - 1 - i))
     return scalar_to(jnp.power(base, exponent), dt)
-
-
-# The dtypes CPU's arange and range kernels are built for (ALL_TYPES_AND2(Half, BFloat16)).
-_RANGE_DTYPES = frozenset(np.dtype(d) for d in (
-    jnp.uint8, jnp.int8, jnp.int16, jnp.int32, jnp.int64, jnp.float16, jnp.bfloat16,
-    jnp.float32, jnp.float64))
 
 
 def _range_acc(dtype) -> np.dtype:
@@ -97,7 +98,7 @@ def _range(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memo
     # skip_meta: the meta kernel divides by an integer step of 0 (a float step under 1 with an
     # integer dtype) before its own check, which kills the process with SIGFPE.
     dt = np.dtype(default_float() if dtype is None else to_jax_dtype(dtype))
-    if dt not in _RANGE_DTYPES:
+    if dt not in ALL_TYPES_AND_HALVES:
         raise NotImplementedError(f'"range_cpu" not implemented for \'{scalar_type_name(dt)}\'')
     acc = _range_acc(dt)
     first, last, by = (_checked_to(x, acc) for x in (start, end, step))
@@ -124,7 +125,7 @@ def _arange_size(start, end, step, dt: np.dtype) -> int:
     """arange's element count, after CPU's checks in CPU's order (RangeUtils.h): the bounds as
     doubles, then as the accumulate type, the count from int64s for int64 and from doubles for
     every other dtype (arange(0, 5.5, dtype=torch.int32) has 6 elements, with int64 5)."""
-    if dt not in _RANGE_DTYPES:
+    if dt not in ALL_TYPES_AND_HALVES:
         raise NotImplementedError(f'"arange_cpu" not implemented for \'{scalar_type_name(dt)}\'')
     d_start, d_end, d_step = (_checked_to(x, np.dtype(np.float64)) for x in (start, end, step))
     _check_bounds(d_start, d_end, d_step)

@@ -231,6 +231,10 @@ def broadcast(x, shape: tuple):
 
 
 LOW_PRECISION = (np.dtype(jnp.bfloat16), np.dtype(jnp.float16))
+# The dtypes of CPU kernels built with AT_DISPATCH_ALL_TYPES_AND2(Half, BFloat16).
+ALL_TYPES_AND_HALVES = frozenset(np.dtype(d) for d in (
+    jnp.uint8, jnp.int8, jnp.int16, jnp.int32, jnp.int64, jnp.float16, jnp.bfloat16,
+    jnp.float32, jnp.float64))
 
 
 def upcast(x):

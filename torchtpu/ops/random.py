@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..runtime.execute import executable
-from .dtypes import cpp_name, default_float, scalar_type_name, to_jax_dtype
+from .dtypes import ALL_TYPES_AND_HALVES, cpp_name, default_float, scalar_type_name, to_jax_dtype
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -452,9 +452,6 @@ def _native_dropout_backward(grad_output, mask, scale):
     return grad_output * mask.astype(grad_output.dtype) * scale
 
 
-_PERMUTABLE = frozenset(np.dtype(d) for d in (
-    jnp.uint8, jnp.int8, jnp.int16, jnp.int32, jnp.int64, jnp.float16, jnp.bfloat16,
-    jnp.float32, jnp.float64))
 # The largest n whose values a float dtype holds exactly, as CPU's randperm words it.
 _PERMUTATION_LIMIT = {np.dtype(jnp.float16): (2 ** 11 + 1, "2049", "Half"),
                       np.dtype(jnp.float32): (2 ** 24 + 1, "2^24+1", "Float"),
@@ -469,7 +466,7 @@ def _check_randperm(n: int, dtype: np.dtype) -> None:
         raise RuntimeError(f"value cannot be converted to type {dtype.name}_t without overflow")
     limit, words, name = _PERMUTATION_LIMIT.get(dtype, (None, None, None))
     _check(limit is None or n <= limit, f"n cannot be greater than {words} for {name} type.")
-    if dtype not in _PERMUTABLE:
+    if dtype not in ALL_TYPES_AND_HALVES:
         raise NotImplementedError(f'"randperm" not implemented for \'{scalar_type_name(dtype)}\'')
 
 
