@@ -91,3 +91,24 @@ def test_a_left_operand_read_down_its_columns_is_laid_out_in_rows_on_xla_cpu(sha
     text = product.lower(a, b).compile().as_text()
     assert f"lhs_contracting_dims={{{len(shapes[0]) - 2}}}" not in text
     assert f"lhs_contracting_dims={{{len(shapes[0]) - 1}}}" in text
+
+
+@pytest.mark.parametrize("dtypes", [(torch.float64, torch.float32), (torch.float32, torch.float64)])
+def test_solve_triangular_solves_in_the_matrixs_dtype(dtypes):
+    # CPU copies B into a result of A's dtype.
+    a = torch.randn(4, 4, dtype=dtypes[0]).triu() + 4 * torch.eye(4, dtype=dtypes[0])
+    b = torch.randn(4, 2, dtype=dtypes[1])
+    cpu = torch.linalg.solve_triangular(a, b, upper=True)
+    tpu = torch.linalg.solve_triangular(a.to("tpu"), b.to("tpu"), upper=True)
+    assert tpu.dtype == cpu.dtype == dtypes[0]
+    torch.testing.assert_close(tpu.cpu(), cpu)
+
+
+@pytest.mark.parametrize("solve", [
+    lambda a, b: torch.linalg.solve(a, b), lambda a, b: torch.triangular_solve(b, a),
+    lambda a, b: torch.cholesky_solve(b, a),
+    lambda a, b: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b),
+], ids=["solve", "triangular_solve", "cholesky_solve", "lu_solve"])
+def test_solvers_name_mixed_dtypes_as_cpu(solve):
+    a = torch.eye(3, dtype=torch.float64)
+    raises_as_cpu(lambda d: solve(a.to(d), torch.ones(3, 2, device=d)))

@@ -241,12 +241,8 @@ def _build_here(func, fused: bool) -> Handler:
     if derived is not None:
         return derived
     decomp = DECOMPOSITIONS.get(func)
-    if decomp is not None and func in _CHECKED_BY_META:
-        return _checked_by_meta(func, decomp)
-    if decomp is not None and meta_errors.has_cpu_check(func):
-        return _checked_as_cpu(func, decomp)
     if decomp is not None:
-        return lambda args, kwargs: decomp(*args, **kwargs)
+        return _following_memory_format(func, _decomposed(func, decomp))
     if composite:
         return lambda args, kwargs: func.decompose(*args, **kwargs)
     if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeExplicitAutograd"):
@@ -273,6 +269,14 @@ aten = torch.ops.aten
 _CHECKED_BY_META = {aten.pixel_shuffle.default, aten.pixel_unshuffle.default,
                     aten.binary_cross_entropy.default,
                     aten.binary_cross_entropy_with_logits.default}
+
+
+def _decomposed(func, decomp) -> Handler:
+    if func in _CHECKED_BY_META:
+        return _checked_by_meta(func, decomp)
+    if meta_errors.has_cpu_check(func):
+        return _checked_as_cpu(func, decomp)
+    return lambda args, kwargs: decomp(*args, **kwargs)
 
 
 def _checked_by_meta(func, decomp) -> Handler:
@@ -381,9 +385,36 @@ def _strided(inner: Handler, at: int) -> Handler:
 
 
 def _channels_last(x) -> bool:
-    # A channels_last tensor is never direct: a direct one is contiguous.
+    """Strides ordered as channels_last's, a slice of such a tensor too: CPU's kernels keep
+    what ``suggest_memory_format`` says. (A direct tensor is contiguous.)"""
     return (type(x) is TpuTensor and not x._direct and x.dim() in _CHANNELS_LAST
-            and x.is_contiguous(memory_format=_CHANNELS_LAST[x.dim()]))
+            and _strides_like_channels_last(x.shape, x.stride()))
+
+
+def _strides_like_channels_last(shape, stride) -> bool:
+    # c10's is_channels_last_strides_2d/3d (MemoryFormat.h), ambiguous cases included.
+    if stride[1] == 0:
+        return False
+    least = 0
+    for d in (1, 3, 2, 0) if len(shape) == 4 else (1, 4, 3, 2, 0):
+        if shape[d] == 0 or stride[d] < least or (d == 0 and least == stride[1]):
+            return False
+        least = stride[d] * shape[d] if shape[d] > 1 else stride[d]
+    return True
+
+
+def _out_of_order(x) -> bool:
+    """Some dimension strides further than one before it (sizes 1 and broadcasts aside): a
+    transpose, channels_last, or a slice of one, whose order TensorIterator's outputs take."""
+    if type(x) is not TpuTensor or x._direct:
+        return False
+    before = None
+    for n, s in zip(x.shape, x.stride(), strict=True):
+        if n > 1 and s:
+            if before is not None and s > before:
+                return True
+            before = s
+    return False
 
 
 def _permuted(x) -> bool:
@@ -395,15 +426,16 @@ def _permuted(x) -> bool:
 def _following_memory_format(func, inner: Handler) -> Handler:
     """A rule's results laid out as PyTorch lays them out when an input is channels_last
     (elementwise, convolution, normalisation and pooling kernels keep it), an elementwise
-    op's input is in any other dense order (a transpose: TensorIterator follows it), or
+    op's input is in any other order (a transpose: TensorIterator follows it), or
     attention's query is permuted: PyTorch's meta kernel on inputs of the same strides says
     how. Other inputs take the plain path: their results are contiguous."""
-    follows = (_permuted if torch.Tag.pointwise in func.tags or func in _COPIES_OF_INPUT
+    follows = (_out_of_order if torch.Tag.pointwise in func.tags or func in _FOLLOWING_ORDER
                else _channels_last)
+    always = func in _LAPACK_ORDER
 
     def handler(args, kwargs):
         out = inner(args, kwargs)
-        if not (any(follows(x) for x in _flat(args))
+        if not (always or any(follows(x) for x in _flat(args))
                 or not all(args[i].is_contiguous() for i in _QUERY_LAYOUT.get(func, ()))):
             return out
         try:
@@ -436,6 +468,24 @@ def _flat(args):
 # A copy of their first input with a part written: laid out as it (CPU clones it).
 _COPIES_OF_INPUT = {aten.slice_scatter.default, aten.select_scatter.default,
                     aten.diagonal_scatter.default, aten.copy.default}
+# Not tagged pointwise, but CPU's kernels (TensorIterator, or an empty_like of the input)
+# lay their results out in their input's order, as the meta kernels do.
+_FOLLOWING_ORDER = {*_COPIES_OF_INPUT, aten.addr.default, aten.sort.default, aten.sort.stable,
+                    aten.flip.default, aten.index_put.default, aten.put.default,
+                    aten.hardswish.default, aten.complex.default, aten.polar.default,
+                    aten._fft_r2c.default, aten._fft_c2c.default, aten._fft_c2r.default}
+# Factorizations and solves: CPU's results are in LAPACK's column-major order whatever the
+# input's (the meta kernels say which results and how).
+_LAPACK_ORDER = {aten.linalg_inv_ex.default, aten.linalg_cholesky_ex.default,
+                 aten.linalg_lu_factor_ex.default, aten.linalg_lu.default,
+                 aten.linalg_lu_solve.default, aten._linalg_solve_ex.default,
+                 aten.linalg_solve_triangular.default, aten.triangular_solve.default,
+                 aten.cholesky_solve.default, aten.cholesky_inverse.default,
+                 aten.linalg_qr.default, aten._linalg_svd.default, aten._linalg_eigh.default,
+                 aten.linalg_eig.default, aten.geqrf.default,
+                 aten.linalg_householder_product.default, aten.ormqr.default,
+                 aten.linalg_lstsq.default, aten.linalg_ldl_factor_ex.default,
+                 aten.linalg_ldl_solve.default}
 
 
 def _scattering_in_memory_order(inner: Handler) -> Handler:

@@ -34,6 +34,8 @@ _MATMUL = re.compile(r"a and b must have same reduction dim, but got \[(.*)\] X 
 _CAT = re.compile(r"Sizes of tensors must match except in dimension (\d+)\. "
                   r"Expected (\d+) in dimension \d+ but got (\d+) for tensor number (\d+)")
 _DTYPE = re.compile(r"torch\.(\w+)")
+# Meta kernels' dtype checks (linalg's, solvers') that print a dtype as Python does.
+_NAMING_DTYPES = ("tensor as input", "could not infer output dtype", "to have the same dtype")
 _TORCH_SIZE = re.compile(r"torch\.Size\((\[[^\]]*\])\)")
 _MV = re.compile(r"size mismatch, got input \((\d+)x(\d+)\), vec \((\d+)\)")
 _META_TYPE = re.compile(r"\bMeta(\w+)Type\{")  # a meta tensor as c10 prints it: MetaFloatType{
@@ -155,9 +157,7 @@ def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
     if m := _INDEX_ADD.match(text):
         return RuntimeError("index_add_(): Number of indices ({}) should be equal to "
                             "source.size(dim): ({}), for dim: {}".format(*m.groups()))
-    if "Got torch." in text and "tensor as input" in text:  # linalg's dtype checks
-        return RuntimeError(_DTYPE.sub(lambda m: _c10_name(m.group(1)), text))
-    if "could not infer output dtype" in text and "Got: torch." in text:
+    if "torch." in text and any(s in text for s in _NAMING_DTYPES):  # c10 names them
         return RuntimeError(_DTYPE.sub(lambda m: _c10_name(m.group(1)), text))
     return None
 

@@ -213,7 +213,7 @@ def conv_dtypes(input, weight, bias=None, stride=(), padding=(), dilation=(),  #
     dtype = to_torch_dtype(input.dtype) if not isinstance(input.dtype, torch.dtype) else input.dtype
     if dtype == torch.bool or (transposed and dtype == torch.int32):
         return None
-    if dtype in (torch.float16, torch.bfloat16):
+    if dtype in (torch.float16, torch.bfloat16) and _mkldnn_runs(dtype):
         return (f"Input type ({_type_string(dtype)}) and weight type "
                 f"({_type_string(weight.dtype)}) should be the same or input should be a MKLDNN "
                 "tensor and weight is a dense tensor")
@@ -221,6 +221,22 @@ def conv_dtypes(input, weight, bias=None, stride=(), padding=(), dilation=(),  #
             f"{scalar_type_name(weight.dtype)}")
 
 
+def _mkldnn_runs(dtype: torch.dtype) -> bool:
+    """Whether this CPU's convolutions run ``dtype`` on mkldnn (ATen's mkldnn_bf16/fp16
+    device checks: ideep's on x86; none for half elsewhere), which words the check."""
+    if dtype not in _MKLDNN_RUNS:
+        caps = torch._C._cpu._get_cpu_capability()
+        if caps.get("architecture") != "x86_64":
+            runs = dtype == torch.bfloat16
+        else:
+            native = (all(caps.get(f"avx512_{k}") for k in ("bw", "vl", "dq"))
+                      if dtype == torch.bfloat16 else caps.get("avx512_fp16"))
+            runs = bool(native or caps.get("avx_ne_convert"))
+        _MKLDNN_RUNS[dtype] = runs
+    return _MKLDNN_RUNS[dtype]
+
+
+_MKLDNN_RUNS: dict[torch.dtype, bool] = {}
 _aten = torch.ops.aten
 
 # Decompositions (torch tensors in) that run these checks first (dispatch.py).

@@ -202,6 +202,7 @@ def _linalg_solve_ex(A, B, *, left=True, check_errors=False):
 @lowering(aten.linalg_solve_triangular)
 def _linalg_solve_triangular(self, B, *, upper, left=True, unitriangular=False):
     a, b = _broadcast_batch(self, B)
+    b = b.astype(a.dtype)  # CPU copies B into a result of A's dtype, whatever B's
     return lax.linalg.triangular_solve(a, b, left_side=left, lower=not upper,
                                        unit_diagonal=unitriangular)
 

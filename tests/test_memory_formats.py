@@ -1,0 +1,69 @@
+"""Results laid out as CPU lays them out: what `stride()`, `is_contiguous()` and `.view()`
+see after an op on a slice of a channels_last tensor, a permuted input, or a factorization."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import assert_same
+
+
+def _sliced_channels_last(x: torch.Tensor, device: str) -> torch.Tensor:
+    """``x``'s values in the first half of a channels_last tensor's channels (not dense)."""
+    fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+    big = torch.zeros(x.shape[0], 2 * x.shape[1], *x.shape[2:], device=device)
+    return big.to(memory_format=fmt)[:, : x.shape[1]].copy_(x)
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("op", [
+    lambda x: x + 1, torch.relu, lambda x: torch.cat([x, x], 1), lambda x: torch.cat([x, x]),
+    lambda x: F.max_pool2d(x, 2), lambda x: F.avg_pool2d(x, 2),
+    lambda x: F.adaptive_avg_pool2d(x, 3), lambda x: F.batch_norm(x, None, None, training=True),
+    lambda x: F.interpolate(x, scale_factor=2, mode="nearest"),
+    lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"),
+    lambda x: F.conv2d(x, torch.ones(3, 4, 1, 1, device=x.device)),
+], ids=["add", "relu", "cat_channels", "cat_batch", "max_pool", "avg_pool", "adaptive_pool",
+        "batch_norm", "nearest", "bilinear", "conv"])
+def test_a_slice_of_a_channels_last_tensor_gives_channels_last_results(op):
+    # CPU's kernels ask suggest_memory_format, which reads the strides' order, not density.
+    x = torch.randn(2, 4, 6, 6)
+    cpu, tpu = op(_sliced_channels_last(x, "cpu")), op(_sliced_channels_last(x, "tpu"))
+    assert cpu.is_contiguous(memory_format=torch.channels_last)
+    assert tpu.stride() == cpu.stride()
+    assert_same(tpu, cpu, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("op", [
+    lambda x: x.flip(0), lambda x: x.sort(0)[0], lambda x: x.argsort(1), F.hardswish,
+    F.hardshrink, lambda x: x.index_put(
+        (torch.tensor([0, 2], device=x.device),), torch.zeros(5, device=x.device)),
+    lambda x: torch.addr(x, torch.ones(5, device=x.device), torch.ones(5, device=x.device)),
+    lambda x: torch.fft.fft(x, dim=0), lambda x: torch.polar(x.abs(), x),
+], ids=["flip", "sort", "argsort", "hardswish", "hardshrink", "index_put", "addr",
+        "fft", "polar"])
+def test_ops_that_follow_a_transposed_inputs_order(op):
+    x = torch.randn(5, 5) * 3
+    cpu, tpu = op(x.t()), op(x.to("tpu").t())
+    assert tpu.stride() == cpu.stride() != (5, 1)
+    assert_same(tpu, cpu)
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("op", [
+    torch.linalg.inv, torch.linalg.cholesky, lambda a: torch.linalg.lu_factor(a)[0],
+    lambda a: torch.linalg.qr(a)[0], lambda a: torch.linalg.eigh(a)[1],
+    lambda a: torch.linalg.solve(a, torch.ones(5, 3, dtype=a.dtype, device=a.device)),
+    lambda a: torch.linalg.solve_triangular(a.triu(), torch.ones(5, 3, dtype=a.dtype, device=a.device),
+                                            upper=True),
+], ids=["inv", "cholesky", "lu_factor", "qr", "eigh", "solve", "solve_triangular"])
+def test_factorizations_are_column_major_as_lapacks(op):
+    # CPU's results are LAPACK's column-major matrices: `.view(-1)` of one fails, `.mT` of
+    # one is contiguous, whatever the input's layout.
+    a = torch.randn(5, 5, dtype=torch.float64)
+    a = a @ a.T + 5 * torch.eye(5, dtype=torch.float64)
+    cpu, tpu = op(a), op(a.to("tpu"))
+    assert cpu.stride() == (1, 5)
+    assert tpu.stride() == cpu.stride()
+    torch.testing.assert_close(tpu.cpu().abs(), cpu.abs())  # (eigenvectors up to sign)
