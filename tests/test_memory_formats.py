@@ -4,7 +4,6 @@ see after an op on a slice of a channels_last tensor, a permuted input, or a fac
 import pytest
 import torch
 import torch.nn.functional as F
-
 from conftest import assert_same
 
 
