@@ -53,9 +53,8 @@ def test_ops_that_follow_a_transposed_inputs_order(op):
 @pytest.mark.parametrize("op", [
     torch.linalg.inv, torch.linalg.cholesky, lambda a: torch.linalg.lu_factor(a)[0],
     lambda a: torch.linalg.qr(a)[0], lambda a: torch.linalg.eigh(a)[1],
-    lambda a: torch.linalg.solve(a, torch.ones(5, 3, dtype=a.dtype, device=a.device)),
-    lambda a: torch.linalg.solve_triangular(a.triu(), torch.ones(5, 3, dtype=a.dtype, device=a.device),
-                                            upper=True),
+    lambda a: torch.linalg.solve(a, torch.ones_like(a[:, :3])),
+    lambda a: torch.linalg.solve_triangular(a.triu(), torch.ones_like(a[:, :3]), upper=True),
 ], ids=["inv", "cholesky", "lu_factor", "qr", "eigh", "solve", "solve_triangular"])
 def test_factorizations_are_column_major_as_lapacks(op):
     # CPU's results are LAPACK's column-major matrices: `.view(-1)` of one fails, `.mT` of
