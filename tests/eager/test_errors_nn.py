@@ -216,9 +216,42 @@ def _conv(fn, x_dtype, w_dtype, nd=2, transposed=False):
     lambda d: F.conv2d(torch.ones(1, 4, 5, 5, dtype=torch.float64, device=d),
                        torch.ones(2, 3, 3, 3, device=d)),
     lambda d: F.conv1d(torch.ones(1, 3, 5, device=d), torch.ones(6, 3, 3, 3, device=d)),
+    # a float input of two images reaches oneDNN, which words it its own way
+    lambda d: F.conv2d(torch.ones(2, 3, 5, 5, device=d),
+                       torch.ones(2, 3, 3, 3, dtype=torch.float64, device=d)),
+    # a kernel larger than the input is checked before the dtypes
+    lambda d: F.conv2d(torch.ones(1, 3, 2, 2, dtype=torch.float64, device=d),
+                       torch.ones(2, 3, 3, 3, device=d)),
 ])
 def test_convolution_dtype_mismatch_raises_as_cpu(bad, eager_mode):
     raises_as_cpu(bad, RuntimeError)
+
+
+@pytest.mark.parametrize("x_dtype", [torch.bool, torch.uint8, torch.int8, torch.int16,
+                                     torch.int32, torch.int64])
+@pytest.mark.parametrize("fn, nd, dilation", [
+    (F.conv1d, 1, 1), (F.conv2d, 2, 1), (F.conv3d, 3, 1), (F.conv2d, 2, 2),
+    (F.conv_transpose1d, 1, 1), (F.conv_transpose2d, 2, 1), (F.conv_transpose3d, 3, 1)])
+def test_convolution_refuses_the_dtypes_cpus_kernels_lack(fn, nd, dilation, x_dtype):
+    # CPU's kernel for each path: bool by all, every integer but int64 by the dilated and
+    # transposed ones (tpu computed them); the weight's dtype is looked at after
+    x = torch.ones((1, 2) + (4,) * nd, dtype=x_dtype)
+    for w_dtype in (x_dtype, torch.float32):
+        w = torch.ones((2, 2) + (2,) * nd, dtype=w_dtype)
+        try:
+            expected = fn(x, w, dilation=dilation)
+        except (NotImplementedError, RuntimeError) as e:
+            with pytest.raises(type(e)) as on_tpu:
+                fn(x.to("tpu"), w.to("tpu"), dilation=dilation)
+            assert str(on_tpu.value) == str(e)
+        else:
+            assert torch.equal(fn(x.to("tpu"), w.to("tpu"), dilation=dilation).cpu(), expected)
+
+
+def test_convolution_of_an_empty_bool_batch_still_runs():
+    # CPU sends empty inputs past its kernels
+    x, w = torch.ones(0, 2, 4, dtype=torch.bool), torch.ones(3, 2, 2, dtype=torch.bool)
+    assert F.conv1d(x.to("tpu"), w.to("tpu")).shape == F.conv1d(x, w).shape == (0, 3, 3)
 
 
 def test_valid_nn_arguments_still_compute():

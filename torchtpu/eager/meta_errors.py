@@ -20,7 +20,7 @@ import torch
 
 from ..ops.dtypes import cpp_name, result_type, scalar_type_name, to_jax_dtype, to_torch_dtype
 from ..ops.reduction import check_nonempty
-from . import foreach_checks, nn_checks
+from . import conv_checks, foreach_checks, nn_checks
 from .kernel_dtypes import KERNEL_DTYPE_CHECKS, kernel_refuses
 from .number_checks import overflow_error
 from .reduction_checks import (
@@ -704,7 +704,7 @@ _CPU_CHECKS = {
     _aten._softmax.default: _softmax_check("softmax"),
     _aten._log_softmax.default: _softmax_check("log_softmax"),
     _aten.abs.default: lambda self: _not_for_bool("abs_cpu", self),
-    _aten.convolution.default: _first(_convolution_check, nn_checks.conv_dtypes),
+    _aten.convolution.default: _first(_convolution_check, conv_checks.conv_kernel_check),
     _aten.mm.default: _mm_check,
     _aten.addmm.default: _addmm_check,
     _aten.mv.default: lambda mat, vec: _addmv_dtypes(vec.dtype, mat, vec),  # into vec's dtype
