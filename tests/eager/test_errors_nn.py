@@ -252,6 +252,31 @@ def test_convolution_of_an_empty_bool_batch_still_runs():
     assert F.conv1d(x.to("tpu"), w.to("tpu")).shape == F.conv1d(x, w).shape == (0, 3, 3)
 
 
+def _convolution(x, w, *args, transposed=False, groups=1):
+    stride, padding, dilation, output_padding = args or ([1], [0], [1], [0])
+    return lambda d: _aten.convolution(torch.ones(x, device=d), torch.ones(w, device=d), None,
+                                       stride, padding, dilation, transposed, output_padding,
+                                       groups)
+
+
+@pytest.mark.parametrize("bad", [
+    # out channels that the groups do not divide (XLA's failure, or a reshape's)
+    _convolution((2, 6, 5, 5), (5, 2, 2, 2), groups=3),
+    _convolution((2, 5, 5), (5, 2, 2), transposed=True, groups=2),
+    # a parameter per spatial dimension, or one for all (XLA's failure)
+    _convolution((2, 4, 5, 5), (4, 4, 2, 2), [1, 1, 1], [0], [1], [0]),
+    _convolution((2, 4, 5), (4, 4, 2), [1], [0, 0], [1], [0]),
+    # the parameters before the shapes, padding before stride
+    _convolution((2, 4, 5, 5), (4, 4, 2, 2), [0], [-1], [1], [0]),
+    _convolution((2, 4, 5), (4, 4, 2, 2), [1, 1, 1], [0], [1], [0]),
+    # an empty input but in its batch or channels (tpu convolved it)
+    _convolution((2, 4, 0), (4, 4, 1), [1], [1], [1], [0]),
+    _convolution((2, 4, 0, 3), (4, 4, 1, 1), [1], [1], [1], [0], transposed=True),
+])
+def test_convolution_arguments_are_checked_as_cpu(bad, eager_mode):
+    raises_as_cpu(bad, RuntimeError)
+
+
 def test_valid_nn_arguments_still_compute():
     # mixed integer and float operands promote, as CPU's kernels take them
     x, y = torch.tensor([1, 2]), torch.tensor([1.5, 3.0])

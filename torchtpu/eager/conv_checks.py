@@ -1,6 +1,8 @@
-"""CPU's dtype checks for a convolution, after its shape checks (meta_errors.py's table takes
-them): which of its kernels the arguments reach decides both the dtypes refused and the words
-for an input and weight of different dtypes."""
+"""CPU's checks of a convolution's arguments, in CPU's order (meta_errors.py's table takes
+them): ATen's Convolution.cpp checks the parameters and shapes, then the kernel it picks
+refuses dtypes and words an input and weight of different dtypes its own way. The meta kernel
+checks channels first ("Invalid channel dimensions") and lets several of these through to
+XLA."""
 
 from __future__ import annotations
 
@@ -70,10 +72,71 @@ def _kernel_refuses(input, weight, dilation, transposed) -> NotImplementedError 
     return NotImplementedError(f'"{kernel}" not implemented for \'{scalar_type_name(dtype)}\'')
 
 
+def _parameters(x, w, stride, padding, dilation, output_padding, groups) -> str | None:
+    """The parameters, before any shape: their count, then their signs. (A zero dilation is
+    worded by the kernel CPU would pick; the slow kernels' words are taken.)"""
+    if len(w) < 3:
+        return "weight should have at least three dimensions"
+    if groups <= 0:
+        return "non-positive groups is not supported"
+    nd = len(w) - 2
+    params = {"stride": stride, "padding": padding, "dilation": dilation,
+              "output_padding": output_padding}
+    for name, values in params.items():
+        if len(values) not in (1, nd):
+            return (f"expected {name} to be a single integer value or a list of {nd} values to "
+                    f"match the convolution dimensions, but got {name}={list(values)}")
+    for name, bad, message in (("padding", lambda p: p < 0, "negative padding"),
+                               ("output_padding", lambda p: p < 0, "negative output_padding"),
+                               ("stride", lambda s: s <= 0, "non-positive stride")):
+        if any(map(bad, params[name])):
+            return f"{message} is not supported"
+    if any(d <= 0 for d in dilation):
+        return "dilation should be greater than zero"
+    return None
+
+
+def _shapes(x, w, bias, transposed, groups) -> str | None:
+    if len(x) != len(w):
+        return (f"Expected {len(w)}-dimensional input for {len(w)}-dimensional weight {w}, "
+                f"but got {len(x)}-dimensional input of size {x} instead")
+    if w[0] < groups:
+        return (f"Given groups={groups}, expected weight to be at least {groups} at "
+                f"dimension 0, but got weight of size {w} instead")
+    if w[0] % groups:
+        return (f"Given groups={groups}, expected weight to be divisible by {groups} at "
+                f"dimension 0, but got weight of size [{w}] instead")
+    if not transposed and x[1] != w[1] * groups:
+        return (f"Given groups={groups}, weight of size {w}, expected input{x} to have "
+                f"{w[1] * groups} channels, but got {x[1]} channels instead")
+    if transposed and x[1] != w[0]:
+        return (f"Given transposed=1, weight of size {w}, expected input{x} to have {w[0]} "
+                f"channels, but got {x[1]} channels instead")
+    out_channels = w[1] * groups if transposed else w[0]
+    if bias is not None and list(bias.shape) != [out_channels]:
+        given = "Given transposed=1, weight" if transposed else "Given weight"
+        return (f"{given} of size {w}, expected bias to be 1-dimensional with {out_channels} "
+                f"elements, but got bias of size {list(bias.shape)} instead")
+    return None
+
+
+def _output_padding(stride, output_padding, dilation) -> str | None:
+    """CPU's transposed convolutions: each output padding under its stride or dilation (a
+    1-d one is checked as 2-d, its height 0 of stride 1)."""
+    if all(p < s or p < d for s, p, d in zip(stride, output_padding, dilation, strict=True)):
+        return None
+    if len(stride) == 1:
+        stride, output_padding, dilation = [1, *stride], [0, *output_padding], [1, *dilation]
+    names = ("depth", "height", "width")[-len(stride):]
+    parts = [f"{kind}_{n}: {v}" for kind, values in (("output_padding", output_padding),
+                                                    ("stride", stride), ("dilation", dilation))
+             for n, v in zip(names, values, strict=True)]
+    return ("output padding must be smaller than either stride or dilation, but got "
+            + " ".join(parts))
+
+
 def _kernel_size(input, weight, padding, dilation) -> str | None:  # noqa: A002
     """CPU's last shape check, which its meta kernel makes after the dtypes'."""
-    nd = len(weight.shape) - 2
-    padding, dilation = (list(p) * nd if len(p) == 1 else p for p in (padding, dilation))
     sizes = [n + 2 * p for n, p in zip(input.shape[2:], padding, strict=True)]
     kernel = [d * (k - 1) + 1 for k, d in zip(weight.shape[2:], dilation, strict=True)]
     if all(n >= k for n, k in zip(sizes, kernel, strict=True)):
@@ -83,22 +146,37 @@ def _kernel_size(input, weight, padding, dilation) -> str | None:  # noqa: A002
             "than actual input size")
 
 
-def conv_kernel_check(input, weight, bias=None, stride=(), padding=(), dilation=(),  # noqa: A002
+def convolution_check(input, weight, bias=None, stride=(), padding=(), dilation=(),  # noqa: A002
                       transposed=False, output_padding=(), groups=1,
                       *_) -> Exception | str | None:
-    """CPU's checks past its arguments': a kernel no larger than the padded input, the kernel
-    CPU lacks for the input's dtype, then its words for an input and weight of different
-    dtypes: oneDNN's where it would take the input, the slow kernels' scalar type check
-    elsewhere. (PyTorch checks a complex input itself, naming the device's type as cuda's
-    does.)"""
+    """The first of CPU's checks these arguments fail: the parameters, the shapes, a kernel
+    no larger than the padded input, an input empty but in its batch or channels, the
+    kernel's own checks (a transposed one's output padding, the dtypes it lacks), then its
+    words for an input and weight of different dtypes: oneDNN's where it would take the
+    input, the slow kernels' scalar type check elsewhere. (PyTorch checks a complex input
+    itself, naming the device's type as cuda's does.)"""
+    x, w = list(input.shape), list(weight.shape)
+    if error := _parameters(x, w, stride, padding, dilation, output_padding, groups):
+        return error
+    nd = len(w) - 2
+    stride, padding, dilation, output_padding = (
+        list(p) * nd if len(p) == 1 else list(p)
+        for p in (stride, padding, dilation, output_padding))
+    if error := _shapes(x, w, bias, transposed, groups):
+        return error
     if not transposed and (error := _kernel_size(input, weight, padding, dilation)):
+        return error
+    if 0 not in x[:2] and 0 in x:
+        shape = [*x[:2], 1, x[2]] if nd == 1 else x  # seen as 2-d
+        return f"Only zero batch or zero channel inputs are supported, but got input shape: {shape}"
+    if transposed and (error := _output_padding(stride, output_padding, dilation)):
         return error
     if (refused := _kernel_refuses(input, weight, dilation, transposed)) is not None:
         return refused
     if input.dtype == weight.dtype:
         return None
     dtype = _torch_dtype(input.dtype)
-    if _uses_mkldnn(dtype, list(input.shape), list(weight.shape), stride, dilation, groups):
+    if _uses_mkldnn(dtype, x, w, stride, dilation, groups):
         return (f"Input type ({_type_string(dtype)}) and weight type "
                 f"({_type_string(weight.dtype)}) should be the same or input should be a MKLDNN "
                 "tensor and weight is a dense tensor")
