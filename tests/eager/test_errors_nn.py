@@ -277,6 +277,28 @@ def test_convolution_arguments_are_checked_as_cpu(bad, eager_mode):
     raises_as_cpu(bad, RuntimeError)
 
 
+@pytest.mark.parametrize("x_dtype, b_dtype, batch, transposed", [
+    (torch.bfloat16, torch.float32, 1, False),  # oneDNN's words (tpu computed it)
+    (torch.float32, torch.float64, 2, True),
+    (torch.int64, torch.float32, 1, True),  # the slow transposed kernel adds it in place
+])
+def test_convolution_bias_of_another_dtype_is_refused_as_cpu(x_dtype, b_dtype, batch,
+                                                             transposed):
+    def bad(d):
+        x, w = torch.ones(batch, 4, 5, 5, dtype=x_dtype), torch.ones(4, 4, 3, 3, dtype=x_dtype)
+        return _aten.convolution(x.to(d), w.to(d), torch.ones(4, dtype=b_dtype, device=d),
+                                 [1, 1], [0, 0], [1, 1], transposed, [0, 0], 1)
+    raises_as_cpu(bad, RuntimeError)
+
+
+def test_convolution_of_integers_casts_a_float_bias_first():
+    x, w = torch.tensor([[[-3, 1, 2]]]), torch.tensor([[[1, 1]]])
+    b = torch.tensor([0.5])
+    args = ([1], [0], [1], False, [0], 1)  # (F.conv1d refuses it before)
+    assert torch.equal(_aten.convolution(x.to("tpu"), w.to("tpu"), b.to("tpu"), *args).cpu(),
+                       _aten.convolution(x, w, b, *args))
+
+
 def test_valid_nn_arguments_still_compute():
     # mixed integer and float operands promote, as CPU's kernels take them
     x, y = torch.tensor([1, 2]), torch.tensor([1.5, 3.0])

@@ -152,9 +152,9 @@ def convolution_check(input, weight, bias=None, stride=(), padding=(), dilation=
     """The first of CPU's checks these arguments fail: the parameters, the shapes, a kernel
     no larger than the padded input, an input empty but in its batch or channels, the
     kernel's own checks (a transposed one's output padding, the dtypes it lacks), then its
-    words for an input and weight of different dtypes: oneDNN's where it would take the
-    input, the slow kernels' scalar type check elsewhere. (PyTorch checks a complex input
-    itself, naming the device's type as cuda's does.)"""
+    words for a weight or bias of another dtype than the input's: oneDNN's where it would
+    take the input, the slow kernels' elsewhere (which cast a bias, or add it in place).
+    (PyTorch checks a complex input itself, naming the device's type as cuda's does.)"""
     x, w = list(input.shape), list(weight.shape)
     if error := _parameters(x, w, stride, padding, dilation, output_padding, groups):
         return error
@@ -173,12 +173,25 @@ def convolution_check(input, weight, bias=None, stride=(), padding=(), dilation=
         return error
     if (refused := _kernel_refuses(input, weight, dilation, transposed)) is not None:
         return refused
-    if input.dtype == weight.dtype:
-        return None
     dtype = _torch_dtype(input.dtype)
-    if _uses_mkldnn(dtype, x, w, stride, dilation, groups):
-        return (f"Input type ({_type_string(dtype)}) and weight type "
-                f"({_type_string(weight.dtype)}) should be the same or input should be a MKLDNN "
-                "tensor and weight is a dense tensor")
-    return (f"expected scalar type {scalar_type_name(dtype)} but found "
-            f"{scalar_type_name(weight.dtype)}")
+    mkldnn = _uses_mkldnn(dtype, x, w, stride, dilation, groups)
+    if input.dtype != weight.dtype:
+        if mkldnn:
+            return _mkldnn_mismatch(dtype, "weight", weight.dtype)
+        return (f"expected scalar type {scalar_type_name(dtype)} but found "
+                f"{scalar_type_name(weight.dtype)}")
+    if bias is None or bias.dtype == input.dtype:
+        return None
+    if mkldnn:
+        return _mkldnn_mismatch(dtype, "bias", bias.dtype)
+    # the slow transposed kernels add the bias in place; the others cast it
+    result = torch.promote_types(dtype, _torch_dtype(bias.dtype))
+    if transposed and not torch.can_cast(result, dtype):
+        return (f"result type {scalar_type_name(result)} can't be cast to the desired output "
+                f"type {scalar_type_name(dtype)}")
+    return None
+
+
+def _mkldnn_mismatch(dtype, name: str, other) -> str:
+    return (f"Input type ({_type_string(dtype)}) and {name} type ({_type_string(other)}) should "
+            f"be the same or input should be a MKLDNN tensor and {name} is a dense tensor")

@@ -62,6 +62,8 @@ def _conv(x, w, b, stride, padding, dilation, transposed, output_padding, groups
                                        feature_group_count=groups, precision=_PRECISION,
                                        preferred_element_type=acc)
     if b is not None:
+        if not jnp.issubdtype(x.dtype, jnp.inexact):  # CPU's integer kernels cast the bias first
+            b = b.astype(x.dtype)
         out = out + b.reshape((1, -1) + (1,) * nd)
     return out.astype(x.dtype)
 
