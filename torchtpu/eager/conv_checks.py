@@ -173,6 +173,8 @@ def convolution_check(input, weight, bias=None, stride=(), padding=(), dilation=
         return error
     if (refused := _kernel_refuses(input, weight, dilation, transposed)) is not None:
         return refused
+    if input.dtype == weight.dtype and (bias is None or bias.dtype == input.dtype):
+        return None
     dtype = _torch_dtype(input.dtype)
     mkldnn = _uses_mkldnn(dtype, x, w, stride, dilation, groups)
     if input.dtype != weight.dtype:
@@ -180,8 +182,6 @@ def convolution_check(input, weight, bias=None, stride=(), padding=(), dilation=
             return _mkldnn_mismatch(dtype, "weight", weight.dtype)
         return (f"expected scalar type {scalar_type_name(dtype)} but found "
                 f"{scalar_type_name(weight.dtype)}")
-    if bias is None or bias.dtype == input.dtype:
-        return None
     if mkldnn:
         return _mkldnn_mismatch(dtype, "bias", bias.dtype)
     # the slow transposed kernels add the bias in place; the others cast it
