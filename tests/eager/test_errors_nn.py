@@ -216,9 +216,87 @@ def _conv(fn, x_dtype, w_dtype, nd=2, transposed=False):
     lambda d: F.conv2d(torch.ones(1, 4, 5, 5, dtype=torch.float64, device=d),
                        torch.ones(2, 3, 3, 3, device=d)),
     lambda d: F.conv1d(torch.ones(1, 3, 5, device=d), torch.ones(6, 3, 3, 3, device=d)),
+    # a float input of two images reaches oneDNN, which words it its own way
+    lambda d: F.conv2d(torch.ones(2, 3, 5, 5, device=d),
+                       torch.ones(2, 3, 3, 3, dtype=torch.float64, device=d)),
+    # a kernel larger than the input is checked before the dtypes
+    lambda d: F.conv2d(torch.ones(1, 3, 2, 2, dtype=torch.float64, device=d),
+                       torch.ones(2, 3, 3, 3, device=d)),
 ])
 def test_convolution_dtype_mismatch_raises_as_cpu(bad, eager_mode):
     raises_as_cpu(bad, RuntimeError)
+
+
+@pytest.mark.parametrize("x_dtype", [torch.bool, torch.uint8, torch.int8, torch.int16,
+                                     torch.int32, torch.int64])
+@pytest.mark.parametrize("fn, nd, dilation", [
+    (F.conv1d, 1, 1), (F.conv2d, 2, 1), (F.conv3d, 3, 1), (F.conv2d, 2, 2),
+    (F.conv_transpose1d, 1, 1), (F.conv_transpose2d, 2, 1), (F.conv_transpose3d, 3, 1)])
+def test_convolution_refuses_the_dtypes_cpus_kernels_lack(fn, nd, dilation, x_dtype):
+    # CPU's kernel for each path: bool by all, every integer but int64 by the dilated and
+    # transposed ones (tpu computed them); the weight's dtype is looked at after
+    x = torch.ones((1, 2) + (4,) * nd, dtype=x_dtype)
+    for w_dtype in (x_dtype, torch.float32):
+        w = torch.ones((2, 2) + (2,) * nd, dtype=w_dtype)
+        try:
+            expected = fn(x, w, dilation=dilation)
+        except RuntimeError:  # NotImplementedError is one
+            raises_as_cpu(lambda d, w=w: fn(x.to(d), w.to(d), dilation=dilation))
+        else:
+            assert torch.equal(fn(x.to("tpu"), w.to("tpu"), dilation=dilation).cpu(), expected)
+
+
+def test_convolution_of_an_empty_bool_batch_still_runs():
+    # CPU sends empty inputs past its kernels
+    x, w = torch.ones(0, 2, 4, dtype=torch.bool), torch.ones(3, 2, 2, dtype=torch.bool)
+    assert F.conv1d(x.to("tpu"), w.to("tpu")).shape == F.conv1d(x, w).shape == (0, 3, 3)
+
+
+def _convolution(x, w, *args, transposed=False, groups=1):
+    stride, padding, dilation, output_padding = args or ([1], [0], [1], [0])
+    return lambda d: _aten.convolution(torch.ones(x, device=d), torch.ones(w, device=d), None,
+                                       stride, padding, dilation, transposed, output_padding,
+                                       groups)
+
+
+@pytest.mark.parametrize("bad", [
+    # out channels that the groups do not divide (XLA's failure, or a reshape's)
+    _convolution((2, 6, 5, 5), (5, 2, 2, 2), groups=3),
+    _convolution((2, 5, 5), (5, 2, 2), transposed=True, groups=2),
+    # a parameter per spatial dimension, or one for all (XLA's failure)
+    _convolution((2, 4, 5, 5), (4, 4, 2, 2), [1, 1, 1], [0], [1], [0]),
+    _convolution((2, 4, 5), (4, 4, 2), [1], [0, 0], [1], [0]),
+    # the parameters before the shapes, padding before stride
+    _convolution((2, 4, 5, 5), (4, 4, 2, 2), [0], [-1], [1], [0]),
+    _convolution((2, 4, 5), (4, 4, 2, 2), [1, 1, 1], [0], [1], [0]),
+    # an empty input but in its batch or channels (tpu convolved it)
+    _convolution((2, 4, 0), (4, 4, 1), [1], [1], [1], [0]),
+    _convolution((2, 4, 0, 3), (4, 4, 1, 1), [1], [1], [1], [0], transposed=True),
+])
+def test_convolution_arguments_are_checked_as_cpu(bad, eager_mode):
+    raises_as_cpu(bad, RuntimeError)
+
+
+@pytest.mark.parametrize("x_dtype, b_dtype, batch, transposed", [
+    (torch.bfloat16, torch.float32, 1, False),  # oneDNN's words (tpu computed it)
+    (torch.float32, torch.float64, 2, True),
+    (torch.int64, torch.float32, 1, True),  # the slow transposed kernel adds it in place
+])
+def test_convolution_bias_of_another_dtype_is_refused_as_cpu(x_dtype, b_dtype, batch,
+                                                             transposed):
+    def bad(d):
+        x, w = torch.ones(batch, 4, 5, 5, dtype=x_dtype), torch.ones(4, 4, 3, 3, dtype=x_dtype)
+        return _aten.convolution(x.to(d), w.to(d), torch.ones(4, dtype=b_dtype, device=d),
+                                 [1, 1], [0, 0], [1, 1], transposed, [0, 0], 1)
+    raises_as_cpu(bad, RuntimeError)
+
+
+def test_convolution_of_integers_casts_a_float_bias_first():
+    x, w = torch.tensor([[[-3, 1, 2]]]), torch.tensor([[[1, 1]]])
+    b = torch.tensor([0.5])
+    args = ([1], [0], [1], False, [0], 1)  # (F.conv1d refuses it before)
+    assert torch.equal(_aten.convolution(x.to("tpu"), w.to("tpu"), b.to("tpu"), *args).cpu(),
+                       _aten.convolution(x, w, b, *args))
 
 
 def test_valid_nn_arguments_still_compute():

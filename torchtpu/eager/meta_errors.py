@@ -20,7 +20,7 @@ import torch
 
 from ..ops.dtypes import cpp_name, result_type, scalar_type_name, to_jax_dtype, to_torch_dtype
 from ..ops.reduction import check_nonempty
-from . import foreach_checks, nn_checks
+from . import conv_checks, foreach_checks, nn_checks
 from .kernel_dtypes import KERNEL_DTYPE_CHECKS, kernel_refuses
 from .number_checks import overflow_error
 from .reduction_checks import (
@@ -218,62 +218,6 @@ def _bce_with_logits_order(self, target, weight=None, pos_weight=None, *_) -> st
 def _c10_name(name: str) -> str:
     dtype = getattr(torch, name, None)
     return scalar_type_name(dtype) if isinstance(dtype, torch.dtype) else f"torch.{name}"
-
-
-def _convolution_check(input, weight, bias=None, stride=(), padding=(),  # noqa: A002
-                       dilation=(), transposed=False, output_padding=(), groups=1,
-                       *_) -> str | None:
-    """The first of CPU's convolution checks (ATen's Convolution.cpp, in its order) that
-    these arguments fail. The meta kernel checks channels first ("Invalid channel
-    dimensions"), lets groups > out_channels through and a bad dilation reach XLA."""
-    if any(s <= 0 for s in stride):
-        return "non-positive stride is not supported"
-    if any(p < 0 for p in padding):
-        return "negative padding is not supported"
-    if any(p < 0 for p in output_padding):
-        return "negative output_padding is not supported"
-    if any(d <= 0 for d in dilation):
-        return "dilation should be greater than zero"
-    if groups <= 0:
-        return "non-positive groups is not supported"
-    w, x = list(weight.shape), list(input.shape)
-    if len(w) < 3:
-        return "weight should have at least three dimensions"
-    if len(x) != len(w):
-        return (f"Expected {len(w)}-dimensional input for {len(w)}-dimensional weight {w}, "
-                f"but got {len(x)}-dimensional input of size {x} instead")
-    if w[0] < groups:
-        return (f"Given groups={groups}, expected weight to be at least {groups} at "
-                f"dimension 0, but got weight of size {w} instead")
-    if not transposed and x[1] != w[1] * groups:
-        return (f"Given groups={groups}, weight of size {w}, expected input{x} to have "
-                f"{w[1] * groups} channels, but got {x[1]} channels instead")
-    if transposed and x[1] != w[0]:
-        return (f"Given transposed=1, weight of size {w}, expected input{x} to have {w[0]} "
-                f"channels, but got {x[1]} channels instead")
-    out_channels = w[1] * groups if transposed else w[0]
-    if bias is not None and list(bias.shape) != [out_channels]:
-        given = "Given transposed=1, weight" if transposed else "Given weight"
-        return (f"{given} of size {w}, expected bias to be 1-dimensional with {out_channels} "
-                f"elements, but got bias of size {list(bias.shape)} instead")
-    if transposed:
-        return _output_padding_check(list(stride), list(output_padding), list(dilation))
-    return None
-
-
-def _output_padding_check(stride, output_padding, dilation) -> str | None:
-    """CPU's transposed convolutions: each output padding under its stride or dilation (a
-    1-d one is checked as 2-d, its height 0 of stride 1)."""
-    if all(p < s or p < d for s, p, d in zip(stride, output_padding, dilation, strict=True)):
-        return None
-    if len(stride) == 1:
-        stride, output_padding, dilation = [1, *stride], [0, *output_padding], [1, *dilation]
-    names = ("depth", "height", "width")[-len(stride):]
-    parts = [f"{kind}_{n}: {v}" for kind, values in (("output_padding", output_padding),
-                                                    ("stride", stride), ("dilation", dilation))
-             for n, v in zip(names, values, strict=True)]
-    return ("output padding must be smaller than either stride or dilation, but got "
-            + " ".join(parts))
 
 
 def _not_for_bool(kernel: str, *tensors) -> NotImplementedError | None:
@@ -704,7 +648,7 @@ _CPU_CHECKS = {
     _aten._softmax.default: _softmax_check("softmax"),
     _aten._log_softmax.default: _softmax_check("log_softmax"),
     _aten.abs.default: lambda self: _not_for_bool("abs_cpu", self),
-    _aten.convolution.default: _first(_convolution_check, nn_checks.conv_dtypes),
+    _aten.convolution.default: conv_checks.convolution_check,
     _aten.mm.default: _mm_check,
     _aten.addmm.default: _addmm_check,
     _aten.mv.default: lambda mat, vec: _addmv_dtypes(vec.dtype, mat, vec),  # into vec's dtype

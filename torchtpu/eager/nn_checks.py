@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..ops.dtypes import scalar_type_name, to_jax_dtype, to_torch_dtype
+from ..ops.dtypes import scalar_type_name, to_jax_dtype
 from .kernel_dtypes import FLOATS, kernel_takes, resizing_refuses
 
 
@@ -190,53 +190,6 @@ def padding_check(kind: str, nd: int):
     return check
 
 
-# The dtypes c10 names as legacy tensor types (torch.FloatTensor); the others CPUBFloat16Type.
-_LEGACY_TYPES = {torch.float32, torch.float64, torch.float16, torch.int64, torch.int32,
-                 torch.int16, torch.int8, torch.uint8}
-
-
-def _type_string(dtype) -> str:
-    dtype = to_torch_dtype(dtype) if not isinstance(dtype, torch.dtype) else dtype
-    name = scalar_type_name(dtype)
-    return f"torch.{name}Tensor" if dtype in _LEGACY_TYPES else f"CPU{name}Type"
-
-
-def conv_dtypes(input, weight, bias=None, stride=(), padding=(), dilation=(),  # noqa: A002
-                transposed=False, *_) -> str | None:
-    """CPU's words for an input and weight of different dtypes, after its shape checks:
-    half and bfloat16 inputs (mkldnn's) are checked against the weight's type, others meet
-    their kernel's scalar type check. (A bool input, or an int32 one to a transposed
-    convolution, meets a kernel CPU lacks: left to the rule. PyTorch checks a complex input
-    itself, naming the device's type as cuda's does.)"""
-    if input.dtype == weight.dtype:
-        return None
-    dtype = to_torch_dtype(input.dtype) if not isinstance(input.dtype, torch.dtype) else input.dtype
-    if dtype == torch.bool or (transposed and dtype == torch.int32):
-        return None
-    if dtype in (torch.float16, torch.bfloat16) and _mkldnn_runs(dtype):
-        return (f"Input type ({_type_string(dtype)}) and weight type "
-                f"({_type_string(weight.dtype)}) should be the same or input should be a MKLDNN "
-                "tensor and weight is a dense tensor")
-    return (f"expected scalar type {scalar_type_name(dtype)} but found "
-            f"{scalar_type_name(weight.dtype)}")
-
-
-def _mkldnn_runs(dtype: torch.dtype) -> bool:
-    """Whether this CPU's convolutions run ``dtype`` on mkldnn (ATen's mkldnn_bf16/fp16
-    device checks: ideep's on x86; none for half elsewhere), which words the check."""
-    if dtype not in _MKLDNN_RUNS:
-        caps = torch._C._cpu._get_cpu_capability()
-        if caps.get("architecture") != "x86_64":
-            runs = dtype == torch.bfloat16
-        else:
-            native = (all(caps.get(f"avx512_{k}") for k in ("bw", "vl", "dq"))
-                      if dtype == torch.bfloat16 else caps.get("avx512_fp16"))
-            runs = bool(native or caps.get("avx_ne_convert"))
-        _MKLDNN_RUNS[dtype] = runs
-    return _MKLDNN_RUNS[dtype]
-
-
-_MKLDNN_RUNS: dict[torch.dtype, bool] = {}
 _aten = torch.ops.aten
 
 # Decompositions (torch tensors in) that run these checks first (dispatch.py).

@@ -62,6 +62,8 @@ def _conv(x, w, b, stride, padding, dilation, transposed, output_padding, groups
                                        feature_group_count=groups, precision=_PRECISION,
                                        preferred_element_type=acc)
     if b is not None:
+        if not jnp.issubdtype(x.dtype, jnp.inexact):  # CPU's integer kernels cast the bias first
+            b = b.astype(x.dtype)
         out = out + b.reshape((1, -1) + (1,) * nd)
     return out.astype(x.dtype)
 
@@ -78,12 +80,18 @@ def _convolution(input, weight, bias, stride, padding, dilation, transposed,  # 
         raise RuntimeError("negative padding is not supported")
     x = input[None] if _unbatched(input, nd) else input
     out = _conv(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    if x.shape[1] == 0:  # CPU's empty-input path: no input channels, no output channels
+        out = out[:, :0]
     return out[0] if _unbatched(input, nd) else out
 
 
 @lowering(aten.convolution_backward)
 def _convolution_backward(grad_output, input, weight, bias_sizes, stride, padding,  # noqa: A002
                           dilation, transposed, output_padding, groups, output_mask):
+    if input.shape[1] == 0:  # the forward gave no channels (above): nothing flows back
+        gb = jnp.zeros(tuple(bias_sizes or weight.shape[:1]), grad_output.dtype)
+        return (jnp.zeros_like(input) if output_mask[0] else None,
+                jnp.zeros_like(weight) if output_mask[1] else None, gb if output_mask[2] else None)
     f = lambda x, w: _conv(x, w, None, stride, padding, dilation, transposed,  # noqa: E731
                            output_padding, groups)
     _, vjp = jax.vjp(f, input, weight)

@@ -36,18 +36,28 @@ def _acc_dtype(x, dtype):
     return x.dtype
 
 
+def _complex_apart(reduce, x, **kwargs):
+    """A complex reduction as the reductions of its real and imaginary parts: XLA:CPU sums a
+    complex array in an order whose rounding drifts (a 4-d complex64 sum of 2^18 equal values
+    0.15% off), each part as accurately as a real sum."""
+    if not jnp.iscomplexobj(x):
+        return reduce(x, **kwargs)
+    return lax.complex(reduce(jnp.real(x), **kwargs), reduce(jnp.imag(x), **kwargs))
+
+
 @lowering(aten.sum.dim_IntList, aten.sum.default, static=())
 def _sum(self, dim=None, keepdim=False, *, dtype=None):
     out_dtype = _acc_dtype(self, dtype)
     acc = jnp.float32 if out_dtype in LOW_PRECISION else out_dtype
-    return jnp.sum(self, axis=_axes(dim, self.ndim), keepdims=keepdim,
-                   dtype=acc).astype(out_dtype)
+    x = self.astype(acc)
+    return _complex_apart(jnp.sum, x, axis=_axes(dim, self.ndim), keepdims=keepdim).astype(
+        out_dtype)
 
 
 @lowering(aten.mean.dim, aten.mean.default)
 def _mean(self, dim=None, keepdim=False, *, dtype=None):
     x = self if dtype is None else self.astype(to_jax_dtype(dtype))
-    return jnp.mean(x, axis=_axes(dim, self.ndim), keepdims=keepdim)
+    return _complex_apart(jnp.mean, x, axis=_axes(dim, self.ndim), keepdims=keepdim)
 
 
 @lowering(aten.prod.dim_int, aten.prod.default)
