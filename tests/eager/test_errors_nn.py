@@ -169,6 +169,9 @@ def _pool(fn, dtype, nd=2):
     # average pooling int64 alone of the integers; adaptive pooling floats only
     *[_pool(fn, dtype, nd) for fn, nd in ((F.max_pool2d, 2), (F.max_pool3d, 3))
       for dtype in (torch.bool, torch.complex64, torch.uint16)],
+    # max_pool1d: CPU's own kernel, floats only, where the input does not require grad
+    *[_pool(F.max_pool1d, dtype, 1) for dtype in (torch.int64, torch.uint8, torch.bool,
+                                                  torch.complex64)],
     *[_pool(fn, dtype, nd) for fn, nd in ((F.avg_pool2d, 2), (F.avg_pool3d, 3))
       for dtype in (torch.bool, torch.uint8, torch.int32, torch.complex64)],
     *[_pool(fn, dtype, nd) for fn, nd in (
@@ -193,6 +196,14 @@ def test_pooling_integers_cpu_takes_still_compute(fn, dtype):
     nd = 3 if fn in (F.max_pool3d, F.avg_pool3d) else 2
     x = torch.arange(2 * 4 ** nd).reshape((1, 2) + (4,) * nd).to(dtype)
     assert torch.equal(fn(x.to("tpu"), 2).cpu(), fn(x, 2))
+
+
+def test_max_pool1d_with_indices_still_takes_integers():
+    # (CPU's max_pool1d_with_indices pools integers through max_pool2d's kernel)
+    x = torch.arange(24).reshape(2, 3, 4)
+    expected = F.max_pool1d(x, 2, return_indices=True)
+    actual = F.max_pool1d(x.to("tpu"), 2, return_indices=True)
+    assert all(torch.equal(a.cpu(), e) for a, e in zip(actual, expected, strict=True))
 
 
 def _conv(fn, x_dtype, w_dtype, nd=2, transposed=False):
