@@ -81,6 +81,59 @@ def test_bad_nn_arguments_raise_as_cpu(bad, exc, eager_mode):
     raises_as_cpu(bad, exc)
 
 
+def _ones(*shape, dtype=torch.float32):
+    return lambda d: torch.ones(shape, dtype=dtype, device=d)
+
+
+_X2, _X3 = _ones(1, 2, 4, 4), _ones(1, 2, 4, 4, 4)
+
+
+@pytest.mark.parametrize("bad", [
+    # max and average pooling: CPU's checks in its order (a negative kernel's half truncated
+    # as C++ does, so the kernel's own check speaks first) and words (no commas between the
+    # sizes, none between "got:" and a 2-d pooling's sizes)
+    *[lambda d, f=f, x=x, k=k: f(x(d), k) for f, x in (
+        (F.max_pool2d, _X2), (F.avg_pool2d, _X2), (F.max_pool3d, _X3), (F.avg_pool3d, _X3),
+        (F.avg_pool1d, _ones(1, 2, 4))) for k in (-1, 0)],
+    lambda d: F.max_pool2d(_X2(d), 2, dilation=0),
+    lambda d: F.max_pool3d(_X3(d), 2, dilation=(1, 0, 1)),
+    lambda d: F.max_pool2d(_X2(d), 2, stride=(1, -1)),
+    lambda d: F.max_pool2d(_ones(1, 0, 4, 4)(d), 2),
+    lambda d: F.avg_pool2d(_ones(2, 2, 2, 2, 2)(d), 2),
+    lambda d: F.avg_pool1d(_ones(1, 0, 4)(d), 2),
+    lambda d: F.max_pool3d(_ones(1, 0, 4, 4, 4)(d), 2),
+    lambda d: F.max_pool3d(_X3(d), 3, padding=2, dilation=2),
+    lambda d: F.avg_pool3d(_ones(1, 1, 2, 9, 9)(d), 3),
+    lambda d: F.max_pool2d(_X2(d), 3, stride=2, dilation=2, return_indices=True),
+    # adaptive average pooling: CPU's 3-d kernel refuses an empty channel too; the backward of
+    # an empty output in CPU's words
+    lambda d: F.adaptive_avg_pool3d(_ones(1, 0, 4, 4, 4)(d), 2),
+    lambda d: F.adaptive_avg_pool2d(_ones(1, 3, 4, 4)(d).requires_grad_(), 0).sum().backward(),
+    lambda d: F.adaptive_avg_pool1d(_ones(1, 3)(d).requires_grad_(), 0).sum().backward(),
+    # fractional max pooling: sizes, then the samples (the 3-d rule read too few rows)
+    *[lambda d, ks=ks, os=os: F.fractional_max_pool2d(
+        _ones(2, 7, 7)(d), ks, output_size=os, _random_samples=torch.rand(1, 2, 2, device=d))
+      for ks, os in [((), 3), ((1, 2, 3), 3), (2, (3,)), (2, (9, 3)), (2, (3, 9))]],
+    *[lambda d, ks=ks, os=os: F.fractional_max_pool3d(
+        _ones(2, 7, 7, 7)(d), ks, output_size=os,
+        _random_samples=torch.rand(1, 2, 3, device=d))
+      for ks, os in [((1, 1), 3), (2, (3, 3)), (2, (6, 3, 3)), (1, (3, 3, 7))]],
+    *[lambda d, nd=nd, u=u: getattr(F, f"fractional_max_pool{nd}d")(
+        _ones(*(2, 3) + (8,) * nd)(d), 2, output_size=3, _random_samples=torch.rand(u, device=d))
+      for nd in (2, 3) for u in [(1, 3, nd), (2, 2, nd), (2, 3, 5 - nd), (3, nd)]],
+    # max unpooling: CPU's words for the indices' dtype and shape, and its kernel's dtypes
+    lambda d: F.max_unpool2d(_ones(1, 1, 2, 2)(d), torch.zeros(1, 1, 2, 2, device=d), 2),
+    lambda d: F.max_unpool2d(_ones(1, 1, 2, 2)(d), torch.zeros(1, 1, 3, 3, dtype=torch.long,
+                                                              device=d), 2),
+    lambda d: F.max_unpool3d(_ones(1, 1, 2, 2, 2)(d), torch.zeros(1, 1, 2, 2, 3,
+                                                                 dtype=torch.long, device=d), 2),
+    lambda d: F.max_unpool2d(_ones(1, 1, 2, 2, dtype=torch.long)(d),
+                             torch.zeros(1, 1, 2, 2, dtype=torch.long, device=d), 2),
+])
+def test_bad_pooling_arguments_raise_as_cpu(bad, eager_mode):
+    raises_as_cpu(bad, (RuntimeError, NotImplementedError))
+
+
 def _pad(kind, nd, shape, padding, dtype=torch.float32):
     op = getattr(_aten, f"{kind}_pad{nd}d")
     return lambda d: op(torch.ones(shape, dtype=dtype, device=d), padding)
