@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 from conftest import raises_as_cpu
 
+import torchtpu
+
 _aten = torch.ops.aten
 
 
@@ -134,16 +136,19 @@ def test_bad_pooling_arguments_raise_as_cpu(bad, eager_mode):
     raises_as_cpu(bad, (RuntimeError, NotImplementedError))
 
 
+@pytest.mark.parametrize("mode", ["strict", "debug"])
 @pytest.mark.parametrize("nd, value", [(1, 9), (1, -1), (2, 16), (3, -3)])
-def test_max_unpool_of_indices_outside_raises_as_cpu(nd, value):
-    # (strict eager reads the indices, as CPU's kernel does; XLA's scatter dropped them)
+def test_max_unpool_of_indices_outside_raises_as_cpu(nd, value, mode):
+    # (strict and debug eager read the indices, as CPU's kernel does; XLA's scatter dropped
+    # them)
     def bad(d):
         x = torch.arange(4.0 ** nd).reshape((1, 1) + (4,) * nd)
         out, idx = getattr(F, f"max_pool{nd}d")(x, 2, return_indices=True)
         idx.view(-1)[-1] = value
         return getattr(F, f"max_unpool{nd}d")(out.to(d), idx.to(d), 2)
 
-    raises_as_cpu(bad)
+    with torchtpu.set_eager_mode(mode):
+        raises_as_cpu(bad)
 
 
 def _pad(kind, nd, shape, padding, dtype=torch.float32):
