@@ -381,9 +381,26 @@ def _strided(inner: Handler, at: int) -> Handler:
 
 
 def _channels_last(x) -> bool:
+    """A tensor PyTorch's kernels lay out as channels_last: dense so, or a slice of one
+    (``x[:, ::2]``: c10's suggest_memory_format reads the strides' order)."""
     # A channels_last tensor is never direct: a direct one is contiguous.
-    return (type(x) is TpuTensor and not x._direct and x.dim() in _CHANNELS_LAST
-            and x.is_contiguous(memory_format=_CHANNELS_LAST[x.dim()]))
+    if type(x) is not TpuTensor or x._direct or x.dim() not in _CHANNELS_LAST:
+        return False
+    return (x.is_contiguous(memory_format=_CHANNELS_LAST[x.dim()])
+            or (not x.is_contiguous() and _strides_like_channels_last(x.shape, x.stride())))
+
+
+def _strides_like_channels_last(shape, strides) -> bool:
+    """c10's is_channels_last_strides_2d/3d: channels innermost, then the spatial dims from
+    the last, then the batch (ambiguous strides count as contiguous)."""
+    if strides[1] == 0:
+        return False
+    low = 0
+    for d in (1, 3, 2, 0) if len(shape) == 4 else (1, 4, 3, 2, 0):
+        if shape[d] == 0 or strides[d] < low or (d == 0 and low == strides[1]):
+            return False
+        low = strides[d] * (shape[d] if shape[d] > 1 else 1)
+    return True
 
 
 def _permuted(x) -> bool:
