@@ -403,6 +403,19 @@ def test_a_slice_of_a_channels_last_tensor_gives_channels_last_results(op):
         torch.testing.assert_close(t.cpu(), c)
 
 
+def test_unbatched_channels_last_3d_max_pool3d_gives_cpus_layout():
+    # CPU's kernel pools it as a batch of one in channels_last_3d and returns that layout
+    def run(device):
+        x = torch.arange(2 * 6 * 5 * 7.0).reshape(1, 2, 6, 5, 7)
+        x = x.contiguous(memory_format=torch.channels_last_3d).squeeze(0).to(device)
+        return torch.nn.functional.max_pool3d(x.requires_grad_(), 2, return_indices=True)
+
+    cpu, tpu = run("cpu"), run("tpu")
+    assert [t.stride() for t in tpu] == [t.stride() for t in cpu]
+    for t, c in zip(tpu, cpu, strict=True):
+        torch.testing.assert_close(t.cpu(), c)
+
+
 @pytest.mark.usefixtures("eager_mode")
 @pytest.mark.parametrize("join", [lambda xs: torch.cat(xs, 1), lambda xs: torch.cat(xs, 0),
                                   lambda xs: torch.stack(xs),

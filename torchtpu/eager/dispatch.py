@@ -420,7 +420,8 @@ def _following_memory_format(func, inner: Handler) -> Handler:
 
     def handler(args, kwargs):
         out = inner(args, kwargs)
-        if not (any(follows(x) for x in _flat(args))
+        unbatched = func in _AS_A_BATCH_OF_ONE and _unbatched_channels_last_3d(args[0])
+        if not (unbatched or any(follows(x) for x in _flat(args))
                 or not all(args[i].is_contiguous() for i in _QUERY_LAYOUT.get(func, ()))):
             return out
         try:
@@ -432,9 +433,30 @@ def _following_memory_format(func, inner: Handler) -> Handler:
             # path's) result is channels_last when the input or the weight is (its only
             # arguments that can be).
             meta = meta.to(memory_format=_CHANNELS_LAST[meta.dim()])
+        if unbatched:
+            meta = tuple(m.unsqueeze(0).contiguous(memory_format=torch.channels_last_3d)
+                         .squeeze(0) for m in meta)
         return _laid_out_as(out, meta)
 
     return handler
+
+
+# CPU's 3-d max pooling runs an unbatched input that is channels_last_3d as a batch of one
+# (c10's is_contiguous, not suggest_memory_format, which calls it contiguous) and returns that
+# batch's results, channels_last_3d; the meta kernel's are contiguous.
+_AS_A_BATCH_OF_ONE = {aten.max_pool3d_with_indices.default}
+
+
+def _unbatched_channels_last_3d(x) -> bool:
+    if type(x) is not TpuTensor or x._direct or x.dim() != 4 or x.is_contiguous():
+        return False
+    expected = 1
+    for d in (0, 3, 2, 1):  # channels innermost, then width, height, depth
+        if x.shape[d] != 1:
+            if x.stride(d) != expected:
+                return False
+            expected *= x.shape[d]
+    return True
 
 
 _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
