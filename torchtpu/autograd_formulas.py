@@ -14,6 +14,10 @@ for the same arguments, and the composite wherever CPU would.
 
 ``ctc_loss`` runs PyTorch's composite on lengths moved to tpu (below).
 
+``max_pool1d`` on CPU runs a kernel of its own, built for floating dtypes, unless the input
+requires grad; other devices always take ``max_pool1d_with_indices``, which pools integers.
+Here integer, bool and complex inputs that do not require grad are refused as on CPU.
+
 ``one_hot`` checks its classes (reading the values, as on CPU and cuda) only for plain
 tensors; for a subclass PyTorch takes an unchecked form, and a class out of range gave a row
 of zeros. Here strict eager checks as CPU does (fused eager and torch.compile never read
@@ -30,7 +34,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from . import config
 from .eager.nn_checks import ctc_check
-from .ops.dtypes import cpp_name
+from .ops.dtypes import cpp_name, scalar_type_name
 from .runtime import execute
 from .tensor import TpuTensor
 
@@ -248,6 +252,16 @@ def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduct
                                           zero_infinity)
 
 
+def _max_pool1d(self, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
+    args = (kernel_size, stride, padding, dilation, ceil_mode)
+    if not (self.requires_grad or self.is_floating_point()):
+        # CPU's shape checks (PyTorch's composite makes them for any device), then its kernel's
+        aten.max_pool1d.default(torch.empty(self.shape, device="meta"), *args)
+        raise NotImplementedError(
+            f'"max_pool1d_impl" not implemented for \'{scalar_type_name(self.dtype)}\'')
+    return aten.max_pool1d.default.decompose(self, *args)
+
+
 KERNELS = {
     "silu": _kernel("Silu", aten.silu.default, aten.silu_backward.default, _silu_composite,
                     _silu),
@@ -257,6 +271,7 @@ KERNELS = {
     "one_hot": _one_hot,
     "ctc_loss.Tensor": _ctc_loss,
     "ctc_loss.IntList": _ctc_loss,
+    "max_pool1d": _max_pool1d,
 }
 
 

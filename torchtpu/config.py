@@ -36,7 +36,8 @@ FLAGS: dict[str, Flag] = {
              "0: one program per sync point."),
         Flag("check_indices", True,
              "Strict and debug eager read index tensors (gather, scatter, indexing, "
-             "embedding, nll_loss targets) to raise CPU's error for an out-of-range index, "
+             "embedding, nll_loss targets, max_unpool) to raise CPU's error for an "
+             "out-of-range index, "
              "binary_cross_entropy's probabilities outside [0, 1], masked_scatter's source "
              "count, integer division by zero and random ops' parameter tensors "
              "(multinomial, bernoulli, normal, poisson); each such op waits for those values. "

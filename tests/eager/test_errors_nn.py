@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 from conftest import raises_as_cpu
 
+import torchtpu
+
 _aten = torch.ops.aten
 
 
@@ -79,6 +81,74 @@ def _long(*rows):
 ])
 def test_bad_nn_arguments_raise_as_cpu(bad, exc, eager_mode):
     raises_as_cpu(bad, exc)
+
+
+def _ones(*shape, dtype=torch.float32):
+    return lambda d: torch.ones(shape, dtype=dtype, device=d)
+
+
+_X2, _X3 = _ones(1, 2, 4, 4), _ones(1, 2, 4, 4, 4)
+
+
+@pytest.mark.parametrize("bad", [
+    # max and average pooling: CPU's checks in its order (a negative kernel's half truncated
+    # as C++ does, so the kernel's own check speaks first) and words (no commas between the
+    # sizes, none between "got:" and a 2-d pooling's sizes)
+    *[lambda d, f=f, x=x, k=k: f(x(d), k) for f, x in (
+        (F.max_pool2d, _X2), (F.avg_pool2d, _X2), (F.max_pool3d, _X3), (F.avg_pool3d, _X3),
+        (F.avg_pool1d, _ones(1, 2, 4))) for k in (-1, 0)],
+    lambda d: F.max_pool2d(_X2(d), 2, dilation=0),
+    lambda d: F.max_pool3d(_X3(d), 2, dilation=(1, 0, 1)),
+    lambda d: F.max_pool2d(_X2(d), 2, stride=(1, -1)),
+    lambda d: F.max_pool2d(_ones(1, 0, 4, 4)(d), 2),
+    lambda d: F.avg_pool2d(_ones(2, 2, 2, 2, 2)(d), 2),
+    lambda d: F.avg_pool1d(_ones(1, 0, 4)(d), 2),
+    lambda d: F.max_pool3d(_ones(1, 0, 4, 4, 4)(d), 2),
+    lambda d: F.max_pool3d(_X3(d), 3, padding=2, dilation=2),
+    lambda d: F.avg_pool3d(_ones(1, 1, 2, 9, 9)(d), 3),
+    lambda d: F.max_pool2d(_X2(d), 3, stride=2, dilation=2, return_indices=True),
+    # adaptive average pooling: CPU's 3-d kernel refuses an empty channel too; the backward of
+    # an empty output in CPU's words
+    lambda d: F.adaptive_avg_pool3d(_ones(1, 0, 4, 4, 4)(d), 2),
+    lambda d: F.adaptive_avg_pool2d(_ones(1, 3, 4, 4)(d).requires_grad_(), 0).sum().backward(),
+    lambda d: F.adaptive_avg_pool1d(_ones(1, 3)(d).requires_grad_(), 0).sum().backward(),
+    # fractional max pooling: sizes, then the samples (the 3-d rule read too few rows)
+    *[lambda d, ks=ks, os=os: F.fractional_max_pool2d(
+        _ones(2, 7, 7)(d), ks, output_size=os, _random_samples=torch.rand(1, 2, 2, device=d))
+      for ks, os in [((), 3), ((1, 2, 3), 3), (2, (3,)), (2, (9, 3)), (2, (3, 9))]],
+    *[lambda d, ks=ks, os=os: F.fractional_max_pool3d(
+        _ones(2, 7, 7, 7)(d), ks, output_size=os,
+        _random_samples=torch.rand(1, 2, 3, device=d))
+      for ks, os in [((1, 1), 3), (2, (3, 3)), (2, (6, 3, 3)), (1, (3, 3, 7))]],
+    *[lambda d, nd=nd, u=u: getattr(F, f"fractional_max_pool{nd}d")(
+        _ones(*(2, 3) + (8,) * nd)(d), 2, output_size=3, _random_samples=torch.rand(u, device=d))
+      for nd in (2, 3) for u in [(1, 3, nd), (2, 2, nd), (2, 3, 5 - nd), (3, nd)]],
+    # max unpooling: CPU's words for the indices' dtype and shape, and its kernel's dtypes
+    lambda d: F.max_unpool2d(_ones(1, 1, 2, 2)(d), torch.zeros(1, 1, 2, 2, device=d), 2),
+    lambda d: F.max_unpool2d(_ones(1, 1, 2, 2)(d), torch.zeros(1, 1, 3, 3, dtype=torch.long,
+                                                              device=d), 2),
+    lambda d: F.max_unpool3d(_ones(1, 1, 2, 2, 2)(d), torch.zeros(1, 1, 2, 2, 3,
+                                                                 dtype=torch.long, device=d), 2),
+    lambda d: F.max_unpool2d(_ones(1, 1, 2, 2, dtype=torch.long)(d),
+                             torch.zeros(1, 1, 2, 2, dtype=torch.long, device=d), 2),
+])
+def test_bad_pooling_arguments_raise_as_cpu(bad, eager_mode):
+    raises_as_cpu(bad, (RuntimeError, NotImplementedError))
+
+
+@pytest.mark.parametrize("mode", ["strict", "debug"])
+@pytest.mark.parametrize("nd, value", [(1, 9), (1, -1), (2, 16), (3, -3)])
+def test_max_unpool_of_indices_outside_raises_as_cpu(nd, value, mode):
+    # (strict and debug eager read the indices, as CPU's kernel does; XLA's scatter dropped
+    # them)
+    def bad(d):
+        x = torch.arange(4.0 ** nd).reshape((1, 1) + (4,) * nd)
+        out, idx = getattr(F, f"max_pool{nd}d")(x, 2, return_indices=True)
+        idx.view(-1)[-1] = value
+        return getattr(F, f"max_unpool{nd}d")(out.to(d), idx.to(d), 2)
+
+    with torchtpu.set_eager_mode(mode):
+        raises_as_cpu(bad)
 
 
 def _pad(kind, nd, shape, padding, dtype=torch.float32):
@@ -169,6 +239,9 @@ def _pool(fn, dtype, nd=2):
     # average pooling int64 alone of the integers; adaptive pooling floats only
     *[_pool(fn, dtype, nd) for fn, nd in ((F.max_pool2d, 2), (F.max_pool3d, 3))
       for dtype in (torch.bool, torch.complex64, torch.uint16)],
+    # max_pool1d: CPU's own kernel, floats only, where the input does not require grad
+    *[_pool(F.max_pool1d, dtype, 1) for dtype in (torch.int64, torch.uint8, torch.bool,
+                                                  torch.complex64)],
     *[_pool(fn, dtype, nd) for fn, nd in ((F.avg_pool2d, 2), (F.avg_pool3d, 3))
       for dtype in (torch.bool, torch.uint8, torch.int32, torch.complex64)],
     *[_pool(fn, dtype, nd) for fn, nd in (
@@ -193,6 +266,14 @@ def test_pooling_integers_cpu_takes_still_compute(fn, dtype):
     nd = 3 if fn in (F.max_pool3d, F.avg_pool3d) else 2
     x = torch.arange(2 * 4 ** nd).reshape((1, 2) + (4,) * nd).to(dtype)
     assert torch.equal(fn(x.to("tpu"), 2).cpu(), fn(x, 2))
+
+
+def test_max_pool1d_with_indices_still_takes_integers():
+    # (CPU's max_pool1d_with_indices pools integers through max_pool2d's kernel)
+    x = torch.arange(24).reshape(2, 3, 4)
+    expected = F.max_pool1d(x, 2, return_indices=True)
+    actual = F.max_pool1d(x.to("tpu"), 2, return_indices=True)
+    assert all(torch.equal(a.cpu(), e) for a, e in zip(actual, expected, strict=True))
 
 
 def _conv(fn, x_dtype, w_dtype, nd=2, transposed=False):

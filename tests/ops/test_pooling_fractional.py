@@ -46,3 +46,13 @@ def test_more_sample_rows_than_the_batch(x):
     expected = f(x, 3, output_size=4, _random_samples=u)
     assert_same(f(x.to(TPU), 3, output_size=4, _random_samples=u.to(TPU)), expected,
                 rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("nd, output_size", [(2, (0, 1)), (3, (0, 1, 1)), (3, (2, 0, 3))])
+def test_an_empty_output_size_gives_an_empty_result(nd, output_size):
+    x, u = torch.rand((2, 3) + (8,) * nd), torch.rand(2, 3, nd)
+    op = getattr(torch.nn.functional, f"fractional_max_pool{nd}d")
+    expected = op(x, 2, output_size=output_size, return_indices=True, _random_samples=u)
+    actual = op(x.to(TPU), 2, output_size=output_size, return_indices=True,
+                _random_samples=u.to(TPU))
+    assert_same(actual, expected, rtol=0, atol=0)

@@ -6,12 +6,14 @@ needs the index values on the host: strict and debug eager wait for the index (f
 is clamped, as on PyTorch/XLA. Each op raises CPU's exception type and message, and accepts
 CPU's range (some ops take negative indices, some do not). binary_cross_entropy's
 probabilities are checked so too (logits passed to BCELoss gave NaN where CPU raises),
-masked_scatter's count of source elements, integer divisors (by zero), and the parameter
-tensors of random ops (multinomial's weights, bernoulli's p, normal's std, poisson's rate).
+masked_scatter's count of source elements, integer divisors (by zero), max_unpool's indices,
+and the parameter tensors of random ops (multinomial's weights, bernoulli's p, normal's std,
+poisson's rate).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +25,7 @@ from torch.utils._pytree import tree_map
 from .. import config
 from ..runtime.execute import executable
 from ..tensor import TpuTensor, read
+from .pooling_checks import CHECKS as POOLING_CHECKS
 from .reduction_checks import histc_range_error
 from .views import meta_like
 
@@ -298,6 +301,30 @@ def _sorter_in_range(args, kwargs) -> None:
         raise RuntimeError("torch.searchsorted(): sorter index out of range")
 
 
+@executable(static_argnums=(1,))
+def _last_outside(indices, size):
+    bad = (indices < 0) | (indices >= size)
+    flat = jnp.arange(indices.size).reshape(indices.shape)
+    at = jnp.max(jnp.where(bad, flat, -1))
+    return at, indices.reshape(-1)[jnp.maximum(at, 0)]
+
+
+def _unpool_indices(op):
+    """max_unpool's indices within the output plane, after CPU's other checks (its kernel
+    names the last index outside)."""
+    def check_values(args, kwargs) -> None:
+        indices, output_size = args[1], args[2]
+        if (not isinstance(indices, TpuTensor) or indices.numel() == 0
+                or POOLING_CHECKS[op](*args)):
+            return
+        at, value = (int(v) for v in _last_outside(read(indices), math.prod(output_size)))
+        if at >= 0:
+            raise RuntimeError(f"Found an invalid max index: {value} (output volumes are of "
+                               f"size {'x'.join(str(n) for n in output_size)})")
+
+    return check_values
+
+
 # Ops whose values (not indices) CPU checks: (args, kwargs) -> None, or raise.
 _VALUES = {aten.binary_cross_entropy.default: _probabilities,
            aten.multinomial.default: _distribution,
@@ -312,6 +339,8 @@ _VALUES = {aten.binary_cross_entropy.default: _probabilities,
            aten.searchsorted.Tensor: _sorter_in_range,
            aten.searchsorted.Scalar: _sorter_in_range,
            aten.masked_scatter_.default: _enough_source,
+           aten.max_unpool2d.default: _unpool_indices(aten.max_unpool2d.default),
+           aten.max_unpool3d.default: _unpool_indices(aten.max_unpool3d.default),
            **{op: _integer_divisor for op in (
                aten.floor_divide.default, aten.floor_divide.Scalar, aten.floor_divide_.Tensor,
                aten.floor_divide_.Scalar, aten.remainder.Tensor, aten.remainder.Scalar,

@@ -385,21 +385,25 @@ def _strided(inner: Handler, at: int) -> Handler:
 
 
 def _channels_last(x) -> bool:
-    """Strides ordered as channels_last's, a slice of such a tensor too: CPU's kernels keep
-    what ``suggest_memory_format`` says. (A direct tensor is contiguous.)"""
-    return (type(x) is TpuTensor and not x._direct and x.dim() in _CHANNELS_LAST
-            and _strides_like_channels_last(x.shape, x.stride()))
-
-
-def _strides_like_channels_last(shape, stride) -> bool:
-    # c10's is_channels_last_strides_2d/3d (MemoryFormat.h), ambiguous cases included.
-    if stride[1] == 0:
+    """A tensor PyTorch's kernels lay out as channels_last: dense so, or a slice of one
+    (``x[:, ::2]``: c10's suggest_memory_format reads the strides' order)."""
+    # A channels_last tensor is never direct: a direct one is contiguous.
+    if type(x) is not TpuTensor or x._direct or x.dim() not in _CHANNELS_LAST:
         return False
-    least = 0
+    return (x.is_contiguous(memory_format=_CHANNELS_LAST[x.dim()])
+            or (not x.is_contiguous() and _strides_like_channels_last(x.shape, x.stride())))
+
+
+def _strides_like_channels_last(shape, strides) -> bool:
+    """c10's is_channels_last_strides_2d/3d: channels innermost, then the spatial dims from
+    the last, then the batch (ambiguous strides count as contiguous)."""
+    if strides[1] == 0:
+        return False
+    low = 0
     for d in (1, 3, 2, 0) if len(shape) == 4 else (1, 4, 3, 2, 0):
-        if shape[d] == 0 or stride[d] < least or (d == 0 and least == stride[1]):
+        if shape[d] == 0 or strides[d] < low or (d == 0 and low == strides[1]):
             return False
-        least = stride[d] * shape[d] if shape[d] > 1 else stride[d]
+        low = strides[d] * (shape[d] if shape[d] > 1 else 1)
     return True
 
 
@@ -435,7 +439,8 @@ def _following_memory_format(func, inner: Handler) -> Handler:
 
     def handler(args, kwargs):
         out = inner(args, kwargs)
-        if not (always or any(follows(x) for x in _flat(args))
+        unbatched = func in _AS_A_BATCH_OF_ONE and _unbatched_channels_last_3d(args[0])
+        if not (always or unbatched or any(follows(x) for x in _flat(args))
                 or not all(args[i].is_contiguous() for i in _QUERY_LAYOUT.get(func, ()))):
             return out
         try:
@@ -447,9 +452,30 @@ def _following_memory_format(func, inner: Handler) -> Handler:
             # path's) result is channels_last when the input or the weight is (its only
             # arguments that can be).
             meta = meta.to(memory_format=_CHANNELS_LAST[meta.dim()])
+        if unbatched:
+            meta = tuple(m.unsqueeze(0).contiguous(memory_format=torch.channels_last_3d)
+                         .squeeze(0) for m in meta)
         return _laid_out_as(out, meta)
 
     return handler
+
+
+# CPU's 3-d max pooling runs an unbatched input that is channels_last_3d as a batch of one
+# (c10's is_contiguous, not suggest_memory_format, which calls it contiguous) and returns that
+# batch's results, channels_last_3d; the meta kernel's are contiguous.
+_AS_A_BATCH_OF_ONE = {aten.max_pool3d_with_indices.default}
+
+
+def _unbatched_channels_last_3d(x) -> bool:
+    if type(x) is not TpuTensor or x._direct or x.dim() != 4 or x.is_contiguous():
+        return False
+    expected = 1
+    for d in (0, 3, 2, 1):  # channels innermost, then width, height, depth
+        if x.shape[d] != 1:
+            if x.stride(d) != expected:
+                return False
+            expected *= x.shape[d]
+    return True
 
 
 _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}

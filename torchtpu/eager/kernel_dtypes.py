@@ -160,18 +160,11 @@ def kernel_takes(kernel: str, names: frozenset):
     return check
 
 
-def _max_pool2d_dims(self, kernel_size=(), *_, **__) -> str | None:
-    # (the meta kernel reads a 2-d input's channels before it checks: an IndexError)
-    if len(kernel_size) in (1, 2) and len(self.shape) not in (3, 4):
-        return "non-empty 3D or 4D (batch mode) tensor expected for input"
-    return None
-
-
 FLOATS = frozenset({"float32", "float64", "float16", "bfloat16"})
 # (avg_pool3d's half and bfloat16, which CPU's kernel lacks, are taken, as cuda takes them)
 _POOLING = {
-    "max_pool2d_with_indices": _first(_max_pool2d_dims, kernel_takes(
-        "max_pool2d", FLOATS | {"int8", "int16", "int32", "int64", "uint8"})),
+    "max_pool2d_with_indices": kernel_takes(
+        "max_pool2d", FLOATS | {"int8", "int16", "int32", "int64", "uint8"}),
     "max_pool3d_with_indices": kernel_takes(
         "max_pool3d", FLOATS | {"int8", "int16", "int32", "int64", "uint8"}),
     "avg_pool2d": kernel_takes("avg_pool2d", FLOATS | {"int64"}),

@@ -20,7 +20,7 @@ import torch
 
 from ..ops.dtypes import cpp_name, result_type, scalar_type_name, to_jax_dtype, to_torch_dtype
 from ..ops.reduction import check_nonempty
-from . import conv_checks, foreach_checks, nn_checks
+from . import conv_checks, foreach_checks, nn_checks, pooling_checks
 from .kernel_dtypes import KERNEL_DTYPE_CHECKS, kernel_refuses
 from .number_checks import overflow_error
 from .reduction_checks import (
@@ -632,13 +632,11 @@ _CPU_CHECKS = {
     _aten.binary_cross_entropy_with_logits.default: nn_checks.bce_with_logits_check,
     _aten.grid_sampler_2d.default: _grid_sampler_check,
     _aten.grid_sampler_3d.default: _grid_sampler_check,
-    _aten._adaptive_avg_pool2d.default: nn_checks.adaptive_avg_check(2),
-    _aten._adaptive_avg_pool3d.default: nn_checks.adaptive_avg_check(3),
+    **pooling_checks.CHECKS,
     _aten.pixel_shuffle.default: _pixel_shuffle_check,
     **{getattr(_aten, f"upsample_nearest{nd}d").default: nn_checks.nearest_upsample_check
        for nd in (1, 2, 3)},
     _aten.pixel_unshuffle.default: _pixel_unshuffle_check,
-    _aten.fractional_max_pool3d.default: nn_checks.fractional_pool_samples_check,
     **dict.fromkeys((_aten.sub.Tensor, _aten.sub.Scalar, _aten.rsub.Tensor, _aten.rsub.Scalar),
                     _bool_subtraction),
     _aten.argmax.default: _first(_unordered_complex("argmax(): does not support complex input"),

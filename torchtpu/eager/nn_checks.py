@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from ..ops.dtypes import scalar_type_name, to_jax_dtype
-from .kernel_dtypes import FLOATS, kernel_takes, resizing_refuses
+from .kernel_dtypes import resizing_refuses
 
 
 def _kind(dtype) -> str:
@@ -22,23 +22,6 @@ def _not_implemented(kernel: str, dtype) -> NotImplementedError:
 def _floating_kernel(kernel: str, dtype) -> NotImplementedError | None:
     """CPU's kernels built for the floating dtypes only (AT_DISPATCH_FLOATING_TYPES_AND2)."""
     return _not_implemented(kernel, dtype) if _kind(dtype) in "biuc" else None
-
-
-def adaptive_avg_check(nd: int):
-    def check(self, output_size):
-        if self.ndim not in (nd + 1, nd + 2):
-            return (f"adaptive_avg_pool{nd}d(): Expected {nd + 1}D or {nd + 2}D tensor, but got "
-                    f"{list(self.shape)}")
-        for i in range(-nd, 0):
-            if self.shape[i] == 0:
-                return (f"adaptive_avg_pool{nd}d(): Expected input to have non-zero size for "
-                        f"non-batch dimensions, but input has sizes {list(self.shape)} with "
-                        f"dimension {i + self.ndim} being empty")
-        return kernel(self)
-
-    kernel = kernel_takes("adaptive_avg_pool2d" if nd == 2 else "adaptive_avg_pool3d_cpu",
-                          FLOATS)
-    return check
 
 
 def bce_check(self, target, *_):
@@ -259,13 +242,6 @@ def nearest_upsample_check(self, output_size, *_, **__):
                 f"{list(self.shape)}")
     kernel = "upsample_nearest2d_channels_last" if nd == 2 else "compute_indices_weights_nearest"
     return resizing_refuses(kernel)(self)
-
-
-def fractional_pool_samples_check(self, kernel_size, output_size, random_samples):
-    """CPU's fractional_max_pool3d checks the samples' dtype (its meta kernel does not)."""
-    if random_samples.dtype != self.dtype:
-        return "Expect _random_samples to have the same dtype as input"
-    return None
 
 
 # (upsample_nearest's own, with a lowering, are checked in meta_errors.py)

@@ -35,6 +35,9 @@ def _starts(sample, size: int, out: int, pool: int):
 def _fractional_max_pool(x, kernel, out_size, samples, order):
     """x (N, C, *spatial); samples (N, C, k) with sample order[d] for spatial dimension d."""
     n, c = x.shape[:2]
+    if 0 in out_size:  # no windows (a window formula for none would still give the last)
+        empty = (n, c, *out_size)
+        return jnp.zeros(empty, x.dtype), jnp.zeros(empty, jnp.int64)
     samples = samples[:n]  # CPU reads the rows of the batch's planes; more are allowed
     spatial = x.shape[2:]
     nd = len(spatial)
