@@ -30,8 +30,11 @@ def _c0(d):
     lambda d: _L(d).clamp_max_(_C(d)),
     lambda d: torch._foreach_clamp_min_([_F(d)], [_C(d)]),
     lambda d: torch._foreach_maximum_([_L(d)], [_F(d)]),
+    # shapes that do not broadcast: TensorIterator's error, before the kernel's
+    lambda d: torch.clamp_max(_C(d), torch.ones(2, 2, device=d)),
+    lambda d: torch._foreach_maximum([_C(d)], [torch.ones(2, 2, device=d)]),
 ], ids=["min", "max_0d", "both", "max_only_complex", "clamp_min_", "clamp_max_",
-        "foreach_clamp_min_", "foreach_maximum_"])
+        "foreach_clamp_min_", "foreach_maximum_", "shapes", "foreach_shapes"])
 def test_clamp_by_complex_tensors_is_refused_as_cpu(bad, eager_mode):
     raises_as_cpu(bad, Exception)
 

@@ -67,12 +67,22 @@ def _by_number(inplace: bool):
     return check
 
 
+def _broadcasts(*tensors) -> bool:
+    try:
+        torch.broadcast_shapes(*(tuple(t.shape) for t in tensors if t is not None))
+    except RuntimeError:
+        return False
+    return True
+
+
 def _by_tensors(inplace: bool, clamp: bool = True, kernel: str = "clamp_cpu"):
     def check(self, min=None, max=None) -> Exception | None:  # noqa: A002
         if clamp and min is None and max is None:
             return RuntimeError(_NONE)
         if clamp and _is_complex(self):
             return _complex_error()
+        if not _broadcasts(self, min, max):
+            return None  # (TensorIterator's shape error comes first: the meta kernel's)
         dtype = _result(self, min, max)
         if inplace and not torch.can_cast(dtype, _dtype(self)):
             return RuntimeError(f"result type {scalar_type_name(dtype)} can't be cast to the "
