@@ -101,3 +101,14 @@ def test_packed_numbers_are_checked_as_on_cpu(scalars, eager_mode):
 def test_packed_numbers_must_be_on_the_host(eager_mode):
     with pytest.raises(RuntimeError, match="^Expected scalars to be on CPU, got tpu:0 instead."):
         torch._foreach_addcdiv_(*_pointwise_lists("tpu"), torch.ones(2, device="tpu"))
+
+
+@pytest.mark.parametrize("exponent", [True, [True, False]], ids=["bool", "bools"])
+def test_foreach_pow_of_bools_by_bools_stays_bool(exponent, eager_mode):
+    # (as pow: the meta kernel made it int64)
+    bools = [torch.tensor([True, False]), torch.tensor([False, True])]
+    expected = torch._foreach_pow(bools, exponent)
+    actual = torch._foreach_pow([t.to("tpu") for t in bools], exponent)
+    for a, e in zip(actual, expected, strict=True):
+        assert a.dtype == e.dtype
+        torch.testing.assert_close(a.cpu(), e)

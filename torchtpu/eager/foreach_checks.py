@@ -27,7 +27,8 @@ _OVERLOADS = {"List": ("Tensor", "Tensor_Tensor", "default"),
 
 def _single_op(op):
     name = op._schema.name.split("::")[1].removeprefix("_foreach_")
-    packet = getattr(_aten, _RENAMED.get(name, name), None)
+    base = name.removesuffix("_")
+    packet = getattr(_aten, _RENAMED.get(base, base) + name[len(base):], None)
     if packet is None:
         return None
     return next((getattr(packet, o) for o in _OVERLOADS.get(op._overloadname, ())
@@ -50,20 +51,24 @@ def _each(check):
     return each
 
 
-def _functional_foreach_ops():
-    for name in dir(_aten):
-        if name.startswith("_foreach_") and not name.endswith("_"):
+def _foreach_ops(in_place: bool):
+    # (every registered op: dir(torch.ops.aten) lists only those looked up so far)
+    names = {n.removeprefix("aten::").split(".")[0]
+             for n in torch._C._dispatch_get_all_op_names()}
+    for name in sorted(names):
+        if name.startswith("_foreach_") and name.endswith("_") == in_place:
             packet = getattr(_aten, name)
             for overload in packet.overloads():
                 if not overload.endswith("out"):
                     yield getattr(packet, overload)
 
 
-def each_tensor(checks: dict) -> dict:
+def each_tensor(checks: dict, in_place: bool = False) -> dict:
     """The checks of ``checks``' single-tensor ops, run on each tensor of their foreach
-    overloads (those without a check of their own there)."""
+    overloads (those without a check of their own there); ``in_place``: the in-place ones'
+    (clamp_min_'s cast, before the functional op's checks)."""
     found = {}
-    for op in _functional_foreach_ops():
+    for op in _foreach_ops(in_place):
         single = _single_op(op)
         if single in checks and op not in checks:
             found[op] = _each(checks[single])

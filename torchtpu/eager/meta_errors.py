@@ -21,6 +21,7 @@ import torch
 from ..ops.dtypes import cpp_name, result_type, scalar_type_name, to_jax_dtype, to_torch_dtype
 from ..ops.reduction import check_nonempty
 from . import conv_checks, foreach_checks, nn_checks, pooling_checks
+from .clamp_checks import CLAMP_CHECKS
 from .kernel_dtypes import KERNEL_DTYPE_CHECKS, kernel_refuses
 from .number_checks import overflow_error
 from .reduction_checks import (
@@ -554,19 +555,6 @@ def _bucketize_check(self, boundaries, *_, **__) -> str | None:
     return None
 
 
-def _clamp_bounds(self, min=None, max=None) -> Exception | str | None:  # noqa: A002
-    if min is None and max is None:
-        return "torch.clamp: At least one of 'min' or 'max' must not be None"
-    return _no_complex_clamp(self)
-
-
-def _no_complex_clamp(self, *bounds) -> NotImplementedError | None:
-    if any(isinstance(x, complex) or "complex" in str(getattr(x, "dtype", ""))
-           for x in (self, *bounds)):  # a complex bound makes the result complex
-        return NotImplementedError("clamp is not supported for complex types")
-    return None
-
-
 _aten = torch.ops.aten
 _DIVISIONS = (_aten.div.Tensor_mode, _aten.div.Scalar_mode)
 # checked with their kwargs
@@ -669,12 +657,7 @@ _CPU_CHECKS = {
     # (after its dtypes, which its rule checks)
     _aten.complex.default: lambda real, imag: _broadcast_message([real.shape, imag.shape]) if (
         real.dtype == imag.dtype and np.dtype(real.dtype).kind == "f") else None,
-    _aten.clamp.default: _clamp_bounds,
-    _aten.clamp.Tensor: _clamp_bounds,
-    _aten.clamp_min.default: _no_complex_clamp,
-    _aten.clamp_max.default: _no_complex_clamp,
-    _aten.clamp_min.Tensor: _result_refuses("maximum_cpu", "c"),
-    _aten.clamp_max.Tensor: _result_refuses("minimum_cpu", "c"),
+    **CLAMP_CHECKS,
     _aten.max.default: _first(nonempty_check("max"), kernel_refuses("max_all", "c")),
     _aten.min.default: _first(nonempty_check("min"), kernel_refuses("min_all", "c")),
     _aten.max.dim: _first(nonempty_check("max"),
@@ -716,4 +699,6 @@ _CPU_CHECKS = {
        for name in names for overload in getattr(_aten, name).overloads()
        if not overload.endswith("out")},
 }
-_CPU_CHECKS |= {**foreach_checks.each_tensor(_CPU_CHECKS), **foreach_checks.FOREACH_CHECKS}
+_CPU_CHECKS |= {**foreach_checks.each_tensor(_CPU_CHECKS),
+                **foreach_checks.each_tensor(_CPU_CHECKS, in_place=True),
+                **foreach_checks.FOREACH_CHECKS}

@@ -283,8 +283,8 @@ def _inplace_handler(func, compute, checks_overlap: bool = False, pointwise: boo
                 refuse_self_overlap(args[0])
             if pointwise and isinstance(args[0], TpuTensor):
                 refuse_partial_overlap(args[0], (*args[1:], *kwargs.values()))
-            if meta_errors.has_cpu_check(func):  # (the functional form's checks differ)
-                meta_errors.check_as_cpu(func, args, kwargs)
+        if meta_errors.has_cpu_check(func):  # (the functional form's checks differ)
+            meta_errors.check_as_cpu(func, args, kwargs)
         out = compute(args, kwargs)
         if len(written) > 1:  # _fused_adam_, _amp_update_scale_: the functional returns
             for i, values in zip(written, out, strict=True):  # each written argument in order

@@ -50,6 +50,12 @@ def _clamp_bounds(self, *bounds) -> str | None:
     float dtype for an integer tensor clamped by a float."""
     numbers = [b for b in bounds if b is not None]
     dtype = self.dtype
+    if dtype.is_complex or not dtype.is_floating_point and any(
+            isinstance(b, complex) for b in numbers):
+        return None  # (a complex result: clamp's own check refuses it, clamp_checks.py)
+    if dtype.is_floating_point and any(isinstance(b, complex) and b.imag for b in numbers):
+        # CPU reads every bound of a floating tensor as a double before its dtype
+        return str(overflow_error("float64"))
     if not (dtype.is_floating_point or all(type(b) is int for b in numbers)):
         dtype = torch.get_default_dtype()
     return next(filter(None, (_fill_fits(b, dtype) for b in numbers)), None)

@@ -47,7 +47,9 @@ def _meta_tree(x, number: bool = False):
 
 # pow's meta kernel gives a bool tensor to a bool power int64, where CPU's kernel copies or
 # fills (bool): its number stays a 0-d tensor there, which the meta kernel cannot read.
-_NUMBERS_NOT_READ = frozenset({torch.ops.aten.pow.Tensor_Scalar})
+_NUMBERS_NOT_READ = frozenset({torch.ops.aten.pow.Tensor_Scalar,  # and its foreach forms
+                               torch.ops.aten._foreach_pow.Scalar,
+                               torch.ops.aten._foreach_pow.ScalarList})
 
 
 def _numbers(op) -> dict:

@@ -450,7 +450,7 @@ def exact_division(x, divisor):
     return x / lax.optimization_barrier(jnp.broadcast_to(divisor, shape))
 
 
-@lowering(aten.clamp, aten.clip)
+@lowering(aten.clamp.Tensor, aten.clip.Tensor)
 def _clamp(self, min=None, max=None):  # noqa: A002 (PyTorch's argument names)
     dtype = result_type(self, *(v for v in (min, max) if v is not None))
     x = self.astype(dtype)
@@ -459,6 +459,20 @@ def _clamp(self, min=None, max=None):  # noqa: A002 (PyTorch's argument names)
     if max is not None:
         x = cpu_minimum(x, jnp.asarray(wrapped(max, dtype), dtype))
     return x
+
+
+def _real_number(x):
+    """A complex number as CPU reads it into a floating tensor's dtype: its real part."""
+    return jnp.real(x) if x is not None and jnp.iscomplexobj(x) else x
+
+
+# skip_meta: PyTorch's reference makes a floating tensor clamped by a complex number complex;
+# CPU's kernel keeps its dtype and reads the real part (clamp_checks.py refuses the rest).
+@lowering(aten.clamp.default, aten.clip.default, skip_meta=True)
+def _clamp_by_numbers(self, min=None, max=None):  # noqa: A002
+    if jnp.issubdtype(self.dtype, jnp.floating):
+        min, max = _real_number(min), _real_number(max)  # noqa: A001
+    return _clamp(self, min, max)
 
 
 @lowering(aten.clamp_min)
