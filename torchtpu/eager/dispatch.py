@@ -430,9 +430,10 @@ def _permuted(x) -> bool:
 def _following_memory_format(func, inner: Handler) -> Handler:
     """A rule's results laid out as PyTorch lays them out when an input is channels_last
     (elementwise, convolution, normalisation and pooling kernels keep it), an elementwise
-    op's input is in any other order (a transpose: TensorIterator follows it), or
-    attention's query is permuted: PyTorch's meta kernel on inputs of the same strides says
-    how. Other inputs take the plain path: their results are contiguous."""
+    op's input is in any other order (a transpose: TensorIterator follows it), attention's
+    query is permuted, or always for a factorization (LAPACK's column-major results):
+    PyTorch's meta kernel on inputs of the same strides says how. Other inputs take the
+    plain path: their results are contiguous."""
     follows = (_out_of_order if torch.Tag.pointwise in func.tags or func in _FOLLOWING_ORDER
                else _channels_last)
     always = func in _LAPACK_ORDER
