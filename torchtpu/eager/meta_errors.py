@@ -579,7 +579,7 @@ def _unscale_check(grads, found_inf, inv_scale):
         if math.prod(t.shape) != 1:
             return f"{name} must be a 1-element tensor."
     for name, t in scalars:
-        if np.dtype(t.dtype) != np.float32:
+        if t.dtype not in (np.float32, torch.float32):  # (arrays, or tensors in place)
             return f"{name} must be a float tensor."
     return next(filter(None, map(_UNSCALE_KERNEL, grads)), None)
 
