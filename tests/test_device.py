@@ -380,42 +380,6 @@ def test_results_take_cpus_memory_format(input_cl, weight_cl):
             torch.testing.assert_close(t.cpu(), c, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("op", [
-    lambda x: torch.nn.functional.max_pool2d(x, 2, return_indices=True),
-    lambda x: torch.nn.functional.adaptive_max_pool2d(x, 3, return_indices=True),
-    lambda x: torch.nn.functional.avg_pool2d(x, 2),
-    lambda x: torch.nn.functional.conv2d(x, torch.ones(3, 4, 1, 1, device=x.device)),
-], ids=["max_pool2d", "adaptive_max_pool2d", "avg_pool2d", "conv2d"])
-def test_a_slice_of_a_channels_last_tensor_gives_channels_last_results(op):
-    # c10's suggest_memory_format reads the strides' order, not density: x[:, ::2] of a
-    # channels_last tensor is channels_last to CPU's kernels (the results, and the gradient)
-    def run(device):
-        x = torch.arange(400.0).reshape(2, 8, 5, 5).to(memory_format=torch.channels_last)
-        x = x.to(device)[:, ::2].requires_grad_()
-        out = op(x)
-        out = out if isinstance(out, tuple) else (out,)
-        out[0].sum().backward()
-        return [*out, x.grad]
-
-    cpu, tpu = run("cpu"), run("tpu")
-    assert [t.stride() for t in tpu] == [t.stride() for t in cpu]
-    for t, c in zip(tpu, cpu, strict=True):
-        torch.testing.assert_close(t.cpu(), c)
-
-
-def test_unbatched_channels_last_3d_max_pool3d_gives_cpus_layout():
-    # CPU's kernel pools it as a batch of one in channels_last_3d and returns that layout
-    def run(device):
-        x = torch.arange(2 * 6 * 5 * 7.0).reshape(1, 2, 6, 5, 7)
-        x = x.contiguous(memory_format=torch.channels_last_3d).squeeze(0).to(device)
-        return torch.nn.functional.max_pool3d(x.requires_grad_(), 2, return_indices=True)
-
-    cpu, tpu = run("cpu"), run("tpu")
-    assert [t.stride() for t in tpu] == [t.stride() for t in cpu]
-    for t, c in zip(tpu, cpu, strict=True):
-        torch.testing.assert_close(t.cpu(), c)
-
-
 @pytest.mark.usefixtures("eager_mode")
 @pytest.mark.parametrize("join", [lambda xs: torch.cat(xs, 1), lambda xs: torch.cat(xs, 0),
                                   lambda xs: torch.stack(xs),
