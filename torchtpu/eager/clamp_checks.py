@@ -25,13 +25,8 @@ def _complex_error() -> NotImplementedError:
     return NotImplementedError("clamp is not supported for complex types")
 
 
-def _dtype(x) -> torch.dtype:
-    """A tensor's or an array's dtype as torch's (in-place ops see tensors, rules arrays)."""
-    return x.dtype if isinstance(x.dtype, torch.dtype) else to_torch_dtype(x.dtype)
-
-
 def _is_complex(x) -> bool:
-    return isinstance(x, complex) or hasattr(x, "dtype") and _dtype(x).is_complex
+    return isinstance(x, complex) or hasattr(x, "dtype") and to_torch_dtype(x.dtype).is_complex
 
 
 def _result(*operands) -> torch.dtype:
@@ -46,11 +41,11 @@ def _by_numbers(inplace: bool):
             return RuntimeError(_NONE)
         if _is_complex(self):
             return _complex_error()
-        if not _dtype(self).is_floating_point:
+        if not to_torch_dtype(self.dtype).is_floating_point:
             dtype = _result(self, min, max)
-            if inplace and dtype != _dtype(self):
+            if inplace and dtype != to_torch_dtype(self.dtype):
                 return RuntimeError(f"result type {scalar_type_name(dtype)} can't be cast to "
-                                    f"the desired output type {cpp_name(_dtype(self))}")
+                                    f"the desired output type {cpp_name(self.dtype)}")
             if dtype.is_complex:
                 return _complex_error()
         return None
@@ -84,9 +79,9 @@ def _by_tensors(inplace: bool, clamp: bool = True, kernel: str = "clamp_cpu"):
         if not _broadcasts(self, min, max):
             return None  # (TensorIterator's shape error comes first: the meta kernel's)
         dtype = _result(self, min, max)
-        if inplace and not torch.can_cast(dtype, _dtype(self)):
+        if inplace and not torch.can_cast(dtype, to_torch_dtype(self.dtype)):
             return RuntimeError(f"result type {scalar_type_name(dtype)} can't be cast to the "
-                                f"desired output type {scalar_type_name(_dtype(self))}")
+                                f"desired output type {scalar_type_name(self.dtype)}")
         if dtype.is_complex:
             name = kernel if not clamp or min is not None and max is not None else (
                 "maximum_cpu" if min is not None else "minimum_cpu")

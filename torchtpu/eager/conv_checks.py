@@ -19,12 +19,8 @@ _LEGACY_TYPES = {torch.float32, torch.float64, torch.float16, torch.int64, torch
 _INTEGERS = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64}
 
 
-def _torch_dtype(dtype) -> torch.dtype:
-    return dtype if isinstance(dtype, torch.dtype) else to_torch_dtype(dtype)
-
-
 def _type_string(dtype) -> str:
-    dtype = _torch_dtype(dtype)
+    dtype = to_torch_dtype(dtype)
     name = scalar_type_name(dtype)
     return f"torch.{name}Tensor" if dtype in _LEGACY_TYPES else f"CPU{name}Type"
 
@@ -56,7 +52,7 @@ def _uses_mkldnn(dtype, x, w, stride, dilation, groups) -> bool:
 def _kernel_refuses(input, weight, dilation, transposed) -> NotImplementedError | None:  # noqa: A002
     """CPU's slow kernels take integers (int64 alone for the dilated and transposed ones) but
     no bool; an empty batch or channel reaches none of them."""
-    dtype = _torch_dtype(input.dtype)
+    dtype = to_torch_dtype(input.dtype)
     if dtype not in _INTEGERS or 0 in input.shape[:2]:
         return None
     nd = len(weight.shape) - 2
@@ -175,7 +171,7 @@ def convolution_check(input, weight, bias=None, stride=(), padding=(), dilation=
         return refused
     if input.dtype == weight.dtype and (bias is None or bias.dtype == input.dtype):
         return None
-    dtype = _torch_dtype(input.dtype)
+    dtype = to_torch_dtype(input.dtype)
     mkldnn = _uses_mkldnn(dtype, x, w, stride, dilation, groups)
     if input.dtype != weight.dtype:
         if mkldnn:
@@ -185,7 +181,7 @@ def convolution_check(input, weight, bias=None, stride=(), padding=(), dilation=
     if mkldnn:
         return _mkldnn_mismatch(dtype, "bias", bias.dtype)
     # the slow transposed kernels add the bias in place; the others cast it
-    result = torch.promote_types(dtype, _torch_dtype(bias.dtype))
+    result = torch.promote_types(dtype, to_torch_dtype(bias.dtype))
     if transposed and not torch.can_cast(result, dtype):
         return (f"result type {scalar_type_name(result)} can't be cast to the desired output "
                 f"type {scalar_type_name(dtype)}")

@@ -256,8 +256,7 @@ def _addmm_check(self, mat1, mat2, *_):
 def _addmv_dtypes(result, mat, vec):
     if error := _not_for_bool("addmv_impl_cpu", mat, vec):
         return error
-    dtypes = [d if isinstance(d, torch.dtype) else to_torch_dtype(d)
-              for d in (result, mat.dtype, vec.dtype)]
+    dtypes = [to_torch_dtype(d) for d in (result, mat.dtype, vec.dtype)]
     if len(set(dtypes)) > 1:
         names = [scalar_type_name(d) for d in dtypes]
         return f"addmv input tensors must have the same dtype, but got {names[0]}, " \

@@ -47,14 +47,14 @@ def to_jax_dtype(dtype: torch.dtype) -> np.dtype:
 
 
 def to_torch_dtype(dtype) -> torch.dtype:
-    return JAX_TO_TORCH[np.dtype(dtype)]
+    """A jax (numpy) dtype as torch's; a torch dtype as it is (checks see both)."""
+    return dtype if isinstance(dtype, torch.dtype) else JAX_TO_TORCH[np.dtype(dtype)]
 
 
 def scalar_type_name(dtype) -> str:
     """c10's name for a dtype (torch or jax), as CPU's error messages print it: Float, Long..."""
-    if not isinstance(dtype, torch.dtype):
-        dtype = to_torch_dtype(dtype)
-    return torch.empty(0, dtype=dtype).type().removeprefix("torch.").removesuffix("Tensor")
+    name = torch.empty(0, dtype=to_torch_dtype(dtype)).type()
+    return name.removeprefix("torch.").removesuffix("Tensor")
 
 
 # C++'s names for dtypes (caffe2::TypeMeta), as CPU's dtype checks print them.
@@ -67,8 +67,7 @@ _CPP_NAMES = {torch.float32: "float", torch.float64: "double", torch.float16: "c
 
 def cpp_name(dtype) -> str:
     """C++'s name for a dtype (torch or jax): float, double, long int..."""
-    if not isinstance(dtype, torch.dtype):
-        dtype = to_torch_dtype(dtype)
+    dtype = to_torch_dtype(dtype)
     return _CPP_NAMES.get(dtype, str(dtype))
 
 
