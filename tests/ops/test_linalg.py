@@ -108,7 +108,8 @@ def test_solve_triangular_solves_in_the_matrixs_dtype(dtypes):
     lambda a, b: torch.linalg.solve(a, b), lambda a, b: torch.triangular_solve(b, a),
     lambda a, b: torch.cholesky_solve(b, a),
     lambda a, b: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b),
-], ids=["solve", "triangular_solve", "cholesky_solve", "lu_solve"])
+    lambda a, b: torch.linalg.lstsq(a, b),
+], ids=["solve", "triangular_solve", "cholesky_solve", "lu_solve", "lstsq"])
 def test_solvers_name_mixed_dtypes_as_cpu(solve):
     a = torch.eye(3, dtype=torch.float64)
     raises_as_cpu(lambda d: solve(a.to(d), torch.ones(3, 2, device=d)))

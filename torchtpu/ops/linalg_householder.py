@@ -13,6 +13,7 @@ import torch
 from jax import lax
 
 from ..runtime.execute import executable
+from .dtypes import scalar_type_name
 from .linalg_factor import _mH, _mT
 from .registry import lowering
 
@@ -68,7 +69,8 @@ def _lstsq_checks(a, b, driver):
         raise RuntimeError("torch.linalg.lstsq: other must have at least 1 dimension.")
     if a.dtype != b.dtype:
         raise RuntimeError("torch.linalg.lstsq: Expected input and other to have the same "
-                           f"dtype, but got input's dtype {a.dtype} and other's dtype {b.dtype}")
+                           f"dtype, but got input's dtype {scalar_type_name(a.dtype)} and "
+                           f"other's dtype {scalar_type_name(b.dtype)}")
     if not jnp.issubdtype(a.dtype, jnp.inexact):
         raise RuntimeError("torch.linalg.lstsq: Expected input and other to be floating point "
                            "or complex tensors")
