@@ -101,3 +101,27 @@ def test_factorizations_are_column_major_as_lapacks(op):
     assert cpu.stride() == (1, 5)
     assert tpu.stride() == cpu.stride()
     torch.testing.assert_close(tpu.cpu().abs(), cpu.abs())  # (eigenvectors up to sign)
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("conv, kwargs, dtype, batch", [
+    (F.conv3d, {}, torch.float64, 2),  # slow_conv3d
+    (F.conv3d, {}, torch.float32, 1),  # "native is faster" for one small image
+    (F.conv3d, {}, torch.float32, 2),  # oneDNN
+    (F.conv3d, {"dilation": 2}, torch.float64, 2),  # slow_conv_dilated3d
+    (F.conv_transpose3d, {"stride": 2, "output_padding": 1}, torch.float32, 2),  # oneDNN
+    (F.conv_transpose3d, {"stride": 2, "output_padding": 2, "dilation": 3}, torch.float32, 2),
+    (F.conv2d, {}, torch.float64, 2),  # the 2-d slow kernels keep channels_last
+    (F.conv_transpose2d, {"stride": 2, "output_padding": 2, "dilation": 3}, torch.float32, 2),
+], ids=["conv3d_f64", "conv3d_one_image", "conv3d_mkldnn", "dilated3d", "transpose3d_mkldnn",
+        "transpose3d_big_output_padding", "conv2d_f64", "transpose2d_big_output_padding"])
+def test_a_channels_last_convolution_takes_the_layout_of_cpus_kernel(conv, kwargs, dtype, batch):
+    # oneDNN and the 2-d slow kernels give channels_last; the 3-d slow kernels (which CPU
+    # takes outside oneDNN's cases, or for an output padding of at least the stride) do not.
+    nd = 3 if conv in (F.conv3d, F.conv_transpose3d) else 2
+    fmt = torch.channels_last_3d if nd == 3 else torch.channels_last
+    x = torch.randn(batch, 4, *[6] * nd, dtype=dtype).to(memory_format=fmt)
+    w = torch.randn(4, 4, *[3] * nd, dtype=dtype)
+    cpu, tpu = conv(x, w, **kwargs), conv(x.to("tpu"), w.to("tpu"), **kwargs)
+    assert tpu.stride() == cpu.stride()
+    assert_same(tpu, cpu, rtol=1e-5, atol=1e-5)

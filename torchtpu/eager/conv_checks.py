@@ -33,8 +33,11 @@ def _mkldnn_takes(dtype: torch.dtype) -> bool:
     return torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
 
-def _uses_mkldnn(dtype, x, w, stride, dilation, groups) -> bool:
+def uses_mkldnn(dtype, x, w, stride, dilation, groups, transposed=False,
+                output_padding=()) -> bool:
     """ATen's use_mkldnn (Convolution.cpp) for a CPU input, its 1-d shapes seen as 2-d."""
+    if transposed and any(p >= s for p, s in zip(output_padding, stride, strict=False)):
+        return False  # "is_output_padding_big": the slow kernels take it
     if dtype in (torch.float16, torch.bfloat16):
         return torch.backends.mkldnn.is_available() and _mkldnn_takes(dtype)
     if dtype != torch.float32 or not torch.backends.mkldnn.is_available():
@@ -47,6 +50,20 @@ def _uses_mkldnn(dtype, x, w, stride, dilation, groups) -> bool:
     native_faster = not (groups > 1 or (w[-1] > 3 and w[-2] > 3) or x[0] > 1
                          or math.prod(x[:4]) > 20480)
     return not small_1x1 and not native_faster
+
+
+def keeps_channels_last(input, weight, stride, dilation, transposed, output_padding,  # noqa: A002
+                        groups) -> bool:
+    """Whether CPU's kernel for this convolution gives a channels_last result for a
+    channels_last input or weight: oneDNN's and the 2-d slow ones do, the 3-d slow ones
+    (slow_conv3d, its dilated and transposed forms) are contiguous whatever they are given."""
+    if weight.dim() != 5:
+        return True
+    nd = 3
+    stride, dilation, output_padding = (list(p) * nd if len(p) == 1 else list(p)
+                                        for p in (stride, dilation, output_padding))
+    return uses_mkldnn(to_torch_dtype(input.dtype), list(input.shape), list(weight.shape),
+                       stride, dilation, groups, transposed, output_padding)
 
 
 def _kernel_refuses(input, weight, dilation, transposed) -> NotImplementedError | None:  # noqa: A002
@@ -172,7 +189,7 @@ def convolution_check(input, weight, bias=None, stride=(), padding=(), dilation=
     if input.dtype == weight.dtype and (bias is None or bias.dtype == input.dtype):
         return None
     dtype = to_torch_dtype(input.dtype)
-    mkldnn = _uses_mkldnn(dtype, x, w, stride, dilation, groups)
+    mkldnn = uses_mkldnn(dtype, x, w, stride, dilation, groups, transposed, output_padding)
     if input.dtype != weight.dtype:
         if mkldnn:
             return _mkldnn_mismatch(dtype, "weight", weight.dtype)

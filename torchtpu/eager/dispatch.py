@@ -24,6 +24,7 @@ from ..tensor import DEVICE, TpuTensor, is_dense, read, set_executor, with_layou
 from ..tensor import wrap as wrap_tensor
 from . import (
     bounds,
+    conv_checks,
     fallback,
     meta_errors,
     mutation,
@@ -449,10 +450,12 @@ def _following_memory_format(func, inner: Handler) -> Handler:
         except (NotImplementedError, RuntimeError):  # no meta kernel: keep what we have
             return out
         if func is aten.convolution.default:
-            # The meta kernel does not pick CPU's backend: CPU's (mkldnn's, and its slow
+            # The meta kernel does not pick CPU's backend: CPU's (mkldnn's, and its 2-d slow
             # path's) result is channels_last when the input or the weight is (its only
-            # arguments that can be).
-            meta = meta.to(memory_format=_CHANNELS_LAST[meta.dim()])
+            # arguments that can be); the 3-d slow kernels' is contiguous.
+            keeps = conv_checks.keeps_channels_last(*args[:2], *args[3:4], *args[5:])
+            meta = meta.to(memory_format=_CHANNELS_LAST[meta.dim()] if keeps
+                           else torch.contiguous_format)
         if unbatched:
             meta = tuple(m.unsqueeze(0).contiguous(memory_format=torch.channels_last_3d)
                          .squeeze(0) for m in meta)
