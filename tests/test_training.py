@@ -92,6 +92,24 @@ def test_huggingface_model_forward_backward_matches_cpu(name):
     assert_same(results[1], results[0], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("name, cache", [("llama", None), ("llama", "static"), ("t5", None)])
+def test_huggingface_generate_gives_cpus_tokens(name, cache):
+    # A left-padded batch, greedy: the growing (dynamic) or fixed-size (static) KV cache,
+    # the padding mask and the stopping checks all run on tpu.
+    make = _hf_cases()[name]
+    torch.manual_seed(0)
+    model = make().eval()
+    ids = torch.randint(1, 100, (2, 6), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    mask[0, :2] = 0
+    kwargs = dict(max_new_tokens=3, do_sample=False, pad_token_id=0, cache_implementation=cache)
+    cpu = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
+    tpu = model.to("tpu").generate(input_ids=ids.to("tpu"), attention_mask=mask.to("tpu"),
+                                   **kwargs)
+    assert tpu.device.type == "tpu"
+    assert torch.equal(tpu.cpu(), cpu)
+
+
 def test_huggingface_trainer_trains_on_tpu_as_on_cpu(tmp_path, monkeypatch):
     # The Trainer takes its device from torch.accelerator, accelerate (which prepares the
     # model and batches) its own way, which torchtpu teaches it; use_cpu still means the CPU.
