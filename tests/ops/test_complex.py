@@ -30,6 +30,8 @@ def _same_with_zero_signs(actual: torch.Tensor, expected: torch.Tensor) -> None:
     (torch.log, [(inf, nan), (nan, inf), (-inf, nan), (-1.0, -0.0), (0.5, 2.0)]),
     (torch.log2, [(nan, -inf), (2.0, 0.0)]),
     (torch.log10, [(inf, nan), (10.0, 1.0)]),
+    (torch.exp, [(inf, inf), (inf, nan), (-inf, inf), (-inf, -inf), (-inf, nan), (inf, -0.0),
+                 (1.0, -0.0), (nan, -0.0), (nan, inf), (0.5, 2.0)]),
 ], ids=lambda v: getattr(v, "__name__", ""))
 def test_edges_of_complex_functions_are_cpus(fn, values):
     z = torch.tensor([complex(re, im) for re, im in values], dtype=torch.complex64)

@@ -55,6 +55,25 @@ def imag_sign_kept(fn):
     return rule
 
 
+def complex_exp(z):
+    """C99's cexp, which CPU calls: exp(x +- 0i) = exp(x) +- 0i (XLA's cis drops the zero's sign
+    and makes inf * 0 a NaN); an infinite or NaN imaginary part gives inf + NaN i where x is
+    +inf and +-0 where it is -inf, not NaN + NaN i."""
+    out = jnp.exp(z)
+    re, im = z.real, z.imag
+    real, imag = out.real, out.imag
+    unbounded = ~jnp.isfinite(im)
+    zero = jnp.zeros_like(re)
+    real = jnp.where(im == 0, jnp.exp(re), real)
+    imag = jnp.where(im == 0, im, imag)
+    real = jnp.where(unbounded & (re == jnp.inf), jnp.inf, real)
+    imag = jnp.where(unbounded & (re == jnp.inf), jnp.nan, imag)
+    real = jnp.where(unbounded & (re == -jnp.inf), zero, real)
+    imag = jnp.where(unbounded & (re == -jnp.inf),
+                     jnp.where(jnp.isnan(im), zero, jnp.copysign(zero, im)), imag)
+    return lax.complex(real, imag)
+
+
 def complex_logaddexp(a, b):
     """CPU's complex kernel (jnp's folds the imaginary parts): the operand of larger real part
     factored out, any NaN infectious, and infinite real parts of one sign taken apart."""

@@ -16,6 +16,7 @@ from jax import lax
 
 from .complex_edges import (
     complex_abs,
+    complex_exp,
     complex_logaddexp,
     imag_sign_kept,
     real_sign_kept,
@@ -163,6 +164,10 @@ def _exp2(x):
     return jnp.where(jnp.isfinite(x), split, jnp.exp2(x))
 
 
+def _exp(x):
+    return complex_exp(x) if jnp.iscomplexobj(x) else jnp.exp(x)
+
+
 def apart(fn):
     """``fn`` with a result XLA may not rewrite together with the op that reads it: it turns
     a / sqrt(b) into a * rsqrt(b), a / exp(b) into a * exp(-b), exp(a) * exp(b) into
@@ -178,7 +183,7 @@ for _op, _fn in [
     (aten.atanh, real_sign_kept(jnp.arctanh)),
     (aten.cos, jnp.cos), (aten.sin, jnp.sin),
     (aten.cosh, _hyperbolic(jnp.cosh, odd=False)), (aten.sinh, _hyperbolic(jnp.sinh, odd=True)),
-    (aten.tan, jnp.tan), (aten.tanh, jnp.tanh), (aten.exp, apart(jnp.exp)),
+    (aten.tan, jnp.tan), (aten.tanh, jnp.tanh), (aten.exp, apart(_exp)),
     (aten.exp2, _exp2),
     (aten.expm1, jnp.expm1), (aten.log, with_infinite_modulus(jnp.log)),
     (aten.log2, with_infinite_modulus(jnp.log2)), (aten.log10, with_infinite_modulus(jnp.log10)),
