@@ -60,3 +60,14 @@ def test_complex_logcumsumexp_on_a_long_row_is_cpus():
 
 def test_complex_of_parts_that_do_not_broadcast_is_refused_as_cpu():
     raises_as_cpu(lambda d: torch.complex(torch.ones(2, device=d), torch.ones(3, device=d)))
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_small_integer_powers_are_products_as_on_cpu(dtype):
+    # XLA's complex pow goes through exp and log: (501j) ** 2 had an imaginary part
+    z = torch.tensor([501j, -10000j, 1 + 2j, -3 - 0.5j, 1e3 + 1e-3j], dtype=dtype)
+    for exponent in (2, 3, -2, -1, 0.5):
+        torch.testing.assert_close(torch.pow(z.to("tpu"), exponent).cpu(), torch.pow(z, exponent),
+                                   rtol=1e-6, atol=0)
+    _same_with_zero_signs(torch.square(z.to("tpu")).cpu(), torch.square(z))
+

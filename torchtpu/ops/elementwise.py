@@ -399,12 +399,13 @@ def _int_power(a, b):
 def _pow_scalar(self, exponent):
     """CPU's kernel for a number exponent: 0 and 1 exact; 2, 3 and -2 as products, -1 as a
     reciprocal, 0.5 and -0.5 as roots (x ** 2 is x * x there; XLA's pow is a few ulps off,
-    and sqrt's -0 and -inf differ from pow's). bfloat16 rounds after each step and takes
-    the exponent in bfloat16; float16 is pow throughout, the exponent in float16."""
+    and sqrt's -0 and -inf differ from pow's), complex bases too (XLA's complex pow goes
+    through exp and log: (501j) ** 2 had an imaginary part). bfloat16 rounds after each step
+    and takes the exponent in bfloat16; float16 is pow throughout, the exponent in float16."""
     dtype = result_type(self, exponent)
     if dtype == jnp.bool_:  # a bool by True or False: CPU copies it or fills ones, no kernel
         return jnp.where(exponent, self, True)
-    if not jnp.issubdtype(dtype, jnp.floating):
+    if not jnp.issubdtype(dtype, jnp.inexact):
         return _pow(self, exponent)
     low = dtype in LOW_PRECISION
     x = self.astype(jnp.float32 if low else dtype)
@@ -416,7 +417,8 @@ def _pow_scalar(self, exponent):
     forms = {0: lambda: jnp.ones_like(x), 1: lambda: x}
     if dtype != jnp.float16:
         forms |= {2: lambda: x * x, 3: lambda: rounded(rounded(x * x) * x),
-                  -2: lambda: 1 / rounded(x * x), -1: lambda: 1 / x, 0.5: lambda: jnp.sqrt(x)}
+                  -2: lambda: 1 / rounded(x * x), -1: lambda: 1 / x,
+                  0.5: lambda: imag_sign_kept(jnp.sqrt)(x)}
     if isinstance(exponent, (int, float)):  # a constant here (torch.compile)
         if exponent == -0.5 and dtype != jnp.float16:
             return exact_rsqrt(x).astype(dtype)
