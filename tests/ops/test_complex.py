@@ -71,3 +71,15 @@ def test_complex_small_integer_powers_are_products_as_on_cpu(dtype):
                                    rtol=1e-6, atol=0)
     _same_with_zero_signs(torch.square(z.to("tpu")).cpu(), torch.square(z))
 
+
+def test_refs_real_and_imag_are_real_views_of_the_base():
+    z = torch.tensor([[1 + 2j, 3 - 4j], [5 + 6j, -7j]]).T
+    t = z.to("tpu")
+    for fn in (torch._refs.real, torch._refs.imag):
+        expected, actual = fn(z), fn(t)
+        assert (actual.dtype, actual.stride(), actual.storage_offset()) == (
+            expected.dtype, expected.stride(), expected.storage_offset())
+        torch.testing.assert_close(actual.cpu(), expected)
+    torch._refs.imag(t).mul_(10)
+    torch._refs.imag(z).mul_(10)
+    torch.testing.assert_close(t.cpu(), z)
