@@ -55,6 +55,78 @@ def imag_sign_kept(fn):
     return rule
 
 
+def _nan_unless(keep, value):
+    return jnp.where(keep, value, jnp.nan)
+
+
+def _asin_parts(z, re, im):
+    x, y = z.real, z.imag
+    nan_y = jnp.isnan(y) & jnp.isfinite(x)  # C99: x + NaN i is NaN + NaN i but for x = 0
+    return jnp.where(nan_y, _nan_unless(x == 0, x), re), jnp.where(nan_y, jnp.nan, im)
+
+
+def _acos_parts(z, re, im):
+    x, y = z.real, z.imag
+    if z.dtype == jnp.complex128:  # CPU's double kernel: a zero imaginary result is +0
+        im = jnp.where(im == 0, jnp.zeros_like(im), im)
+    nan_y = jnp.isnan(y) & jnp.isfinite(x)
+    return (jnp.where(nan_y, _nan_unless(x == 0, jnp.full_like(x, math.pi / 2)), re),
+            jnp.where(nan_y, jnp.nan, im))
+
+
+def _acosh_parts(z, re, im):
+    x, y = z.real, z.imag
+    nan_y = jnp.isnan(y) & jnp.isfinite(x)
+    return (jnp.where(nan_y, jnp.nan, re),
+            jnp.where(nan_y, _nan_unless(x == 0, jnp.full_like(x, math.pi / 2)), im))
+
+
+def _atan_parts(z, re, im):
+    x, y = z.real, z.imag
+    nan_y = jnp.isnan(y) & jnp.isfinite(x)
+    # NaN + y i: NaN, with a signed zero imaginary part where y is zero or infinite
+    zero_im = jnp.copysign(jnp.zeros_like(y), y)
+    im = jnp.where(jnp.isnan(x), _nan_unless((y == 0) | jnp.isinf(y), zero_im), im)
+    return jnp.where(nan_y | jnp.isnan(x), jnp.nan, re), jnp.where(nan_y, jnp.nan, im)
+
+
+_INVERSE_TRIG = {
+    # (result's real part odd in z's, imaginary part's sign against z's, NaN cases)
+    "asin": (True, 1, _asin_parts), "acos": (False, -1, _acos_parts),
+    "acosh": (False, 1, _acosh_parts), "atan": (True, 1, _atan_parts),
+}
+
+
+def inverse_trig(name, fn):
+    """asin, acos, acosh, atan as CPU's C99 kernels give them: on a branch cut the sign of
+    z's zero part picks the side (acos(2.5 - 0i) = +1.567i; XLA ignores it), and a NaN part
+    makes NaN + NaN i except where C99 keeps a part (asin(0 + NaN i) = 0 + NaN i)."""
+    real_odd, imag_sign, nan_parts = _INVERSE_TRIG[name]
+
+    def rule(z):
+        out = fn(z)
+        if not jnp.iscomplexobj(z):
+            return out
+        re = jnp.copysign(out.real, z.real) if real_odd else out.real
+        im = jnp.copysign(out.imag, z.imag if imag_sign > 0 else -z.imag)
+        return lax.complex(*nan_parts(z, re, im))
+
+    return rule
+
+
+def complex_sqrt(z):
+    """C99's csqrt where a part is infinite beside a NaN: x + inf i is inf + inf i (x NaN too),
+    +inf + NaN i is inf + NaN i, -inf + NaN i is NaN + inf i."""
+    out = jnp.sqrt(z)
+    x, y = z.real, z.imag
+    re = jnp.where(jnp.isinf(y) | (x == jnp.inf), jnp.inf, out.real)
+    re = jnp.where((x == -jnp.inf) & jnp.isnan(y), jnp.nan, re)
+    im = jnp.where(jnp.isinf(y), y, out.imag)
+    im = jnp.where((x == jnp.inf) & jnp.isnan(y), jnp.nan, im)
+    im = jnp.where((x == -jnp.inf) & jnp.isnan(y), jnp.inf, im)
+    return lax.complex(re, im)
+
+
 def complex_exp(z):
     """C99's cexp, which CPU calls: exp(x +- 0i) = exp(x) +- 0i (XLA's cis drops the zero's sign
     and makes inf * 0 a NaN); an infinite or NaN imaginary part gives inf + NaN i where x is

@@ -18,7 +18,9 @@ from .complex_edges import (
     complex_abs,
     complex_exp,
     complex_logaddexp,
+    complex_sqrt,
     imag_sign_kept,
+    inverse_trig,
     real_sign_kept,
     with_infinite_modulus,
 )
@@ -164,6 +166,10 @@ def _exp2(x):
     return jnp.where(jnp.isfinite(x), split, jnp.exp2(x))
 
 
+def _sqrt(x):
+    return complex_sqrt(x) if jnp.iscomplexobj(x) else jnp.sqrt(x)
+
+
 def _exp(x):
     return complex_exp(x) if jnp.iscomplexobj(x) else jnp.exp(x)
 
@@ -178,8 +184,10 @@ def apart(fn):
 
 
 for _op, _fn in [
-    (aten.acos, jnp.arccos), (aten.acosh, jnp.arccosh), (aten.asin, jnp.arcsin),
-    (aten.asinh, real_sign_kept(jnp.arcsinh)), (aten.atan, jnp.arctan),
+    (aten.acos, inverse_trig("acos", jnp.arccos)),
+    (aten.acosh, inverse_trig("acosh", jnp.arccosh)),
+    (aten.asin, inverse_trig("asin", jnp.arcsin)),
+    (aten.asinh, real_sign_kept(jnp.arcsinh)), (aten.atan, inverse_trig("atan", jnp.arctan)),
     (aten.atanh, real_sign_kept(jnp.arctanh)),
     (aten.cos, jnp.cos), (aten.sin, jnp.sin),
     (aten.cosh, _hyperbolic(jnp.cosh, odd=False)), (aten.sinh, _hyperbolic(jnp.sinh, odd=True)),
@@ -187,7 +195,7 @@ for _op, _fn in [
     (aten.exp2, _exp2),
     (aten.expm1, jnp.expm1), (aten.log, with_infinite_modulus(jnp.log)),
     (aten.log2, with_infinite_modulus(jnp.log2)), (aten.log10, with_infinite_modulus(jnp.log10)),
-    (aten.log1p, jnp.log1p), (aten.sqrt, imag_sign_kept(apart(jnp.sqrt))),
+    (aten.log1p, jnp.log1p), (aten.sqrt, imag_sign_kept(apart(_sqrt))),
     (aten.rsqrt, exact_rsqrt), (aten.reciprocal, lambda x: 1 / x),
     (aten.sigmoid, jax.nn.sigmoid), (aten.erf, jax.scipy.special.erf),
     (aten.erfc, jax.scipy.special.erfc), (aten.erfinv, erfinv),
