@@ -36,6 +36,7 @@ def _same_with_zero_signs(actual: torch.Tensor, expected: torch.Tensor) -> None:
     (torch.log, [(inf, nan), (nan, inf), (-inf, nan), (-1.0, -0.0), (0.5, 2.0)]),
     (torch.log2, [(nan, -inf), (2.0, 0.0)]),
     (torch.log10, [(inf, nan), (10.0, 1.0)]),
+    (torch.exp2, [(inf, 0.0), (inf, -0.0), (inf, 1e-3), (-inf, inf), (0.5, 2.0), (3.0, -1.0)]),
     (torch.exp, [(inf, inf), (inf, nan), (-inf, inf), (-inf, -inf), (-inf, nan), (inf, -0.0),
                  (1.0, -0.0), (nan, -0.0), (nan, inf), (0.5, 2.0)]),
 ], ids=lambda v: getattr(v, "__name__", ""))

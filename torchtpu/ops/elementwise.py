@@ -160,7 +160,9 @@ def _exp2(x):
     """2^round(x) * 2^(x - round(x)): XLA's exp2 is exp(x ln 2), whose rounded product is
     34 ulps off for large float32 x, where CPU's is correctly rounded."""
     if jnp.iscomplexobj(x):
-        return jnp.exp2(x)
+        # exp(z ln 2) with each part scaled (a complex product makes inf * 0 a NaN), as CPU
+        ln2 = math.log(2)
+        return complex_exp(lax.complex(x.real * ln2, x.imag * ln2))
     n = jnp.clip(jnp.round(x), -2048, 2048)
     split = jnp.ldexp(jnp.exp2(x - n), n.astype(jnp.int32))
     return jnp.where(jnp.isfinite(x), split, jnp.exp2(x))
