@@ -156,3 +156,77 @@ def complex_logaddexp(a, b):
     out = jnp.where(both_infinite, infinite, jnp.log1p(jnp.exp(lo - hi)) + hi)
     return jnp.where(jnp.isnan(a) | jnp.isnan(b), jnp.array(complex(math.nan, math.nan), a.dtype),
                      out)
+
+
+def _c99_sinh(x, y, sinh, cosh):
+    """C99's csinh on parts: sinh(x) cos(y) + i cosh(x) sin(y), a zero y kept (inf * 0 is
+    not NaN there), and for an infinite or NaN y: +-0 + NaN i at x = +-0, inf + NaN i at an
+    infinite x, NaN + NaN i otherwise."""
+    re = jnp.where(y == 0, sinh(x), sinh(x) * jnp.cos(y))
+    im = jnp.where(y == 0, y, cosh(x) * jnp.sin(y))
+    wild = ~jnp.isfinite(y)
+    re = jnp.where(wild, jnp.where(x == 0, x, jnp.where(jnp.isinf(x), jnp.inf, jnp.nan)), re)
+    return re, jnp.where(wild, jnp.nan, im)
+
+
+def _c99_cosh(x, y, sinh, cosh):
+    """C99's ccosh on parts: cosh(x) cos(y) + i sinh(x) sin(y); at a zero y the imaginary
+    part is y signed by x (NaN x: y); for an infinite or NaN y: NaN + 0i at x = +-0,
+    inf + NaN i at an infinite x, NaN + NaN i otherwise."""
+    re = jnp.where(y == 0, cosh(x), cosh(x) * jnp.cos(y))
+    im = jnp.where(y == 0, jnp.where(jnp.isnan(x), y, jnp.copysign(jnp.ones_like(x), x) * y),
+                   sinh(x) * jnp.sin(y))
+    wild = ~jnp.isfinite(y)
+    re = jnp.where(wild, jnp.where(jnp.isinf(x), jnp.inf, jnp.nan), re)
+    im = jnp.where(wild, jnp.where(x == 0, jnp.zeros_like(y), jnp.nan), im)
+    return re, im
+
+
+def _c99_tanh(x, y, out_re, out_im):
+    """C99's ctanh from XLA's value: a zero y kept (tanh(x) + y i), a zero x kept (tan(y) i,
+    NaN for an infinite or NaN y), +-1 + 0i signed by sin(2y) at an infinite x, and
+    NaN + NaN i for another finite x beside an infinite or NaN y."""
+    re = jnp.where(y == 0, jnp.tanh(x), out_re)
+    im = jnp.where(y == 0, y, out_im)
+    wild = ~jnp.isfinite(y)
+    re = jnp.where(wild & jnp.isfinite(x), jnp.where(x == 0, x, jnp.nan), re)
+    im = jnp.where(wild & jnp.isfinite(x), jnp.nan, im)
+    im = jnp.where((x == 0) & ~wild, jnp.tan(y), im)
+    re = jnp.where(x == 0, x, re)
+    infinite = jnp.isinf(x)
+    zero = jnp.zeros_like(y)
+    re = jnp.where(infinite, jnp.copysign(jnp.ones_like(x), x), re)
+    im = jnp.where(infinite, jnp.copysign(zero, jnp.where(wild, y, jnp.sin(2 * y))), im)
+    return re, im
+
+
+def trig_c99(name, sinh=jnp.sinh, cosh=jnp.cosh):
+    """sinh, cosh, tanh and, through sin(z) = -i sinh(iz), cos(z) = cosh(iz) and
+    tan(z) = -i tanh(iz), sin, cos, tan, as CPU's C99 kernels give them: the signs of zero
+    parts and the cases of an infinite or NaN part (XLA's formulas make NaN + NaN i).
+    ``sinh`` and ``cosh`` compute the real parts' (XLA's are some ulps off past 10)."""
+    hyperbolic = {"sin": "sinh", "cos": "cosh", "tan": "tanh"}.get(name, name)
+    fn = {"sinh": jnp.sinh, "cosh": jnp.cosh, "tanh": jnp.tanh}[hyperbolic]
+
+    def parts(x, y):
+        if hyperbolic == "sinh":
+            return _c99_sinh(x, y, sinh, cosh)
+        if hyperbolic == "cosh":
+            return _c99_cosh(x, y, sinh, cosh)
+        out = fn(lax.complex(x, y))
+        return _c99_tanh(x, y, out.real, out.imag)
+
+    def rule(z):
+        if not jnp.iscomplexobj(z):
+            return {"sinh": sinh, "cosh": cosh, "tanh": jnp.tanh, "sin": jnp.sin,
+                    "cos": jnp.cos, "tan": jnp.tan}[name](z)
+        if name == hyperbolic:
+            return lax.complex(*parts(z.real, z.imag))
+        re, im = parts(-z.imag, z.real)  # iz
+        if name == "cos":
+            return lax.complex(re, im)
+        if name == "sin":  # CPU's csin: +inf i wherever y is infinite beside a non-finite x
+            re = jnp.where(jnp.isinf(z.imag) & ~jnp.isfinite(z.real), -jnp.inf, re)
+        return lax.complex(im, -re)  # -i w
+
+    return rule

@@ -22,6 +22,7 @@ from .complex_edges import (
     imag_sign_kept,
     inverse_trig,
     real_sign_kept,
+    trig_c99,
     with_infinite_modulus,
 )
 from .dtypes import (
@@ -156,6 +157,9 @@ def _hyperbolic(fn, odd: bool):
     return rule
 
 
+_REAL_SINH_COSH = (_hyperbolic(jnp.sinh, odd=True), _hyperbolic(jnp.cosh, odd=False))
+
+
 def _exp2(x):
     """2^round(x) * 2^(x - round(x)): XLA's exp2 is exp(x ln 2), whose rounded product is
     34 ulps off for large float32 x, where CPU's is correctly rounded."""
@@ -191,9 +195,9 @@ for _op, _fn in [
     (aten.asin, inverse_trig("asin", jnp.arcsin)),
     (aten.asinh, real_sign_kept(jnp.arcsinh)), (aten.atan, inverse_trig("atan", jnp.arctan)),
     (aten.atanh, real_sign_kept(jnp.arctanh)),
-    (aten.cos, jnp.cos), (aten.sin, jnp.sin),
-    (aten.cosh, _hyperbolic(jnp.cosh, odd=False)), (aten.sinh, _hyperbolic(jnp.sinh, odd=True)),
-    (aten.tan, jnp.tan), (aten.tanh, jnp.tanh), (aten.exp, apart(_exp)),
+    *[(getattr(aten, _name), trig_c99(_name, *_REAL_SINH_COSH))
+      for _name in ("cos", "sin", "cosh", "sinh")],
+    (aten.tan, trig_c99("tan")), (aten.tanh, trig_c99("tanh")), (aten.exp, apart(_exp)),
     (aten.exp2, _exp2),
     (aten.expm1, jnp.expm1), (aten.log, with_infinite_modulus(jnp.log)),
     (aten.log2, with_infinite_modulus(jnp.log2)), (aten.log10, with_infinite_modulus(jnp.log10)),
