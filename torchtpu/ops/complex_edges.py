@@ -230,3 +230,29 @@ def trig_c99(name, sinh=jnp.sinh, cosh=jnp.cosh):
         return lax.complex(im, -re)  # -i w
 
     return rule
+
+
+def c10_divide(a, b):
+    """a / b as c10::complex divides (NumPy's scaled form): 1 / 0 is inf + NaN i, a
+    quotient of infinities NaN + NaN i (XLA's gives -inf and signed zeros there)."""
+    # the barrier keeps XLA from folding a constant numerator's + 0, which flips zero signs
+    a = lax.optimization_barrier(jnp.broadcast_to(jnp.asarray(a, b.dtype), b.shape))
+    ar, ai, c, d = a.real, a.imag, b.real, b.imag
+    wide = jnp.abs(c) >= jnp.abs(d)
+    both_zero = (c == 0) & (d == 0)
+    safe_c, safe_d = jnp.where(c == 0, 1, c), jnp.where(d == 0, 1, d)
+    rat = jnp.where(wide, d / safe_c, c / safe_d)
+    scl = 1 / jnp.where(wide, c + d * rat, d + c * rat)
+    re = jnp.where(wide, (ar + ai * rat) * scl, (ar * rat + ai) * scl)
+    im = jnp.where(wide, (ai - ar * rat) * scl, (ai * rat - ar) * scl)
+    re = jnp.where(both_zero, ar / jnp.abs(c), re)
+    im = jnp.where(both_zero, ai / jnp.abs(d), im)
+    return lax.complex(re, im)
+
+
+def complex_expm1(z):
+    """c10's expm1: expm1(x) cos(y) - 2 sin(y / 2)^2 + i exp(x) sin(y)."""
+    x, y = z.real, z.imag
+    a = jnp.sin(y / 2)
+    return lax.complex(jnp.expm1(x) * jnp.cos(y) - 2 * a * a, jnp.exp(x) * jnp.sin(y))
+

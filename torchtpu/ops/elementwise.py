@@ -15,8 +15,10 @@ import torch
 from jax import lax
 
 from .complex_edges import (
+    c10_divide,
     complex_abs,
     complex_exp,
+    complex_expm1,
     complex_logaddexp,
     complex_sqrt,
     imag_sign_kept,
@@ -129,10 +131,27 @@ for _op, _fn in [
 ]:
     _unary(_op, _fn)
 
+def inverse(x):
+    """1 / x; a complex x divides as c10::complex does (1 / 0 is inf + NaN i there)."""
+    return c10_divide(1, x) if jnp.iscomplexobj(x) else 1 / x
+
+
 def exact_rsqrt(x):
     """``1 / sqrt(x)`` as CPU computes it, two correctly rounded steps. XLA rewrites it
     into its own rsqrt, which differs in the last bit for about a third of the values."""
+    if jnp.iscomplexobj(x):
+        return inverse(imag_sign_kept(complex_sqrt)(x))
     return 1 / lax.optimization_barrier(jnp.sqrt(x))
+
+
+def _expm1(x):
+    return complex_expm1(x) if jnp.iscomplexobj(x) else jnp.expm1(x)
+
+
+def _sigmoid(x):
+    if jnp.iscomplexobj(x):  # CPU's 1 / (1 + exp(-z)), C99's exp and c10's division
+        return inverse(1 + complex_exp(-x))
+    return jax.nn.sigmoid(x)
 
 
 def _exp_halved(a):
@@ -199,11 +218,11 @@ for _op, _fn in [
       for _name in ("cos", "sin", "cosh", "sinh")],
     (aten.tan, trig_c99("tan")), (aten.tanh, trig_c99("tanh")), (aten.exp, apart(_exp)),
     (aten.exp2, _exp2),
-    (aten.expm1, jnp.expm1), (aten.log, with_infinite_modulus(jnp.log)),
+    (aten.expm1, _expm1), (aten.log, with_infinite_modulus(jnp.log)),
     (aten.log2, with_infinite_modulus(jnp.log2)), (aten.log10, with_infinite_modulus(jnp.log10)),
     (aten.log1p, jnp.log1p), (aten.sqrt, imag_sign_kept(apart(_sqrt))),
-    (aten.rsqrt, exact_rsqrt), (aten.reciprocal, lambda x: 1 / x),
-    (aten.sigmoid, jax.nn.sigmoid), (aten.erf, jax.scipy.special.erf),
+    (aten.rsqrt, exact_rsqrt), (aten.reciprocal, inverse),
+    (aten.sigmoid, _sigmoid), (aten.erf, jax.scipy.special.erf),
     (aten.erfc, jax.scipy.special.erfc), (aten.erfinv, erfinv),
     (aten.lgamma, lgamma),
     (aten.i0, jax.scipy.special.i0), (aten.sinc, jnp.sinc),
@@ -431,7 +450,7 @@ def _pow_scalar(self, exponent):
     forms = {0: lambda: jnp.ones_like(x), 1: lambda: x}
     if dtype != jnp.float16:
         forms |= {2: lambda: x * x, 3: lambda: rounded(rounded(x * x) * x),
-                  -2: lambda: 1 / rounded(x * x), -1: lambda: 1 / x,
+                  -2: lambda: inverse(rounded(x * x)), -1: lambda: inverse(x),
                   0.5: lambda: imag_sign_kept(jnp.sqrt)(x)}
     if isinstance(exponent, (int, float)):  # a constant here (torch.compile)
         if exponent == -0.5 and dtype != jnp.float16:
