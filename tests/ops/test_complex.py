@@ -23,8 +23,10 @@ def _same_with_zero_signs(actual: torch.Tensor, expected: torch.Tensor) -> None:
 
 
 @pytest.mark.parametrize("fn, values", [
-    (torch.asinh, [(-0.0, 2.0), (-0.0, -2.0), (0.0, 2.0), (-0.0, 0.5), (-1e-30, 2.0)]),
-    (torch.atanh, [(-0.0, 0.5), (-0.0, -0.0), (-0.0, 2.0), (0.3, -0.2)]),
+    (torch.asinh, [(-0.0, 2.0), (-0.0, -2.0), (0.0, 2.0), (-0.0, 0.5), (-1e-30, 2.0), (nan, -0.0),
+                   (nan, 1e30)]),
+    (torch.atanh, [(-0.0, 0.5), (-0.0, -0.0), (-0.0, 2.0), (0.3, -0.2), (inf, -0.0), (0.0, nan),
+                   (-inf, nan), (2.5, nan), (nan, 0.0), (nan, nan)]),
     (torch.sqrt, [(-0.5, -0.0), (-0.5, 0.0), (-0.0, -0.0), (-2.0, -0.0), (4.0, -1.0),
                   (inf, nan), (-inf, nan), (nan, inf), (nan, -inf)]),
     (torch.asin, [(2.5, -0.0), (-1.0, -0.0), (-0.0, -0.0), (0.0, nan), (1e30, nan)]),

@@ -32,18 +32,6 @@ def with_infinite_modulus(log):
     return rule
 
 
-def real_sign_kept(fn):
-    """An odd function mapping each half plane into itself (asinh, atanh): the result's real
-    part has the sign of z's, -0.0 included, which chooses the side of a branch cut."""
-    def rule(z):
-        out = fn(z)
-        if not jnp.iscomplexobj(z):
-            return out
-        return lax.complex(jnp.copysign(out.real, z.real), out.imag)
-
-    return rule
-
-
 def imag_sign_kept(fn):
     """sqrt: the result's imaginary part has the sign of z's (-0.0 picks the cut's lower side)."""
     def rule(z):
@@ -90,7 +78,24 @@ def _atan_parts(z, re, im):
     return jnp.where(nan_y | jnp.isnan(x), jnp.nan, re), jnp.where(nan_y, jnp.nan, im)
 
 
+def _atanh_parts(z, re, im):
+    x, y = z.real, z.imag
+    # x + NaN i: +-0 + NaN i for a zero or infinite x; NaN + y i: NaN + NaN i for a finite y
+    nan_y = jnp.isnan(y) & ~jnp.isnan(x)
+    zero = jnp.copysign(jnp.zeros_like(x), x)
+    re = jnp.where(nan_y, _nan_unless((x == 0) | jnp.isinf(x), zero), re)
+    nan_x = jnp.isnan(x) & ~jnp.isinf(y)
+    return jnp.where(nan_x, jnp.nan, re), jnp.where(nan_y | nan_x, jnp.nan, im)
+
+
+def _asinh_parts(z, re, im):
+    x, y = z.real, z.imag
+    nan_x = jnp.isnan(x) & jnp.isfinite(y)  # NaN + y i: NaN + NaN i but for a zero y
+    return jnp.where(nan_x, jnp.nan, re), jnp.where(nan_x, _nan_unless(y == 0, y), im)
+
+
 _INVERSE_TRIG = {
+    "atanh": (True, 1, _atanh_parts), "asinh": (True, 1, _asinh_parts),
     # (result's real part odd in z's, imaginary part's sign against z's, NaN cases)
     "asin": (True, 1, _asin_parts), "acos": (False, -1, _acos_parts),
     "acosh": (False, 1, _acosh_parts), "atan": (True, 1, _atan_parts),
@@ -98,9 +103,9 @@ _INVERSE_TRIG = {
 
 
 def inverse_trig(name, fn):
-    """asin, acos, acosh, atan as CPU's C99 kernels give them: on a branch cut the sign of
-    z's zero part picks the side (acos(2.5 - 0i) = +1.567i; XLA ignores it), and a NaN part
-    makes NaN + NaN i except where C99 keeps a part (asin(0 + NaN i) = 0 + NaN i)."""
+    """asin, acos, acosh, atan, asinh, atanh as CPU's C99 kernels give them: on a branch cut
+    the sign of z's zero part picks the side (acos(2.5 - 0i) = +1.567i; XLA ignores it), and
+    a NaN part makes NaN + NaN i except where C99 keeps a part (asin(0 + NaN i) = 0 + NaN i)."""
     real_odd, imag_sign, nan_parts = _INVERSE_TRIG[name]
 
     def rule(z):

@@ -23,7 +23,6 @@ from .complex_edges import (
     complex_sqrt,
     imag_sign_kept,
     inverse_trig,
-    real_sign_kept,
     trig_c99,
     with_infinite_modulus,
 )
@@ -212,8 +211,9 @@ for _op, _fn in [
     (aten.acos, inverse_trig("acos", jnp.arccos)),
     (aten.acosh, inverse_trig("acosh", jnp.arccosh)),
     (aten.asin, inverse_trig("asin", jnp.arcsin)),
-    (aten.asinh, real_sign_kept(jnp.arcsinh)), (aten.atan, inverse_trig("atan", jnp.arctan)),
-    (aten.atanh, real_sign_kept(jnp.arctanh)),
+    (aten.asinh, inverse_trig("asinh", jnp.arcsinh)),
+    (aten.atan, inverse_trig("atan", jnp.arctan)),
+    (aten.atanh, inverse_trig("atanh", jnp.arctanh)),
     *[(getattr(aten, _name), trig_c99(_name, *_REAL_SINH_COSH))
       for _name in ("cos", "sin", "cosh", "sinh")],
     (aten.tan, trig_c99("tan")), (aten.tanh, trig_c99("tanh")), (aten.exp, apart(_exp)),
