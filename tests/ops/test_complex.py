@@ -23,13 +23,34 @@ def _same_with_zero_signs(actual: torch.Tensor, expected: torch.Tensor) -> None:
 
 
 @pytest.mark.parametrize("fn, values", [
-    (torch.asinh, [(-0.0, 2.0), (-0.0, -2.0), (0.0, 2.0), (-0.0, 0.5), (-1e-30, 2.0)]),
-    (torch.atanh, [(-0.0, 0.5), (-0.0, -0.0), (-0.0, 2.0), (0.3, -0.2)]),
-    (torch.sqrt, [(-0.5, -0.0), (-0.5, 0.0), (-0.0, -0.0), (-2.0, -0.0), (4.0, -1.0)]),
+    (torch.asinh, [(-0.0, 2.0), (-0.0, -2.0), (0.0, 2.0), (-0.0, 0.5), (-1e-30, 2.0), (nan, -0.0),
+                   (nan, 1e30)]),
+    (torch.atanh, [(-0.0, 0.5), (-0.0, -0.0), (-0.0, 2.0), (0.3, -0.2), (inf, -0.0), (0.0, nan),
+                   (-inf, nan), (2.5, nan), (nan, 0.0), (nan, nan)]),
+    (torch.sqrt, [(-0.5, -0.0), (-0.5, 0.0), (-0.0, -0.0), (-2.0, -0.0), (4.0, -1.0),
+                  (inf, nan), (-inf, nan), (nan, inf), (nan, -inf)]),
+    (torch.asin, [(2.5, -0.0), (-1.0, -0.0), (-0.0, -0.0), (0.0, nan), (1e30, nan)]),
+    (torch.acos, [(2.5, -0.0), (2.5, 0.0), (1.0, -0.0), (0.0, nan), (-1e30, nan)]),
+    (torch.acosh, [(0.0, -0.0), (-1.0, -0.0), (-inf, -0.0), (0.0, nan), (1e30, nan)]),
+    (torch.atan, [(-0.0, 1e30), (-0.0, inf), (1.0, 0.0), (0.0, nan), (nan, 0.0), (nan, -inf),
+                  (nan, 2.5)]),
     (torch.abs, [(inf, nan), (nan, -inf), (-inf, 1.0), (3.0, 4.0)]),
     (torch.log, [(inf, nan), (nan, inf), (-inf, nan), (-1.0, -0.0), (0.5, 2.0)]),
     (torch.log2, [(nan, -inf), (2.0, 0.0)]),
     (torch.log10, [(inf, nan), (10.0, 1.0)]),
+    (torch.sin, [(-0.0, 1.0), (inf, 0.0), (inf, inf), (nan, -inf), (-0.0, nan), (0.5, 2.0)]),
+    (torch.cos, [(0.0, 2.5), (inf, -0.0), (-inf, inf), (nan, 0.0), (-0.0, nan), (0.5, 2.0)]),
+    (torch.sinh, [(0.0, 2.5), (-0.0, inf), (inf, -0.0), (-inf, nan), (1.0, -0.0), (0.5, 2.0)]),
+    (torch.cosh, [(0.0, -1.0), (-0.0, inf), (-inf, 0.0), (inf, nan), (nan, -0.0), (0.5, 2.0)]),
+    (torch.tan, [(-0.0, 1.0), (inf, -0.0), (-inf, -inf), (nan, 0.0), (0.5, 2.0)]),
+    (torch.tanh, [(0.0, inf), (-0.0, nan), (1.0, -0.0), (inf, -inf), (nan, -0.0), (0.5, 2.0)]),
+    (torch.reciprocal, [(-0.0, 0.0), (inf, inf), (nan, -inf), (0.0, -1.0), (0.5, 2.0)]),
+    (torch.rsqrt, [(0.0, inf), (-inf, 1.0), (-1.0, -0.0), (0.5, 2.0)]),
+    (torch.sigmoid, [(inf, inf), (-inf, 1.0), (-1e30, 2.5), (0.5, 2.0)]),
+    (torch.expm1, [(inf, 0.0), (1.0, -0.0), (nan, 0.0), (-inf, -0.0), (0.5, 2.0)]),
+    (torch.exp2, [(inf, 0.0), (inf, -0.0), (inf, 1e-3), (-inf, inf), (0.5, 2.0), (3.0, -1.0)]),
+    (torch.exp, [(inf, inf), (inf, nan), (-inf, inf), (-inf, -inf), (-inf, nan), (inf, -0.0),
+                 (1.0, -0.0), (nan, -0.0), (nan, inf), (0.5, 2.0)]),
 ], ids=lambda v: getattr(v, "__name__", ""))
 def test_edges_of_complex_functions_are_cpus(fn, values):
     z = torch.tensor([complex(re, im) for re, im in values], dtype=torch.complex64)
@@ -58,3 +79,26 @@ def test_complex_logcumsumexp_on_a_long_row_is_cpus():
 
 def test_complex_of_parts_that_do_not_broadcast_is_refused_as_cpu():
     raises_as_cpu(lambda d: torch.complex(torch.ones(2, device=d), torch.ones(3, device=d)))
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_small_integer_powers_are_products_as_on_cpu(dtype):
+    # XLA's complex pow goes through exp and log: (501j) ** 2 had an imaginary part
+    z = torch.tensor([501j, -10000j, 1 + 2j, -3 - 0.5j, 1e3 + 1e-3j], dtype=dtype)
+    for exponent in (2, 3, -2, -1, 0.5):
+        torch.testing.assert_close(torch.pow(z.to("tpu"), exponent).cpu(), torch.pow(z, exponent),
+                                   rtol=1e-6, atol=0)
+    _same_with_zero_signs(torch.square(z.to("tpu")).cpu(), torch.square(z))
+
+
+def test_refs_real_and_imag_are_real_views_of_the_base():
+    z = torch.tensor([[1 + 2j, 3 - 4j], [5 + 6j, -7j]]).T
+    t = z.to("tpu")
+    for fn in (torch._refs.real, torch._refs.imag):
+        expected, actual = fn(z), fn(t)
+        assert (actual.dtype, actual.stride(), actual.storage_offset()) == (
+            expected.dtype, expected.stride(), expected.storage_offset())
+        torch.testing.assert_close(actual.cpu(), expected)
+    torch._refs.imag(t).mul_(10)
+    torch._refs.imag(z).mul_(10)
+    torch.testing.assert_close(t.cpu(), z)

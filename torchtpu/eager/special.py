@@ -317,6 +317,10 @@ HANDLERS = {
     aten.is_set_to.default: _is_set_to,
     aten.is_pinned.default: _is_pinned,
     aten._has_same_storage_numel.default: _has_same_storage_numel,
+    # torch._refs.real / imag's view prims, whose meta kernel makes a copy: the aten views
+    # alias their base with CPU's strides (a view without a rule would be gathered complex).
+    torch.ops.prims.real.default: lambda args, kwargs: torch.real(*args, **kwargs),
+    torch.ops.prims.imag.default: lambda args, kwargs: torch.imag(*args, **kwargs),
 }
 for _packet in (aten.linspace, aten.logspace):
     for _overload in ("Tensor_Tensor", "Tensor_Scalar", "Scalar_Tensor"):

@@ -15,10 +15,15 @@ import torch
 from jax import lax
 
 from .complex_edges import (
+    c10_divide,
     complex_abs,
+    complex_exp,
+    complex_expm1,
     complex_logaddexp,
+    complex_sqrt,
     imag_sign_kept,
-    real_sign_kept,
+    inverse_trig,
+    trig_c99,
     with_infinite_modulus,
 )
 from .dtypes import (
@@ -125,10 +130,27 @@ for _op, _fn in [
 ]:
     _unary(_op, _fn)
 
+def inverse(x):
+    """1 / x; a complex x divides as c10::complex does (1 / 0 is inf + NaN i there)."""
+    return c10_divide(1, x) if jnp.iscomplexobj(x) else 1 / x
+
+
 def exact_rsqrt(x):
     """``1 / sqrt(x)`` as CPU computes it, two correctly rounded steps. XLA rewrites it
     into its own rsqrt, which differs in the last bit for about a third of the values."""
+    if jnp.iscomplexobj(x):
+        return inverse(imag_sign_kept(complex_sqrt)(x))
     return 1 / lax.optimization_barrier(jnp.sqrt(x))
+
+
+def _expm1(x):
+    return complex_expm1(x) if jnp.iscomplexobj(x) else jnp.expm1(x)
+
+
+def _sigmoid(x):
+    if jnp.iscomplexobj(x):  # CPU's 1 / (1 + exp(-z)), C99's exp and c10's division
+        return inverse(1 + complex_exp(-x))
+    return jax.nn.sigmoid(x)
 
 
 def _exp_halved(a):
@@ -153,14 +175,27 @@ def _hyperbolic(fn, odd: bool):
     return rule
 
 
+_REAL_SINH_COSH = (_hyperbolic(jnp.sinh, odd=True), _hyperbolic(jnp.cosh, odd=False))
+
+
 def _exp2(x):
     """2^round(x) * 2^(x - round(x)): XLA's exp2 is exp(x ln 2), whose rounded product is
     34 ulps off for large float32 x, where CPU's is correctly rounded."""
     if jnp.iscomplexobj(x):
-        return jnp.exp2(x)
+        # exp(z ln 2) with each part scaled (a complex product makes inf * 0 a NaN), as CPU
+        ln2 = math.log(2)
+        return complex_exp(lax.complex(x.real * ln2, x.imag * ln2))
     n = jnp.clip(jnp.round(x), -2048, 2048)
     split = jnp.ldexp(jnp.exp2(x - n), n.astype(jnp.int32))
     return jnp.where(jnp.isfinite(x), split, jnp.exp2(x))
+
+
+def _sqrt(x):
+    return complex_sqrt(x) if jnp.iscomplexobj(x) else jnp.sqrt(x)
+
+
+def _exp(x):
+    return complex_exp(x) if jnp.iscomplexobj(x) else jnp.exp(x)
 
 
 def apart(fn):
@@ -173,18 +208,21 @@ def apart(fn):
 
 
 for _op, _fn in [
-    (aten.acos, jnp.arccos), (aten.acosh, jnp.arccosh), (aten.asin, jnp.arcsin),
-    (aten.asinh, real_sign_kept(jnp.arcsinh)), (aten.atan, jnp.arctan),
-    (aten.atanh, real_sign_kept(jnp.arctanh)),
-    (aten.cos, jnp.cos), (aten.sin, jnp.sin),
-    (aten.cosh, _hyperbolic(jnp.cosh, odd=False)), (aten.sinh, _hyperbolic(jnp.sinh, odd=True)),
-    (aten.tan, jnp.tan), (aten.tanh, jnp.tanh), (aten.exp, apart(jnp.exp)),
+    (aten.acos, inverse_trig("acos", jnp.arccos)),
+    (aten.acosh, inverse_trig("acosh", jnp.arccosh)),
+    (aten.asin, inverse_trig("asin", jnp.arcsin)),
+    (aten.asinh, inverse_trig("asinh", jnp.arcsinh)),
+    (aten.atan, inverse_trig("atan", jnp.arctan)),
+    (aten.atanh, inverse_trig("atanh", jnp.arctanh)),
+    *[(getattr(aten, _name), trig_c99(_name, *_REAL_SINH_COSH))
+      for _name in ("cos", "sin", "cosh", "sinh")],
+    (aten.tan, trig_c99("tan")), (aten.tanh, trig_c99("tanh")), (aten.exp, apart(_exp)),
     (aten.exp2, _exp2),
-    (aten.expm1, jnp.expm1), (aten.log, with_infinite_modulus(jnp.log)),
+    (aten.expm1, _expm1), (aten.log, with_infinite_modulus(jnp.log)),
     (aten.log2, with_infinite_modulus(jnp.log2)), (aten.log10, with_infinite_modulus(jnp.log10)),
-    (aten.log1p, jnp.log1p), (aten.sqrt, imag_sign_kept(apart(jnp.sqrt))),
-    (aten.rsqrt, exact_rsqrt), (aten.reciprocal, lambda x: 1 / x),
-    (aten.sigmoid, jax.nn.sigmoid), (aten.erf, jax.scipy.special.erf),
+    (aten.log1p, jnp.log1p), (aten.sqrt, imag_sign_kept(apart(_sqrt))),
+    (aten.rsqrt, exact_rsqrt), (aten.reciprocal, inverse),
+    (aten.sigmoid, _sigmoid), (aten.erf, jax.scipy.special.erf),
     (aten.erfc, jax.scipy.special.erfc), (aten.erfinv, erfinv),
     (aten.lgamma, lgamma),
     (aten.i0, jax.scipy.special.i0), (aten.sinc, jnp.sinc),
@@ -394,12 +432,13 @@ def _int_power(a, b):
 def _pow_scalar(self, exponent):
     """CPU's kernel for a number exponent: 0 and 1 exact; 2, 3 and -2 as products, -1 as a
     reciprocal, 0.5 and -0.5 as roots (x ** 2 is x * x there; XLA's pow is a few ulps off,
-    and sqrt's -0 and -inf differ from pow's). bfloat16 rounds after each step and takes
-    the exponent in bfloat16; float16 is pow throughout, the exponent in float16."""
+    and sqrt's -0 and -inf differ from pow's), complex bases too (XLA's complex pow goes
+    through exp and log: (501j) ** 2 had an imaginary part). bfloat16 rounds after each step
+    and takes the exponent in bfloat16; float16 is pow throughout, the exponent in float16."""
     dtype = result_type(self, exponent)
     if dtype == jnp.bool_:  # a bool by True or False: CPU copies it or fills ones, no kernel
         return jnp.where(exponent, self, True)
-    if not jnp.issubdtype(dtype, jnp.floating):
+    if not jnp.issubdtype(dtype, jnp.inexact):
         return _pow(self, exponent)
     low = dtype in LOW_PRECISION
     x = self.astype(jnp.float32 if low else dtype)
@@ -411,7 +450,8 @@ def _pow_scalar(self, exponent):
     forms = {0: lambda: jnp.ones_like(x), 1: lambda: x}
     if dtype != jnp.float16:
         forms |= {2: lambda: x * x, 3: lambda: rounded(rounded(x * x) * x),
-                  -2: lambda: 1 / rounded(x * x), -1: lambda: 1 / x, 0.5: lambda: jnp.sqrt(x)}
+                  -2: lambda: inverse(rounded(x * x)), -1: lambda: inverse(x),
+                  0.5: lambda: imag_sign_kept(jnp.sqrt)(x)}
     if isinstance(exponent, (int, float)):  # a constant here (torch.compile)
         if exponent == -0.5 and dtype != jnp.float16:
             return exact_rsqrt(x).astype(dtype)
