@@ -101,3 +101,15 @@ def test_factorizations_are_column_major_as_lapacks(op):
     assert cpu.stride() == (1, 5)
     assert tpu.stride() == cpu.stride()
     torch.testing.assert_close(tpu.cpu().abs(), cpu.abs())  # (eigenvectors up to sign)
+
+
+@pytest.mark.usefixtures("eager_mode")
+def test_dropout_follows_a_transposed_inputs_order():
+    # CPU's dropout is its input times an empty_like mask; cuda's fused kernel (the one a
+    # tpu tensor takes) lays its result and mask out as the input too.
+    x = torch.rand(2, 3, 5, 4) + 1
+    cpu = torch.native_dropout(x.transpose(2, 3), 0.3, True)
+    out, mask = torch.native_dropout(x.to("tpu").transpose(2, 3), 0.3, True)
+    assert out.stride() == mask.stride() == cpu[0].stride() == (60, 20, 1, 4)
+    kept = mask.cpu()
+    torch.testing.assert_close(out.cpu()[kept], x.transpose(2, 3)[kept] / 0.7)
