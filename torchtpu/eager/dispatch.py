@@ -500,7 +500,8 @@ _COPIES_OF_INPUT = {aten.slice_scatter.default, aten.select_scatter.default,
 _FOLLOWING_ORDER = {*_COPIES_OF_INPUT, aten.addr.default, aten.sort.default, aten.sort.stable,
                     aten.flip.default, aten.index_put.default, aten.put.default,
                     aten.hardswish.default, aten.complex.default, aten.polar.default,
-                    aten.native_dropout.default, aten._fft_r2c.default, aten._fft_c2c.default, aten._fft_c2r.default}
+                    aten.native_dropout.default, aten._fft_r2c.default, aten._fft_c2c.default,
+                    aten._fft_c2r.default}
 # Factorizations and solves: CPU's results are in LAPACK's column-major order whatever the
 # input's (the meta kernels say which results and how).
 _LAPACK_ORDER = {aten.linalg_inv_ex.default, aten.linalg_cholesky_ex.default,

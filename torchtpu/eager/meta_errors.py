@@ -608,6 +608,8 @@ _CPU_CHECKS = {
     _aten._amp_foreach_non_finite_check_and_unscale.default: _unscale_check,
     _aten._amp_foreach_non_finite_check_and_unscale_.default: _unscale_check,
     _aten.nll_loss2d_forward.default: nn_checks.nll2d_check,
+    _aten._embedding_bag.default: nn_checks.embedding_bag_check,
+    _aten._embedding_bag_forward_only.default: nn_checks.embedding_bag_check,
     _aten.var.correction: _VAR, _aten.var.dim: _VAR, _aten.var.default: _VAR,
     _aten.std.correction: _VAR, _aten.std.dim: _VAR, _aten.std.default: _VAR,
     _aten.mean.dim: _mean_dtype,
