@@ -483,3 +483,25 @@ def test_embedding_bag_index_outside_raises_as_cpu(dtype, mode, padding_idx, bad
     raises_as_cpu(lambda d: F.embedding_bag(
         torch.tensor([[bad, 1]], device=d), torch.randn(10, 2, dtype=dtype, device=d),
         padding_idx=padding_idx, mode=mode))
+
+
+def _in_place_backward(forward):
+    def bad(d):
+        a = torch.tensor([-1.0, 1.0], device=d, requires_grad=True)
+        forward(a.clone()).backward(torch.ones(2, device=d))
+    return bad
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("bad", [
+    lambda d: F.softshrink(torch.randn(5, device=d), -1),
+    lambda d: F.softshrink(torch.randn(5, dtype=torch.float16, device=d), 1e10),
+    lambda d: F.softshrink(torch.randn(5, dtype=torch.float64, device=d), -1.5),
+    _in_place_backward(lambda x: F.leaky_relu_(x, -2)),
+    _in_place_backward(lambda x: F.rrelu_(x, -5.0, 1.0)),
+    lambda d: F.ctc_loss(torch.rand(0, 0, 4, device=d), *(torch.tensor(
+        [], dtype=torch.long, device=d) for _ in range(3)), reduction="none"),
+], ids=["softshrink_negative", "softshrink_past_half", "softshrink_double",
+        "leaky_relu_in_place_negative_slope", "rrelu_in_place_negative_slope", "ctc_empty"])
+def test_activation_and_ctc_arguments_raise_as_cpu(bad):
+    raises_as_cpu(bad)

@@ -610,6 +610,7 @@ _CPU_CHECKS = {
     _aten.nll_loss2d_forward.default: nn_checks.nll2d_check,
     _aten._embedding_bag.default: nn_checks.embedding_bag_check,
     _aten._embedding_bag_forward_only.default: nn_checks.embedding_bag_check,
+    _aten.leaky_relu_backward.default: nn_checks.leaky_relu_backward_check,
     _aten.var.correction: _VAR, _aten.var.dim: _VAR, _aten.var.default: _VAR,
     _aten.std.correction: _VAR, _aten.std.dim: _VAR, _aten.std.default: _VAR,
     _aten.mean.dim: _mean_dtype,

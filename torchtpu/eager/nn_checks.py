@@ -260,3 +260,15 @@ def embedding_bag_check(weight, indices, offsets, *_) -> str | None:
     if len(weight.shape) != 2:
         return f"weight has to be a 2D Tensor, but got Tensor of dimension {len(weight.shape)}"
     return None
+
+
+def leaky_relu_backward_check(grad_output, self, negative_slope, self_is_result) -> str | None:
+    """An in-place forward left only its result, whose sign a negative slope flipped: CPU's
+    kernel refuses it (the rule takes the slope as a static argument, so this sees it)."""
+    if self_is_result and negative_slope < 0:
+        return ("In-place leakyReLu backward calculation is triggered with a negative slope "
+                "which is not supported. This is caused by calling in-place forward function "
+                "with a negative slope, please call out-of-place version instead. File an issue "
+                "at https://github.com/pytorch/pytorch if you do require supporting in-place "
+                "leakRelu backward calculation with negative slope")
+    return None
