@@ -449,6 +449,8 @@ def _following_memory_format(func, inner: Handler) -> Handler:
         except (NotImplementedError, RuntimeError):  # no meta kernel: keep what we have
             return out
         if func is aten.convolution.default:
+            if 0 in args[0].shape[:2]:
+                return out  # CPU's _convolution answers an empty batch with a plain view
             # The meta kernel does not pick CPU's backend: CPU's (mkldnn's, and its slow
             # path's) result is channels_last when the input or the weight is (its only
             # arguments that can be).

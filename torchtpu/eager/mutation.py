@@ -200,8 +200,9 @@ def _checks_overlap(func, functional) -> bool:
 
 def refuse_self_overlap(t) -> None:
     """CPU's error for writing through a tensor that repeats an element (an expanded one:
-    PyTorch's has_internal_overlap is certain only where a stride 0 repeats)."""
-    if isinstance(t, TpuTensor) and not t._direct and any(
+    PyTorch's has_internal_overlap is certain only where a stride 0 repeats; an empty one
+    writes nothing)."""
+    if isinstance(t, TpuTensor) and not t._direct and t.numel() and any(
             st == 0 and n > 1 for n, st in zip(t.shape, t.stride(), strict=True)):
         raise RuntimeError(
             "unsupported operation: more than one element of the written-to tensor refers "
