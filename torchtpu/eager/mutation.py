@@ -186,9 +186,10 @@ def _inplace_name(func) -> bool:
     return name.endswith("_") or name.startswith("__i")
 
 
-# In-place ops CPU lets write through a self-overlapping (expanded) tensor.
+# In-place ops CPU lets write through a self-overlapping (expanded) tensor (threshold_: an
+# idempotent write, its kernel says).
 _OVERLAP_ALLOWED = {"fill_", "zero_", "_foreach_zero_", "masked_fill_", "index_fill_", "index_put_",
-                    "_index_put_impl_", "tril_", "triu_", "fill_diagonal_"}
+                    "_index_put_impl_", "tril_", "triu_", "fill_diagonal_", "threshold_"}
 
 
 def _checks_overlap(func, functional) -> bool:
