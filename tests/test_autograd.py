@@ -74,12 +74,14 @@ def test_autograd_grad_and_double_backward():
     assert_same(res[1], res[0])
 
 
+@pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
 @pytest.mark.parametrize("mode", ["sum", "mean", "max"])
-def test_embedding_bag_forward_and_backward(mode):
+def test_embedding_bag_forward_and_backward(mode, index_dtype):
+    # (int32 indices: max's row of each bag was lost to an int64 sentinel, a zero gradient)
     torch.manual_seed(0)
     w0 = torch.randn(10, 3)
-    idx = torch.tensor([1, 2, 4, 5, 4, 3, 9, 0])
-    off = torch.tensor([0, 2, 2, 5])  # bag 1 is empty
+    idx = torch.tensor([1, 2, 4, 5, 4, 3, 9, 0], dtype=index_dtype)
+    off = torch.tensor([0, 2, 2, 5], dtype=index_dtype)  # bag 1 is empty
     psw = torch.rand(8) if mode == "sum" else None
     res = []
     for dev in ("cpu", "tpu"):

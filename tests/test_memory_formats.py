@@ -125,3 +125,27 @@ def test_a_channels_last_convolution_takes_the_layout_of_cpus_kernel(conv, kwarg
     cpu, tpu = conv(x, w, **kwargs), conv(x.to("tpu"), w.to("tpu"), **kwargs)
     assert tpu.stride() == cpu.stride()
     assert_same(tpu, cpu, rtol=1e-5, atol=1e-5)
+
+
+def test_dropout_follows_a_transposed_inputs_order():
+    # CPU's dropout is its input times an empty_like mask; cuda's fused kernel (the one a
+    # tpu tensor takes) lays its result and mask out as the input too.
+    x = torch.rand(2, 3, 5, 4) + 1
+    cpu = torch.native_dropout(x.transpose(2, 3), 0.3, True)
+    out, mask = torch.native_dropout(x.to("tpu").transpose(2, 3), 0.3, True)
+    assert out.stride() == mask.stride() == cpu[0].stride() == (60, 20, 1, 4)
+    kept = mask.cpu()
+    torch.testing.assert_close(out.cpu()[kept], x.transpose(2, 3)[kept] / 0.7)
+
+
+@pytest.mark.parametrize("shape, weight", [
+    ((0, 4, 8, 8), (4, 4, 3, 3)), ((0, 4, 5, 5, 5), (4, 4, 3, 3, 3)), ((2, 0, 5, 5), (3, 0, 3, 3))],
+    ids=["empty_batch_2d", "empty_batch_3d", "no_channels"])
+def test_convolution_of_an_empty_channels_last_input_is_contiguous(shape, weight):
+    # CPU's _convolution answers an empty batch (or no channels) with a view, not a backend
+    fmt = torch.channels_last if len(shape) == 4 else torch.channels_last_3d
+    x, w = torch.randn(shape).to(memory_format=fmt), torch.randn(weight)
+    cpu = F.conv2d(x, w) if len(shape) == 4 else F.conv3d(x, w)
+    x, w = x.to("tpu"), w.to("tpu")
+    tpu = F.conv2d(x, w) if len(shape) == 4 else F.conv3d(x, w)
+    assert tpu.stride() == cpu.stride() and tpu.shape == cpu.shape

@@ -379,17 +379,18 @@ def test_in_place_ops_whose_functional_overload_is_named_otherwise(op, other):
 
 
 @pytest.mark.parametrize("op", ["add_", "mul_", "relu_", "copy_", "uniform_", "clamp_", "fill_",
-                                "zero_", "masked_fill_", "tril_", "unsqueeze_"])
+                                "zero_", "masked_fill_", "tril_", "unsqueeze_", "threshold_"])
 def test_writing_through_an_expanded_tensor_as_cpu(op):
     # CPU refuses most in-place ops on a tensor whose elements repeat; a few it allows.
     args = {"add_": (1,), "mul_": (2,), "copy_": (torch.ones(4, 3),), "clamp_": (0, 1),
             "fill_": (1.0,), "masked_fill_": (torch.ones(4, 3, dtype=torch.bool), 1.0),
-            "unsqueeze_": (0,)}.get(op, ())
+            "unsqueeze_": (0,), "threshold_": (0.5, 9.0)}.get(op, ())
     outcomes = []
     for device in ("cpu", TPU):
         x = torch.arange(3.0, device=device).expand(4, 3)
         try:
-            getattr(x, op)(*(a.to(device) if isinstance(a, torch.Tensor) else a for a in args))
+            fn = torch.threshold_ if op == "threshold_" else getattr(torch.Tensor, op)
+            fn(x, *(a.to(device) if isinstance(a, torch.Tensor) else a for a in args))
             outcomes.append("ran")
         except RuntimeError as e:
             assert "more than one element of the written-to tensor" in str(e)

@@ -244,6 +244,8 @@ def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduct
         if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()
                                             or v.dtype == torch.bool):
             raise RuntimeError(f"{name} must be integral")
+    if log_probs.numel() == 0:  # (CPU's composite checks it whatever the lengths' device)
+        raise RuntimeError("log_probs tensor must not be empty")
     if all(_on_host(v) for v in (input_lengths, target_lengths)):
         ctc_check(log_probs.shape, targets.shape, input_lengths, target_lengths, blank)
     lengths = [torch.as_tensor(v, dtype=torch.int64).to(log_probs.device)

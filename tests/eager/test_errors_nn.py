@@ -453,3 +453,55 @@ def test_ctc_lengths_within_bounds_still_compute():
         return _ctc(d, torch.tensor([10, 7]), torch.tensor([2, 1]), targets=(3,))
 
     assert torch.allclose(loss("tpu").cpu(), loss("cpu"), atol=1e-5)
+
+
+def _bag(weight_shape, indices_shape, offsets_shape):
+    return lambda d: torch._embedding_bag(torch.zeros(weight_shape, device=d),
+                                          torch.zeros(indices_shape, dtype=torch.long, device=d),
+                                          torch.zeros(offsets_shape, dtype=torch.long, device=d))
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("bad", [
+    _bag((2, 6), (2, 0, 0, 6, 6), (2, 0, 0, 6, 6)), _bag((2, 2), (2,), (2, 0, 6)),
+    _bag((2, 2, 2), (2,), (2,)),
+    lambda d: F.embedding_bag(torch.zeros(2, 0, 6, dtype=torch.long, device=d),
+                              torch.zeros(2, 6, device=d), torch.zeros(2, 0, dtype=torch.long,
+                                                                       device=d)),
+], ids=["input_rank", "offsets_rank", "weight_rank", "functional"])
+def test_embedding_bag_ranks_raise_as_cpu(bad):
+    raises_as_cpu(bad, (RuntimeError, ValueError))
+
+
+@pytest.mark.parametrize("dtype, mode, padding_idx", [
+    (torch.float32, "sum", None), (torch.float64, "sum", None), (torch.float32, "max", None),
+    (torch.float32, "mean", 0), (torch.bfloat16, "mean", None)])
+@pytest.mark.parametrize("bad", [-1, 11])
+def test_embedding_bag_index_outside_raises_as_cpu(dtype, mode, padding_idx, bad):
+    # CPU's fast path (float rows, sum or mean, no padding_idx) and its generic kernel word
+    # the error differently
+    raises_as_cpu(lambda d: F.embedding_bag(
+        torch.tensor([[bad, 1]], device=d), torch.randn(10, 2, dtype=dtype, device=d),
+        padding_idx=padding_idx, mode=mode))
+
+
+def _in_place_backward(forward):
+    def bad(d):
+        a = torch.tensor([-1.0, 1.0], device=d, requires_grad=True)
+        forward(a.clone()).backward(torch.ones(2, device=d))
+    return bad
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("bad", [
+    lambda d: F.softshrink(torch.randn(5, device=d), -1),
+    lambda d: F.softshrink(torch.randn(5, dtype=torch.float16, device=d), 1e10),
+    lambda d: F.softshrink(torch.randn(5, dtype=torch.float64, device=d), -1.5),
+    _in_place_backward(lambda x: F.leaky_relu_(x, -2)),
+    _in_place_backward(lambda x: F.rrelu_(x, -5.0, 1.0)),
+    lambda d: F.ctc_loss(torch.rand(0, 0, 4, device=d), *(torch.tensor(
+        [], dtype=torch.long, device=d) for _ in range(3)), reduction="none"),
+], ids=["softshrink_negative", "softshrink_past_half", "softshrink_double",
+        "leaky_relu_in_place_negative_slope", "rrelu_in_place_negative_slope", "ctc_empty"])
+def test_activation_and_ctc_arguments_raise_as_cpu(bad):
+    raises_as_cpu(bad)

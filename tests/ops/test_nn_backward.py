@@ -409,6 +409,24 @@ def test_ctc_loss_of_one_unbatched_sample(reduction):
     assert_same(run(TPU), run("cpu"), **TOL)
 
 
+@pytest.mark.parametrize("as_tensors", [False, True])
+def test_ctc_loss_backward_when_every_target_is_empty(as_tensors):
+    # The lattice is one state wide: the backward's skip mask kept two columns
+    logits = _randn(7, 3, 5)
+
+    def run(device):
+        x = logits.to(device).requires_grad_()
+        lengths = [[7, 6, 5], [0, 0, 0]]
+        if as_tensors:
+            lengths = [torch.tensor(v, device=device) for v in lengths]
+        loss = F.ctc_loss(x.log_softmax(2), torch.zeros(0, dtype=torch.long, device=device),
+                          *lengths)
+        loss.backward()
+        return loss, x.grad
+
+    assert_same(run(TPU), run("cpu"), **TOL)
+
+
 @pytest.mark.parametrize("mode", ["strict", "fused"])
 @pytest.mark.parametrize("layer", [
     lambda: torch.nn.BatchNorm1d(6),

@@ -117,8 +117,25 @@ def _index_copy(value, dim, size, at):
     return "index_copy_(): " + _bounds(value, dim, size, at)
 
 
-def _bag(value, dim, size, at):
-    return f"Index {at} of input takes value {value} which is not in the valid range [0, {size})"
+def _bag_indices(args, kwargs):
+    """embedding_bag's indices; the "dim" slot says which of CPU's kernels reads them: its fast
+    path (float, half and bfloat16 rows with unit column stride, sum or mean, no padding_idx)
+    and its generic one word the error differently."""
+    weight, indices = args[0], args[1]
+    if weight.dim() != 2:
+        return []
+    mode = args[4] if len(args) > 4 else kwargs.get("mode", 0)
+    padding_idx = args[8] if len(args) > 8 else kwargs.get("padding_idx", -1)
+    fast = (weight.dtype in (torch.float32, torch.float16, torch.bfloat16) and mode in (0, 1)
+            and padding_idx < 0 and weight.stride(1) == 1)
+    return [(indices, 0 if fast else 1, weight.shape[0], None)]
+
+
+def _bag(value, fast_path, size, at):
+    if fast_path == 0:
+        return (f"Index {at} of input takes value {value} which is not in the valid range "
+                f"[0, {size})")
+    return f"embedding_bag: Expected idx >= 0 && idx < num_embeddings but found idx to be {value}"
 
 
 _GATHER = _Spec(_dim_index, False, RuntimeError, _bounds)
@@ -129,7 +146,7 @@ _ADD = _Spec(_dim_index, False, RuntimeError, _bounds,
              _Spec(lambda args, kwargs: [(args[2], 0, args[0].numel(), None)], False,
                    IndexError, _in_self))
 _COPY = _Spec(_dim_index, True, IndexError, _index_copy)
-_BAG = _Spec(_embedding, False, RuntimeError, _bag)
+_BAG = _Spec(_bag_indices, False, RuntimeError, _bag)
 _TAKE = _Spec(_flat, True, IndexError, _take)
 _TARGET = _Spec(_nll_target, False, IndexError, _target)
 _MARGIN = _Spec(_margin_target, False, RuntimeError, lambda *_: "target out of range")

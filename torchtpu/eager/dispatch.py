@@ -450,6 +450,8 @@ def _following_memory_format(func, inner: Handler) -> Handler:
         except (NotImplementedError, RuntimeError):  # no meta kernel: keep what we have
             return out
         if func is aten.convolution.default:
+            if 0 in args[0].shape[:2]:
+                return out  # CPU's _convolution answers an empty batch with a plain view
             # The meta kernel does not pick CPU's backend: CPU's (mkldnn's, and its 2-d slow
             # path's) result is channels_last when the input or the weight is (its only
             # arguments that can be); the 3-d slow kernels' is contiguous.
@@ -503,7 +505,8 @@ _COPIES_OF_INPUT = {aten.slice_scatter.default, aten.select_scatter.default,
 _FOLLOWING_ORDER = {*_COPIES_OF_INPUT, aten.addr.default, aten.sort.default, aten.sort.stable,
                     aten.flip.default, aten.index_put.default, aten.put.default,
                     aten.hardswish.default, aten.complex.default, aten.polar.default,
-                    aten._fft_r2c.default, aten._fft_c2c.default, aten._fft_c2r.default}
+                    aten.native_dropout.default, aten._fft_r2c.default, aten._fft_c2c.default,
+                    aten._fft_c2r.default}
 # Factorizations and solves: CPU's results are in LAPACK's column-major order whatever the
 # input's (the meta kernels say which results and how).
 _LAPACK_ORDER = {aten.linalg_inv_ex.default, aten.linalg_cholesky_ex.default,

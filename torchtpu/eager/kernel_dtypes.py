@@ -61,6 +61,18 @@ def _rrelu(self, noise, lower=None, upper=None, training=False, *_):
     return kernel_refuses(kernel, "biuc")(self)
 
 
+def _softshrink(self, lambd=0.5):
+    """CPU's softshrink_check: the kernel's dtypes, then lambda within the input dtype's range
+    (numbers as c10 prints them: six significant digits)."""
+    if (refused := kernel_refuses("softshrink_check", "biuc")(self)) is not None:
+        return refused
+    high = float(torch.finfo(self.dtype).max)
+    if not 0 <= lambd <= high:
+        return (f"lambda must be in range [0, {high:g}] for input dtype "
+                f"{scalar_type_name(self.dtype)}, but found {float(lambd):g}")
+    return None
+
+
 def _result_refused(kernel: str, kinds: str):
     """CPU's kernel, dispatched on the result's dtype (the op's dtype argument), is not built
     for these kinds."""
@@ -179,6 +191,7 @@ KERNEL_DTYPE_CHECKS = {
     _aten.round.decimals: lambda self, decimals=0: kernel_refuses(
         "round_vml_cpu" if decimals == 0 else "round_cpu", "biuc")(self),
     _aten.rrelu_with_noise.default: _rrelu,
+    _aten.softshrink.default: _softshrink,
     _aten.repeat_interleave.Tensor: kernel_refuses("repeat_interleave_cpu", "bfhBc"),
     _aten.normal.Tensor_float: kernel_refuses("normal_kernel_cpu", "biu"),
     _aten.bernoulli.default: _first(kernel_refuses("bernoulli_tensor_cpu_self_", "c"),

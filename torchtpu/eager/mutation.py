@@ -186,9 +186,10 @@ def _inplace_name(func) -> bool:
     return name.endswith("_") or name.startswith("__i")
 
 
-# In-place ops CPU lets write through a self-overlapping (expanded) tensor.
+# In-place ops CPU lets write through a self-overlapping (expanded) tensor (threshold_: an
+# idempotent write, its kernel says).
 _OVERLAP_ALLOWED = {"fill_", "zero_", "_foreach_zero_", "masked_fill_", "index_fill_", "index_put_",
-                    "_index_put_impl_", "tril_", "triu_", "fill_diagonal_"}
+                    "_index_put_impl_", "tril_", "triu_", "fill_diagonal_", "threshold_"}
 
 
 def _checks_overlap(func, functional) -> bool:
@@ -200,8 +201,9 @@ def _checks_overlap(func, functional) -> bool:
 
 def refuse_self_overlap(t) -> None:
     """CPU's error for writing through a tensor that repeats an element (an expanded one:
-    PyTorch's has_internal_overlap is certain only where a stride 0 repeats)."""
-    if isinstance(t, TpuTensor) and not t._direct and any(
+    PyTorch's has_internal_overlap is certain only where a stride 0 repeats; an empty one
+    writes nothing)."""
+    if isinstance(t, TpuTensor) and not t._direct and t.numel() and any(
             st == 0 and n > 1 for n, st in zip(t.shape, t.stride(), strict=True)):
         raise RuntimeError(
             "unsupported operation: more than one element of the written-to tensor refers "

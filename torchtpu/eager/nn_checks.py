@@ -247,3 +247,28 @@ def nearest_upsample_check(self, output_size, *_, **__):
 # (upsample_nearest's own, with a lowering, are checked in meta_errors.py)
 DECOMPOSED.update({getattr(_aten, f"_upsample_nearest_exact{nd}d").default:
                    nearest_upsample_check for nd in (1, 2, 3)})
+
+
+def embedding_bag_check(weight, indices, offsets, *_) -> str | None:
+    """CPU's _embedding_bag_cpu_impl's rank checks, in its order (the meta kernel has none,
+    and the rule would fail on the shapes)."""
+    nd = len(indices.shape)
+    if nd not in (1, 2):
+        return f"input has to be a 1D or 2D Tensor, but got Tensor of dimension {nd}"
+    if nd == 1 and len(offsets.shape) != 1:
+        return f"offsets has to be a 1D Tensor, but got Tensor of dimension {len(offsets.shape)}"
+    if len(weight.shape) != 2:
+        return f"weight has to be a 2D Tensor, but got Tensor of dimension {len(weight.shape)}"
+    return None
+
+
+def leaky_relu_backward_check(grad_output, self, negative_slope, self_is_result) -> str | None:
+    """An in-place forward left only its result, whose sign a negative slope flipped: CPU's
+    kernel refuses it (the rule takes the slope as a static argument, so this sees it)."""
+    if self_is_result and negative_slope < 0:
+        return ("In-place leakyReLu backward calculation is triggered with a negative slope "
+                "which is not supported. This is caused by calling in-place forward function "
+                "with a negative slope, please call out-of-place version instead. File an issue "
+                "at https://github.com/pytorch/pytorch if you do require supporting in-place "
+                "leakRelu backward calculation with negative slope")
+    return None

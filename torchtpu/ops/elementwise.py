@@ -687,7 +687,9 @@ def _leaky_relu(self, negative_slope=0.01):
     return jnp.where(self > 0, self, self * negative_slope)
 
 
-@lowering(aten.leaky_relu_backward)
+# Static: CPU refuses a negative slope after an in-place forward (nn_checks), a check of the
+# slope's value; one model uses one slope.
+@lowering(aten.leaky_relu_backward, static=("negative_slope", "self_is_result"))
 @opmath
 def _leaky_relu_backward(grad_output, self, negative_slope, self_is_result):
     return jnp.where(self > 0, grad_output, grad_output * negative_slope)

@@ -120,7 +120,7 @@ def _ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths,
     last = (s == 2 * tl[:, None]) | ((s == 2 * tl[:, None] - 1) & (tl[:, None] > 0))
     # Going back, a state is reached from itself, the next one, and the one two on where that
     # one may follow it.
-    skip_next = jnp.concatenate([skip[:, 2:], jnp.zeros((n, 2), bool)], axis=1)
+    skip_next = jnp.concatenate([skip[:, 2:], jnp.zeros((n, 2), bool)], axis=1)[:, :width]
 
     def step(nxt, t):
         lb2 = jnp.concatenate([nxt[:, 1:], jnp.full((n, 1), neg_inf)], axis=1)

@@ -50,7 +50,7 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, s
     if mode == _MAX:
         rows = jnp.take(weight, indices, axis=0)
         is_max = rows == out[offset2bag]
-        pos = jnp.where(is_max, indices[:, None], jnp.iinfo(jnp.int64).max)
+        pos = jnp.where(is_max, indices[:, None], jnp.iinfo(indices.dtype).max)  # (int32 too)
         max_indices = jax.ops.segment_min(pos, offset2bag, n_bags)
         max_indices = jnp.where(counts[:, None] > 0, max_indices, -1)
     else:
