@@ -101,3 +101,22 @@ def test_factorizations_are_column_major_as_lapacks(op):
     assert cpu.stride() == (1, 5)
     assert tpu.stride() == cpu.stride()
     torch.testing.assert_close(tpu.cpu().abs(), cpu.abs())  # (eigenvectors up to sign)
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("op", [
+    lambda x: torch.fft.fft(x, dim=0), lambda x: torch.fft.rfft(x, dim=1),
+    lambda x: torch.fft.ihfft(x, dim=0), lambda x: torch.fft.irfft(x, dim=1),
+    lambda x: torch.fft.fftn(x, dim=(0, 2)), lambda x: torch.fft.rfft2(x, dim=(-1, 0)),
+    lambda x: torch.fft.irfftn(x, dim=(1, 0)), lambda x: torch.fft.hfft2(x, dim=(1, 2)),
+    lambda x: torch.fft.ihfftn(x[0]), lambda x: torch.fft.fftn(x.mT, dim=(0, 1)),
+    lambda x: torch.fft.fftn(x, dim=()),
+], ids=["fft", "rfft", "ihfft", "irfft", "fftn", "rfft2", "irfftn", "hfft2", "ihfftn",
+        "fftn_transposed", "fftn_no_dims"])
+def test_ffts_are_laid_out_as_mkls(op):
+    # CPU's (MKL's) FFTs put the batch dimensions outermost and the transformed ones innermost,
+    # in the order they ran: fft(x, dim=0) of a contiguous x is not contiguous.
+    x = torch.randn(4, 5, 6, 7)
+    cpu, tpu = op(x), op(x.to("tpu"))
+    assert tpu.stride() == cpu.stride()
+    assert_same(tpu, cpu, rtol=1e-4, atol=1e-4)
