@@ -120,3 +120,15 @@ def test_ffts_are_laid_out_as_mkls(op):
     cpu, tpu = op(x), op(x.to("tpu"))
     assert tpu.stride() == cpu.stride()
     assert_same(tpu, cpu, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("op", [
+    torch.clone, lambda x: x.to(torch.complex64), torch.empty_like, torch.zeros_like,
+], ids=["clone", "to", "empty_like", "zeros_like"])
+def test_copies_of_a_dense_layout_keep_the_strides_of_its_size_one_dims(op):
+    # empty_like's preserve_format copies a non-overlapping, dense input's strides as they are,
+    # a size-1 dimension's too (the meta kernels' empty_like recomputes that one)
+    x = torch.randn(3, 1, 4).mT
+    assert x.stride() == (4, 1, 4)
+    cpu, tpu = op(x), op(x.to("tpu"))
+    assert tpu.stride() == cpu.stride() == x.stride()
