@@ -122,6 +122,16 @@ def test_ffts_are_laid_out_as_mkls(op):
     assert_same(tpu, cpu, rtol=1e-4, atol=1e-4)
 
 
+def test_fft_batch_dimensions_of_equal_strides_are_in_mkls_order():
+    # CPU partitions the batch dimensions out with std::partition, which is not stable: of
+    # two size-1 dimensions of one stride the later one ends up outer
+    x = torch.randn(3, 4, 1, dtype=torch.complex64)
+    x = x.as_strided(x.shape, (4, 1, 1))
+    cpu, tpu = torch.fft.fft(x, dim=0), torch.fft.fft(x.to("tpu"), dim=0)
+    assert tpu.stride() == cpu.stride() == (1, 3, 12)
+    assert_same(tpu, cpu, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("op", [
     torch.clone, lambda x: x.to(torch.complex64), torch.empty_like, torch.zeros_like,
 ], ids=["clone", "to", "empty_like", "zeros_like"])

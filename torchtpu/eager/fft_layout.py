@@ -24,6 +24,24 @@ def _by_stride(dims, stride) -> list[int]:
     return sorted(dims, key=lambda d: -stride[d])
 
 
+def _batch_dims(ndim: int, dim) -> list[int]:
+    """The dimensions not in ``dim``, in the order libstdc++'s std::partition leaves them
+    (it swaps from both ends: not stable), which decides the order of equal strides."""
+    order, first, last = list(range(ndim)), 0, ndim
+    while True:
+        while first != last and order[first] not in dim:
+            first += 1
+        if first == last:
+            return order[:first]
+        last -= 1
+        while first != last and order[last] in dim:
+            last -= 1
+        if first == last:
+            return order[:first]
+        order[first], order[last] = order[last], order[first]
+        first += 1
+
+
 def _exec_fft_strides(in_stride, out_size, dim) -> tuple[int, ...]:
     """``_exec_fft``'s result strides: ``dim`` innermost in its order, then the other
     dimensions in ``in_stride``'s order."""
@@ -33,8 +51,7 @@ def _exec_fft_strides(in_stride, out_size, dim) -> tuple[int, ...]:
         stride[d] = step
         step *= max(out_size[d], 1)
     batch_step = 1
-    for d in reversed(_by_stride([d for d in range(len(out_size)) if d not in dim],
-                                 in_stride)):
+    for d in reversed(_by_stride(_batch_dims(len(out_size), dim), in_stride)):
         stride[d] = batch_step * step
         batch_step *= out_size[d]
     return tuple(stride)
