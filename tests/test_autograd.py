@@ -154,6 +154,20 @@ def test_sparse_embedding_gradient_is_dense_on_tpu():
     assert_same(tpu.weight.grad, cpu.weight.grad.to_dense())
 
 
+def test_gather_sparse_grad_gradient_is_dense_on_tpu():
+    # As Embedding(sparse=True): gather(sparse_grad=True)'s gradient is CPU's, densified.
+    x = torch.randn(10, 5)
+    index = torch.tensor([[0, 1, 1], [4, 4, 2]])
+    grads = []
+    for device in ("cpu", TPU):
+        leaf = x.to(device).detach().requires_grad_()
+        out = torch.gather(leaf, 1, index.to(device), sparse_grad=True)
+        (out * torch.arange(6.0).view(2, 3).to(device)).sum().backward()
+        grads.append(leaf.grad)
+    assert grads[1].layout == torch.strided
+    assert_same(grads[1], grads[0].to_dense())
+
+
 def test_forward_mode_ad_with_tangents_laid_out_unlike_their_primals():
     import torch.autograd.forward_ad as fwAD
 

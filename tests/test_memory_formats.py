@@ -149,3 +149,43 @@ def test_convolution_of_an_empty_channels_last_input_is_contiguous(shape, weight
     x, w = x.to("tpu"), w.to("tpu")
     tpu = F.conv2d(x, w) if len(shape) == 4 else F.conv3d(x, w)
     assert tpu.stride() == cpu.stride() and tpu.shape == cpu.shape
+
+
+@pytest.mark.parametrize("op", [
+    lambda x: torch.fft.fft(x, dim=0), lambda x: torch.fft.rfft(x, dim=1),
+    lambda x: torch.fft.ihfft(x, dim=0), lambda x: torch.fft.irfft(x, dim=1),
+    lambda x: torch.fft.fftn(x, dim=(0, 2)), lambda x: torch.fft.rfft2(x, dim=(-1, 0)),
+    lambda x: torch.fft.irfftn(x, dim=(1, 0)), lambda x: torch.fft.hfft2(x, dim=(1, 2)),
+    lambda x: torch.fft.ihfftn(x[0]), lambda x: torch.fft.fftn(x.mT, dim=(0, 1)),
+    lambda x: torch.fft.fftn(x, dim=()),
+], ids=["fft", "rfft", "ihfft", "irfft", "fftn", "rfft2", "irfftn", "hfft2", "ihfftn",
+        "fftn_transposed", "fftn_no_dims"])
+def test_ffts_are_laid_out_as_mkls(op):
+    # CPU's (MKL's) FFTs put the batch dimensions outermost and the transformed ones innermost,
+    # in the order they ran: fft(x, dim=0) of a contiguous x is not contiguous.
+    x = torch.randn(4, 5, 6, 7)
+    cpu, tpu = op(x), op(x.to("tpu"))
+    assert tpu.stride() == cpu.stride()
+    assert_same(tpu, cpu, rtol=1e-4, atol=1e-4)
+
+
+def test_fft_batch_dimensions_of_equal_strides_are_in_mkls_order():
+    # CPU partitions the batch dimensions out with std::partition, which is not stable: of
+    # two size-1 dimensions of one stride the later one ends up outer
+    x = torch.randn(3, 4, 1, dtype=torch.complex64)
+    x = x.as_strided(x.shape, (4, 1, 1))
+    cpu, tpu = torch.fft.fft(x, dim=0), torch.fft.fft(x.to("tpu"), dim=0)
+    assert tpu.stride() == cpu.stride() == (1, 3, 12)
+    assert_same(tpu, cpu, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", [
+    torch.clone, lambda x: x.to(torch.complex64), torch.empty_like, torch.zeros_like,
+], ids=["clone", "to", "empty_like", "zeros_like"])
+def test_copies_of_a_dense_layout_keep_the_strides_of_its_size_one_dims(op):
+    # empty_like's preserve_format copies a non-overlapping, dense input's strides as they are,
+    # a size-1 dimension's too (the meta kernels' empty_like recomputes that one)
+    x = torch.randn(3, 1, 4).mT
+    assert x.stride() == (4, 1, 4)
+    cpu, tpu = op(x), op(x.to("tpu"))
+    assert tpu.stride() == cpu.stride() == x.stride()

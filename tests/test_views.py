@@ -231,6 +231,16 @@ def test_views_of_another_element_size_alias_their_base():
     assert_same(run("tpu"), run("cpu"))
 
 
+def test_as_strided_of_a_real_view_of_complex_reads_its_reals():
+    # as_strided of x.real counts float elements of the complex storage (stft frames x.real
+    # so, and ffts the frames)
+    def run(device):
+        z = torch.complex(torch.arange(6.0), -torch.arange(6.0)).to(device)
+        return z.imag.as_strided((2, 3), (2, 1), 1), z.real.as_strided((3,), (4,))
+
+    assert_same(run("tpu"), run("cpu"))
+
+
 @pytest.mark.parametrize(
     "dtype", [torch.int16, torch.float64, torch.uint8, torch.complex64, torch.bool])
 def test_dtype_views_of_an_empty_tensor_scale_the_last_dimension(dtype):

@@ -161,11 +161,12 @@ def _to_executor(op):
 # them with kernels of its own, but they also have a CompositeImplicitAutograd kernel, which
 # PyTorch runs for a device without one (7-11 ops, rounding after each in bfloat16).
 # _local_scalar_dense: torch.tensor([t, t]) reads 0-d tensors with Python dispatch off.
-# embedding_sparse_backward: its composite builds a sparse tensor (ops/decomps.py: dense).
+# embedding_sparse_backward, _gather_sparse_backward: their composites build a sparse tensor
+# (ops/decomps.py: dense).
 # set_.source_Storage: torch.tensor(storage) sets an empty tensor to the storage with Python
 # dispatch off.
 _KERNELS = ("silu_backward", "mish_backward", "_local_scalar_dense", "embedding_sparse_backward",
-            "set_.source_Storage")
+            "_gather_sparse_backward", "set_.source_Storage")
 
 # Small index and window factories: cheaper built once on the host than compiled.
 _HOST_FACTORIES = ("tril_indices", "triu_indices", "hann_window", "hamming_window",

@@ -26,6 +26,7 @@ from . import (
     bounds,
     conv_checks,
     fallback,
+    fft_layout,
     meta_errors,
     mutation,
     number_checks,
@@ -236,6 +237,8 @@ def _build_here(func, fused: bool) -> Handler:
             return _scattering_in_memory_order(_rule_handler(rule, fused))
         if func is aten.nonzero.default:
             return _in_columns(_rule_handler(rule, fused))
+        if func in fft_layout.FFT_OPS:
+            return fft_layout.laid_out_as_cpu(func, _rule_handler(rule, fused))
         return number_checks.checking_number(
             func, _following_memory_format(func, _rule_handler(rule, fused)))
     derived = mutation.derived_handler(func, functional_handler)
@@ -505,8 +508,7 @@ _COPIES_OF_INPUT = {aten.slice_scatter.default, aten.select_scatter.default,
 _FOLLOWING_ORDER = {*_COPIES_OF_INPUT, aten.addr.default, aten.sort.default, aten.sort.stable,
                     aten.flip.default, aten.index_put.default, aten.put.default,
                     aten.hardswish.default, aten.complex.default, aten.polar.default,
-                    aten.native_dropout.default, aten._fft_r2c.default, aten._fft_c2c.default,
-                    aten._fft_c2r.default}
+                    aten.native_dropout.default}
 # Factorizations and solves: CPU's results are in LAPACK's column-major order whatever the
 # input's (the meta kernels say which results and how).
 _LAPACK_ORDER = {aten.linalg_inv_ex.default, aten.linalg_cholesky_ex.default,

@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import torch
 
 from ..ops.registry import LOWERINGS
-from ..ops.views import gather_view, grow_storage, math_bits, window
-from ..tensor import Storage, TpuTensor, contiguous_strides, make_view, wrap
+from ..ops.views import gather_as, gather_view, grow_storage, math_bits, window
+from ..tensor import Storage, TpuTensor, contiguous_strides, is_dense, make_view, wrap
 from . import meta_errors, strict
 from .values import call_unwrapped, unwrap
 
@@ -64,9 +64,9 @@ def handler(func):
         elif run is not None:
             value = call_unwrapped(run, args, kwargs)
         elif type(outs) is tuple:
-            value = _gathered(storage, *outs)
+            value = _gathered(storage, *outs, base._bitcast)
         else:
-            value = [_gathered(storage, *o) for o in outs]
+            value = [_gathered(storage, *o, base._bitcast) for o in outs]
         if not aliases:
             return wrap(value)  # what an aliasing-if-possible op returned as a copy
         if torch.is_inference_mode_enabled() != base.is_inference():
@@ -151,10 +151,13 @@ def _bits(m: torch.Tensor) -> tuple[bool, bool] | None:
     return (conj, neg) if conj or neg else None
 
 
-def _gathered(storage: Storage, geometry: tuple, bits):
-    """The value of a view with this geometry and math bits, from its storage."""
+def _gathered(storage: Storage, geometry: tuple, bits, bitcast):
+    """The value of a view with this geometry and math bits, from its storage; ``bitcast``:
+    the view's dtype where it reads the storage's bytes as another (as_strided of x.real of
+    a complex x counts floats)."""
     size, stride, offset = geometry
-    value = gather_view(storage.value, offset, (size, stride))
+    value = (gather_view(storage.value, offset, (size, stride)) if bitcast is None
+             else gather_as(storage.value, bitcast, offset, (size, stride)))
     return value if bits is None else math_bits(value, *bits)
 
 
@@ -187,6 +190,10 @@ def inplace_handler(func):
 def layout_for(t: torch.Tensor, memory_format=None) -> tuple[int, ...]:
     """The strides PyTorch gives a copy of ``t`` in ``memory_format`` (default: preserve, which
     keeps a dense layout such as channels_last and makes anything else contiguous)."""
+    if memory_format in (None, torch.preserve_format) and is_dense(t.shape, t.stride()):
+        # as c10's empty_like: the strides as they are, a size-1 dimension's too (the meta
+        # kernels' empty_like recomputes that one)
+        return tuple(t.stride())
     meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
     return torch.empty_like(meta, memory_format=memory_format or torch.preserve_format).stride()
 

@@ -237,7 +237,8 @@ DECOMPOSITIONS[aten.to_padded_tensor.default] = _to_padded_tensor
 
 
 # tpu has no sparse layout: Embedding(sparse=True)'s gradient is dense, as
-# EmbeddingBag(sparse=True)'s is (PyTorch would build a sparse COO tensor).
+# EmbeddingBag(sparse=True)'s and gather(sparse_grad=True)'s are (PyTorch would build a sparse
+# COO tensor).
 
 
 def _embedding_sparse_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
@@ -246,6 +247,13 @@ def _embedding_sparse_backward(grad, indices, num_weights, padding_idx, scale_gr
 
 
 DECOMPOSITIONS[aten.embedding_sparse_backward.default] = _embedding_sparse_backward
+
+
+def _gather_sparse_backward(self, dim, index, grad):
+    return aten.gather_backward(grad, self, dim, index, False)
+
+
+DECOMPOSITIONS[aten._gather_sparse_backward.default] = _gather_sparse_backward
 
 
 def _new_zeros_with_same_feature_meta(self, other, self_num_batch_dims=0):
