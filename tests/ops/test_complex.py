@@ -81,6 +81,14 @@ def test_complex_of_parts_that_do_not_broadcast_is_refused_as_cpu():
     raises_as_cpu(lambda d: torch.complex(torch.ones(2, device=d), torch.ones(3, device=d)))
 
 
+@pytest.mark.parametrize("shapes", [((2,), (3,)), ((1, 3, 2), (3,)), ((3, 1, 2), (2, 1, 2))])
+def test_polar_of_parts_that_do_not_broadcast_is_refused_as_cpu(shapes):
+    a, b = shapes
+    raises_as_cpu(lambda d: torch.polar(torch.ones(a, device=d), torch.ones(b, device=d)))
+    raises_as_cpu(lambda d: torch.polar(torch.ones(a, device=d), torch.ones(b, device=d),
+                                        out=torch.empty(a, dtype=torch.complex64, device=d)))
+
+
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
 def test_complex_small_integer_powers_are_products_as_on_cpu(dtype):
     # XLA's complex pow goes through exp and log: (501j) ** 2 had an imaginary part

@@ -657,8 +657,9 @@ _CPU_CHECKS = {
     _aten.stack.default: _stack_check,
     _aten.masked_select.default: lambda self, mask: _broadcast_message([mask.shape, self.shape]),
     # (after its dtypes, which its rule checks)
-    _aten.complex.default: lambda real, imag: _broadcast_message([real.shape, imag.shape]) if (
-        real.dtype == imag.dtype and np.dtype(real.dtype).kind == "f") else None,
+    **{op: lambda real, imag: _broadcast_message([real.shape, imag.shape]) if (
+        real.dtype == imag.dtype and np.dtype(real.dtype).kind == "f") else None
+       for op in (_aten.complex.default, _aten.polar.default)},
     **CLAMP_CHECKS,
     _aten.max.default: _first(nonempty_check("max"), kernel_refuses("max_all", "c")),
     _aten.min.default: _first(nonempty_check("min"), kernel_refuses("min_all", "c")),
