@@ -95,3 +95,12 @@ def test_complex_sums_of_many_elements_keep_float_accuracy(op):
     x = torch.full((64, 32, 16, 8), 15.96875, dtype=torch.complex64)
     assert_same(op(x.to("tpu")), op(x), rtol=1e-6, atol=0)
     assert_same(op(x.to("tpu"), (1, 3)), op(x, (1, 3)), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("special", [float("nan"), float("inf"), -float("inf")])
+def test_complex_mean_of_a_non_finite_real_part_is_nan_in_both_parts_as_cpu(special):
+    # CPU divides the complex sum by a complex count: inf+2.5j / (5+0j) is inf+nanj
+    x = torch.tensor([1 + 1j, 2 - 1j, special, -3 + 2j, 0.5 + 0.5j], dtype=torch.complex64)
+    assert_same(x.to("tpu").mean(), x.mean(), rtol=0, atol=0)
+    assert_same(x.view(1, 5).to("tpu").mean(1, keepdim=True), x.view(1, 5).mean(1, keepdim=True),
+                rtol=0, atol=0)

@@ -57,7 +57,14 @@ def _sum(self, dim=None, keepdim=False, *, dtype=None):
 @lowering(aten.mean.dim, aten.mean.default)
 def _mean(self, dim=None, keepdim=False, *, dtype=None):
     x = self if dtype is None else self.astype(to_jax_dtype(dtype))
-    return _complex_apart(jnp.mean, x, axis=_axes(dim, self.ndim), keepdims=keepdim)
+    axes = _axes(dim, self.ndim)
+    if not jnp.iscomplexobj(x):
+        return jnp.mean(x, axis=axes, keepdims=keepdim)
+    # CPU divides the complex sum by a complex count, so an inf or nan real part makes the
+    # imaginary part nan as well (inf+0.5j summed gives inf+nanj, not inf+0.5j).
+    count = math.prod(x.shape[d] for d in (range(x.ndim) if axes is None else axes))
+    total = _complex_apart(jnp.sum, x, axis=axes, keepdims=keepdim)
+    return total / jnp.asarray(complex(count), total.dtype)
 
 
 @lowering(aten.prod.dim_int, aten.prod.default)
