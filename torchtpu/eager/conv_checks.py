@@ -52,6 +52,11 @@ def uses_mkldnn(dtype, x, w, stride, dilation, groups, transposed=False,
     return not small_1x1 and not native_faster
 
 
+def _per_dim(nd: int, *params) -> list[list[int]]:
+    """Each parameter with a value per spatial dimension (one value stands for all)."""
+    return [list(p) * nd if len(p) == 1 else list(p) for p in params]
+
+
 def keeps_channels_last(input, weight, stride, dilation, transposed, output_padding,  # noqa: A002
                         groups) -> bool:
     """Whether CPU's kernel for this convolution gives a channels_last result for a
@@ -59,9 +64,7 @@ def keeps_channels_last(input, weight, stride, dilation, transposed, output_padd
     (slow_conv3d, its dilated and transposed forms) are contiguous whatever they are given."""
     if weight.dim() != 5:
         return True
-    nd = 3
-    stride, dilation, output_padding = (list(p) * nd if len(p) == 1 else list(p)
-                                        for p in (stride, dilation, output_padding))
+    stride, dilation, output_padding = _per_dim(3, stride, dilation, output_padding)
     return uses_mkldnn(to_torch_dtype(input.dtype), list(input.shape), list(weight.shape),
                        stride, dilation, groups, transposed, output_padding)
 
@@ -172,9 +175,8 @@ def convolution_check(input, weight, bias=None, stride=(), padding=(), dilation=
     if error := _parameters(x, w, stride, padding, dilation, output_padding, groups):
         return error
     nd = len(w) - 2
-    stride, padding, dilation, output_padding = (
-        list(p) * nd if len(p) == 1 else list(p)
-        for p in (stride, padding, dilation, output_padding))
+    stride, padding, dilation, output_padding = _per_dim(nd, stride, padding, dilation,
+                                                         output_padding)
     if error := _shapes(x, w, bias, transposed, groups):
         return error
     if not transposed and (error := _kernel_size(input, weight, padding, dilation)):
