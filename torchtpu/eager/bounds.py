@@ -118,9 +118,9 @@ def _index_copy(value, dim, size, at):
 
 
 def _bag_indices(args, kwargs):
-    """embedding_bag's indices; the "dim" slot says which of CPU's kernels reads them: its fast
-    path (float, half and bfloat16 rows with unit column stride, sum or mean, no padding_idx)
-    and its generic one word the error differently."""
+    """embedding_bag's indices; the "dim" slot says whether CPU's generic kernel reads them
+    rather than its fast path (float, half and bfloat16 rows with unit column stride, sum or
+    mean, no padding_idx): the two word the error differently."""
     weight, indices = args[0], args[1]
     if weight.dim() != 2:
         return []
@@ -128,11 +128,11 @@ def _bag_indices(args, kwargs):
     padding_idx = args[8] if len(args) > 8 else kwargs.get("padding_idx", -1)
     fast = (weight.dtype in (torch.float32, torch.float16, torch.bfloat16) and mode in (0, 1)
             and padding_idx < 0 and weight.stride(1) == 1)
-    return [(indices, 0 if fast else 1, weight.shape[0], None)]
+    return [(indices, not fast, weight.shape[0], None)]
 
 
-def _bag(value, fast_path, size, at):
-    if fast_path == 0:
+def _bag(value, generic, size, at):
+    if not generic:
         return (f"Index {at} of input takes value {value} which is not in the valid range "
                 f"[0, {size})")
     return f"embedding_bag: Expected idx >= 0 && idx < num_embeddings but found idx to be {value}"
