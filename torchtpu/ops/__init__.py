@@ -4,6 +4,7 @@ Importing this package registers every rule family.
 """
 
 from . import (  # noqa: F401  (registration side effects)
+    activations,
     amp,
     attention,
     conv,
