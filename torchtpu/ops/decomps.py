@@ -161,7 +161,7 @@ def _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_wei
     context = (weights @ heads(value, w_v, b_v, source)).transpose(1, 2)
     out = F.linear(context.reshape(batch, length, embed_dim), proj_weight, proj_bias)
     if not need_weights:
-        return out, out.new_empty(0)
+        return out, None  # ATen's undefined tensor: None in Python, as from cpu
     return out, weights.mean(dim=1) if average_attn_weights else weights
 
 
