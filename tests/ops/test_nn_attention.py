@@ -9,7 +9,7 @@ import re
 
 import pytest
 import torch
-from conftest import TPU
+from conftest import TPU, raises_as_cpu
 from torch import nn
 
 TOL = dict(rtol=1e-5, atol=1e-5)
@@ -88,6 +88,8 @@ def test_multihead_attention_inference_matches_cpu(need_weights):
     torch.testing.assert_close(out[0].cpu(), expected[0], **TOL)
     if need_weights:
         torch.testing.assert_close(out[1].cpu(), expected[1], **TOL)
+    else:  # CPU's fast path gives no weights (an undefined tensor), not an empty one
+        assert expected[1] is None and out[1] is None
 
 
 def _masked_softmax_masks(b, h, n):
@@ -121,6 +123,7 @@ def test_masked_softmax_matches_cpu(dim, mask_i):
 
 
 @pytest.mark.parametrize("mask, mask_type", [
+    (torch.ones(5, 5, dtype=torch.bool), None), (torch.ones(5, 5, dtype=torch.bool), 3),
     (torch.ones(5, 5, dtype=torch.long), 0), (torch.ones(4, 4, dtype=torch.bool), 0),
     (torch.ones(3, 5, dtype=torch.bool), 1), (torch.ones(2, 3, 5, 4, dtype=torch.bool), 2),
 ])
@@ -130,3 +133,59 @@ def test_masked_softmax_bad_masks_raise_as_cpu(mask, mask_type):
         torch._masked_softmax(x, mask, 3, mask_type)
     with pytest.raises(RuntimeError, match=re.escape(on_cpu.value.args[0])):
         torch._masked_softmax(x.to(TPU), mask.to(TPU), 3, mask_type)
+
+
+def _native_mha_args(device, length=4, source=4):
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, n, 8, generator=g) for n in (length, source, source))
+    weights = torch.randn(24, 8, generator=g), torch.randn(24, generator=g)
+    proj = torch.randn(8, 8, generator=g), torch.randn(8, generator=g)
+    return [t.to(device) for t in (q, k, v)] + [8, 2] + [t.to(device) for t in (*weights, *proj)]
+
+
+@pytest.mark.parametrize("mask_type", [0, 2])
+def test_encoder_layer_inference_float_mask_masks_its_nonzeros_as_on_cpu(mask_type):
+    # ATen's fast path makes a float mask boolean (nonzero masks): an additive mask of other
+    # values than 0 and -inf gives other numbers than the slow path there, and here the same.
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True).eval()
+    on_tpu = copy.deepcopy(layer).to(TPU)
+    x = torch.randn(2, 4, 8)
+    bias = torch.randn(4, 4)
+    args = _native_mha_args("cpu")
+    with torch.no_grad():
+        expected = layer(x, src_mask=bias)
+        out = on_tpu(x.to(TPU), src_mask=bias.to(TPU)).cpu()
+        bias[:, 1] = 0  # a column kept
+        bias = bias if mask_type == 0 else bias.expand(2, 2, 4, 4)
+        direct = torch._native_multi_head_attention(*args, bias, True, False, mask_type)
+        on_tpu_direct = torch._native_multi_head_attention(
+            *_native_mha_args(TPU), bias.to(TPU), True, False, mask_type)
+    torch.testing.assert_close(out, expected, equal_nan=True, **TOL)
+    for a, b in zip(on_tpu_direct, direct, strict=True):
+        torch.testing.assert_close(a.cpu(), b, equal_nan=True, **TOL)
+
+
+@pytest.mark.parametrize("case", ["cross_shapes", "untyped_mask", "bad_mask_type", "bad_heads"])
+def test_native_multi_head_attention_bad_arguments_raise_as_cpu(case):
+    def call(device):
+        args = _native_mha_args(device, *((3, 5) if case == "cross_shapes" else ()))
+        mask, mask_type = None, None
+        if case in ("untyped_mask", "bad_mask_type"):
+            mask = torch.zeros(4, 4, dtype=torch.bool, device=device)
+            mask_type = 3 if case == "bad_mask_type" else None
+        if case == "bad_heads":
+            args[4] = 3
+        return torch._native_multi_head_attention(*args, mask, True, True, mask_type)
+
+    raises_as_cpu(call)
+
+
+def test_native_multi_head_attention_of_an_empty_batch_gives_no_weights_as_cpu():
+    args = _native_mha_args("cpu")
+    args[:3] = [t[:0] for t in args[:3]]
+    expected = torch._native_multi_head_attention(*args)
+    out = torch._native_multi_head_attention(*[a.to(TPU) if isinstance(a, torch.Tensor) else a
+                                               for a in args])
+    assert expected[1] is None and out[1] is None
+    assert out[0].shape == expected[0].shape and out[0].device.type == "tpu"

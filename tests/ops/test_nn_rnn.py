@@ -97,6 +97,22 @@ def test_pack_padded_sequence_refuses_bad_lengths_as_cpu():
             x.to(d), torch.tensor(lengths), True))
 
 
+@pytest.mark.parametrize("shape, lengths", [((0, 0), []), ((0, 1, 10), [[11, 14], [14, 2]])])
+def test_pack_padded_sequence_refuses_empty_input_before_its_lengths_as_cpu(shape, lengths):
+    # CPU's first check is for an empty input; a tpu one fell through to the lengths checks or
+    # to an index_select of float rows (upstream test_packed_sequence).
+    raises_as_cpu(lambda d: torch._pack_padded_sequence(
+        torch.randn(shape, device=d), torch.tensor(lengths, dtype=torch.int64), True))
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("shape", [(), (3,)])
+def test_pack_padded_sequence_of_a_0d_or_1d_input_raises_index_error_as_cpu(shape, batch_first):
+    # A tpu input of fewer than two dimensions raised ValueError from unpacking its shape.
+    raises_as_cpu(lambda d: torch._pack_padded_sequence(
+        torch.ones(shape, device=d), torch.tensor([1]), batch_first), IndexError)
+
+
 @pytest.mark.parametrize("reduction", ["sum", "mean", "none"])
 @pytest.mark.parametrize("kind", ["host", "list"])
 def test_ctc_loss_takes_lengths_from_the_host_as_on_cuda(reduction, kind):

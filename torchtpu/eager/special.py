@@ -219,12 +219,17 @@ def _packed_rows(batch_sizes: list[int], batch: int) -> list[int]:
 def _pack_padded_sequence(args, kwargs):
     # Lengths in and batch sizes out stay on the host, as on cuda: the packed RNN reads them.
     x, lengths, batch_first = args
+    # ATen's order of checks, and its IndexError for an input of fewer than two dimensions
+    # (from the transpose or from size(1)).
+    if x.numel() == 0:
+        raise RuntimeError("Cannot pack empty tensors.")
+    steps = x.transpose(0, 1) if batch_first else x
     if lengths.device.type != "cpu" or lengths.dim() != 1 or lengths.dtype != torch.int64:
         raise RuntimeError(
             "'lengths' argument should be a 1D CPU int64 tensor, but got "
             f"{lengths.dim()}D {lengths.device} {scalar_type_name(lengths.dtype)} tensor")
-    steps = x.transpose(0, 1) if batch_first else x
-    time, batch = steps.shape[:2]
+    batch = steps.size(1)
+    time = steps.size(0)
     lens = lengths.tolist()
     if len(lens) != batch:
         raise RuntimeError(f"Expected `len(lengths)` to be equal to batch_size, but got "

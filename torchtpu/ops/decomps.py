@@ -134,34 +134,56 @@ DECOMPOSITIONS.update(CUSTOM_OP_BODIES)
 # ATen's kernels take them.
 
 
+def _check_native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight,
+                                       qkv_bias):
+    """ATen's argument checks, in its order."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if t.dim() != 3:
+            raise RuntimeError(f"expected 3-D `{name}`, got {t.dim()}-D tensor")
+        if name == "query" and query.shape[2] != embed_dim:
+            raise RuntimeError(f"passed-in embed_dim {embed_dim} didn't match last dim of "
+                               f"query {query.shape[2]}")
+    if not query.shape == key.shape == value.shape:
+        raise RuntimeError("expected `query`/`key`/`value` shapes to match")
+    if qkv_weight.dim() != 2:
+        raise RuntimeError(f"expected 2-D `qkv_weight`, got {qkv_weight.dim()}-D tensor")
+    if qkv_weight.shape[0] != 3 * embed_dim:
+        raise RuntimeError("expected `qkv_weight` first dim to be 3x embed_dim")
+    if qkv_weight.shape[1] != embed_dim:
+        raise RuntimeError("expected `qkv_weight` second dim to be embed_Dim")
+    if qkv_bias.dim() != 1:
+        raise RuntimeError(f"expected 1-D `qkv_bias`, got {qkv_bias.dim()}-D tensor")
+    if qkv_bias.shape[0] != 3 * embed_dim:
+        raise RuntimeError("expected `qkv_bias` first dim and first dim of query to be equal")
+    if embed_dim % num_head:
+        raise RuntimeError("`embed_dim` must divide evenly by `num_heads`")
+
+
 def _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias,
                                  proj_weight, proj_bias, mask=None, need_weights=True,
                                  average_attn_weights=True, mask_type=None):
-    if query.dim() == 3 and query.shape[2] != embed_dim:  # ATen's checks
-        raise RuntimeError(f"passed-in embed_dim {embed_dim} didn't match last dim of query "
-                           f"{query.shape[2]}")
-    batch, length, source = query.shape[0], query.shape[1], key.shape[1]
-    if (mask is not None and mask_type == 1 and mask.dim() == 2
-            and tuple(mask.shape) != (batch, source)):
-        raise RuntimeError("For mask_type == 1 mask shape should be (B, L)")
+    _check_native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight,
+                                       qkv_bias)
+    if query.numel() == 0:  # ATen returns before attending: no weights, even asked for
+        return torch.empty_like(query), None
+    batch, length = query.shape[:2]
     head = embed_dim // num_head
 
-    def heads(x, weight, bias, n):
-        return F.linear(x, weight, bias).view(batch, n, num_head, head).transpose(1, 2)
+    def heads(x, weight, bias):
+        return F.linear(x, weight, bias).view(batch, length, num_head, head).transpose(1, 2)
 
     (w_q, w_k, w_v), (b_q, b_k, b_v) = qkv_weight.chunk(3), qkv_bias.chunk(3)
-    q = heads(query, w_q, b_q, length) / math.sqrt(head)  # ATen scales q, then multiplies
-    scores = q @ heads(key, w_k, b_k, source).transpose(-2, -1)
-    if mask is not None:
-        if mask_type == 1:  # a key padding mask, (batch, source)
-            mask = mask.view(batch, 1, 1, source)
-        scores = (scores.masked_fill(mask, float("-inf")) if mask.dtype == torch.bool
-                  else scores + mask)
-    weights = torch.softmax(scores, -1)  # a row with every key masked is NaN, as on CPU
-    context = (weights @ heads(value, w_v, b_v, source)).transpose(1, 2)
+    q = heads(query, w_q, b_q) / math.sqrt(head)  # ATen scales q, then multiplies
+    scores = q @ heads(key, w_k, b_k).transpose(-2, -1)
+    if mask is None:
+        weights = torch.softmax(scores, -1)
+    else:  # ATen's masked softmax takes a float mask as bool: any nonzero masks, not adds
+        weights = torch._masked_softmax(scores, mask.to(torch.bool), scores.dim() - 1,
+                                        mask_type)  # a row masked throughout is NaN
+    context = (weights @ heads(value, w_v, b_v)).transpose(1, 2)
     out = F.linear(context.reshape(batch, length, embed_dim), proj_weight, proj_bias)
     if not need_weights:
-        return out, out.new_empty(0)
+        return out, None  # ATen's undefined tensor: None in Python, as from cpu
     return out, weights.mean(dim=1) if average_attn_weights else weights
 
 

@@ -275,6 +275,11 @@ def _masked_softmax_mask(self, mask, mask_type):
     shape = self.shape
     if mask.ndim != 2 or self.ndim != 4:
         mask_type = 2
+    if mask_type is None:
+        raise RuntimeError("Mask Type should be defined")
+    if mask_type not in (0, 1, 2):
+        raise RuntimeError("Mask Type should be 0 (src_mask) or 1 (src_key_padding_mask), or 2 "
+                           "(default_mask)")
     if mask_type == 1:
         if (shape[0], shape[2]) != mask.shape:
             raise RuntimeError("For mask_type == 1 mask shape should be (B, L)")
