@@ -255,6 +255,11 @@ def _masked_assign(values):
         1, torch.tensor([0], device=d), torch.tensor(1j, device=d)), RuntimeError),
     (lambda d: torch.ones(2, dtype=torch.int8, device=d).index_fill_(
         0, torch.tensor([0], device=d), 1000), RuntimeError),
+    # a uint8 mask is a mask to indexing, but not to masked_select (its dtype before shapes)
+    (lambda d: torch.zeros(3, device=d).masked_select(
+        torch.tensor([1, 0, 1], dtype=torch.uint8, device=d)), RuntimeError),
+    (lambda d: torch.zeros(3, device=d).masked_select(
+        torch.ones(2, dtype=torch.int64, device=d)), RuntimeError),
 ])
 def test_bad_indexing_is_refused_as_cpu(bad, exc):
     raises_as_cpu(bad, exc)

@@ -655,7 +655,9 @@ _CPU_CHECKS = {
     _aten._batch_norm_with_update.default: _norm_dtypes(1, 2, 3, 4),
     _aten._batch_norm_no_update.default: _norm_dtypes(1, 2, 3, 4),
     _aten.stack.default: _stack_check,
-    _aten.masked_select.default: lambda self, mask: _broadcast_message([mask.shape, self.shape]),
+    _aten.masked_select.default: lambda self, mask: (
+        "masked_select: expected BoolTensor for mask" if np.dtype(mask.dtype) != np.bool_
+        else _broadcast_message([mask.shape, self.shape])),
     # (after its dtypes, which its rule checks)
     **{op: lambda real, imag: _broadcast_message([real.shape, imag.shape]) if (
         real.dtype == imag.dtype and np.dtype(real.dtype).kind == "f") else None
