@@ -260,9 +260,25 @@ def _masked_assign(values):
         torch.tensor([1, 0, 1], dtype=torch.uint8, device=d)), RuntimeError),
     (lambda d: torch.zeros(3, device=d).masked_select(
         torch.ones(2, dtype=torch.int64, device=d)), RuntimeError),
+    # a 0-d self takes one index, and only 0
+    (lambda d: torch.ones((), device=d).index_select(0, torch.tensor([0, 0], device=d)),
+     RuntimeError),
+    (lambda d: torch.ones((), device=d).index_select(
+        0, torch.tensor([], dtype=torch.int64, device=d)), RuntimeError),
 ])
 def test_bad_indexing_is_refused_as_cpu(bad, exc):
     raises_as_cpu(bad, exc)
+
+
+def test_index_select_of_a_0d_tensor_takes_index_0_only(eager_mode):
+    def run(device):
+        return torch.tensor(3.0, device=device).index_select(0, torch.tensor([0], device=device))
+
+    assert_same(run("tpu"), run("cpu"))
+    if eager_mode == "fused":
+        pytest.skip("fused eager reads no index values, as for out-of-range indices")
+    raises_as_cpu(lambda d: torch.ones((), device=d).index_select(
+        0, torch.tensor([1], device=d)), IndexError)
 
 
 @pytest.mark.parametrize("sizes", [(t, i, s) for t in ((), (1,)) for i in ((), (1,))

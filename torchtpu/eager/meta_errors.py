@@ -409,6 +409,9 @@ def _index_select_check(self, dim, index) -> Exception | None:
         return IndexError("index_select(): Index is supposed to be a vector")
     if str(index.dtype) not in ("int32", "int64"):
         return RuntimeError("index_select(): Expected dtype int32 or int64 for index")
+    if self.ndim == 0 and math.prod(index.shape) != 1:
+        return RuntimeError("index_select(): Index to scalar can have only 1 value, got "
+                            f"{math.prod(index.shape)} value(s)")
     return None
 
 
