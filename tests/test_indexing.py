@@ -291,3 +291,17 @@ def test_index_copy_of_0d_and_1_element_tensors(sizes):
         return target
 
     assert_same(run("tpu"), run("cpu"))
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_gather_and_scatter_take_a_0d_index_into_a_1d_tensor(size):
+    def run(device):
+        x = torch.arange(1.0, size + 1, device=device, requires_grad=True)
+        i = torch.tensor(size - 1, device=device)
+        out = torch.gather(x, 0, i)
+        (out * 2).backward()
+        z = torch.zeros(size, device=device)
+        return [out, x.grad, z.scatter_add(0, i, torch.tensor(5.0, device=device)),
+                z.scatter(0, i, 7.0)]
+
+    assert_same(run("tpu"), run("cpu"))
