@@ -255,9 +255,30 @@ def _masked_assign(values):
         1, torch.tensor([0], device=d), torch.tensor(1j, device=d)), RuntimeError),
     (lambda d: torch.ones(2, dtype=torch.int8, device=d).index_fill_(
         0, torch.tensor([0], device=d), 1000), RuntimeError),
+    # a uint8 mask is a mask to indexing, but not to masked_select (its dtype before shapes)
+    (lambda d: torch.zeros(3, device=d).masked_select(
+        torch.tensor([1, 0, 1], dtype=torch.uint8, device=d)), RuntimeError),
+    (lambda d: torch.zeros(3, device=d).masked_select(
+        torch.ones(2, dtype=torch.int64, device=d)), RuntimeError),
+    # a 0-d self takes one index, and only 0
+    (lambda d: torch.ones((), device=d).index_select(0, torch.tensor([0, 0], device=d)),
+     RuntimeError),
+    (lambda d: torch.ones((), device=d).index_select(
+        0, torch.tensor([], dtype=torch.int64, device=d)), RuntimeError),
 ])
 def test_bad_indexing_is_refused_as_cpu(bad, exc):
     raises_as_cpu(bad, exc)
+
+
+def test_index_select_of_a_0d_tensor_takes_index_0_only(eager_mode):
+    def run(device):
+        return torch.tensor(3.0, device=device).index_select(0, torch.tensor([0], device=device))
+
+    assert_same(run("tpu"), run("cpu"))
+    if eager_mode == "fused":
+        pytest.skip("fused eager reads no index values, as for out-of-range indices")
+    raises_as_cpu(lambda d: torch.ones((), device=d).index_select(
+        0, torch.tensor([1], device=d)), IndexError)
 
 
 @pytest.mark.parametrize("sizes", [(t, i, s) for t in ((), (1,)) for i in ((), (1,))
@@ -268,5 +289,19 @@ def test_index_copy_of_0d_and_1_element_tensors(sizes):
         target.index_copy_(0, torch.zeros(sizes[1], dtype=torch.int64, device=device),
                            torch.full(sizes[2], 7.0, device=device))
         return target
+
+    assert_same(run("tpu"), run("cpu"))
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_gather_and_scatter_take_a_0d_index_into_a_1d_tensor(size):
+    def run(device):
+        x = torch.arange(1.0, size + 1, device=device, requires_grad=True)
+        i = torch.tensor(size - 1, device=device)
+        out = torch.gather(x, 0, i)
+        (out * 2).backward()
+        z = torch.zeros(size, device=device)
+        return [out, x.grad, z.scatter_add(0, i, torch.tensor(5.0, device=device)),
+                z.scatter(0, i, 7.0)]
 
     assert_same(run("tpu"), run("cpu"))

@@ -50,6 +50,13 @@ def _dim_index(args, kwargs):
     return [(index, dim % self.dim(), self.shape[dim % self.dim()], None)]
 
 
+def _select_index(args, kwargs):
+    """index_select: a 0-d self selects as a 1-element vector would (only index 0 is in range)."""
+    if args[0].dim() == 0:
+        return [(args[2], 0, 1, None)]
+    return _dim_index(args, kwargs)
+
+
 def _indices_list(args, kwargs):
     # CPU's message counts the dimension among the index tensors (a k-dim mask counts k),
     # not among self's dimensions: x[:, :, i] reports "dimension 0".
@@ -141,7 +148,7 @@ def _bag(value, generic, size, at):
 _GATHER = _Spec(_dim_index, False, RuntimeError, _bounds)
 _INDEX = _Spec(_indices_list, True, IndexError, _indexed)
 _DIM = _Spec(_dim_index, True, IndexError, _bounds)
-_SELECT = _Spec(_dim_index, False, IndexError, _in_self)
+_SELECT = _Spec(_select_index, False, IndexError, _in_self)
 _ADD = _Spec(_dim_index, False, RuntimeError, _bounds,
              _Spec(lambda args, kwargs: [(args[2], 0, args[0].numel(), None)], False,
                    IndexError, _in_self))

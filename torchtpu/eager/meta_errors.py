@@ -409,6 +409,9 @@ def _index_select_check(self, dim, index) -> Exception | None:
         return IndexError("index_select(): Index is supposed to be a vector")
     if str(index.dtype) not in ("int32", "int64"):
         return RuntimeError("index_select(): Expected dtype int32 or int64 for index")
+    if self.ndim == 0 and math.prod(index.shape) != 1:
+        return RuntimeError("index_select(): Index to scalar can have only 1 value, got "
+                            f"{math.prod(index.shape)} value(s)")
     return None
 
 
@@ -655,7 +658,9 @@ _CPU_CHECKS = {
     _aten._batch_norm_with_update.default: _norm_dtypes(1, 2, 3, 4),
     _aten._batch_norm_no_update.default: _norm_dtypes(1, 2, 3, 4),
     _aten.stack.default: _stack_check,
-    _aten.masked_select.default: lambda self, mask: _broadcast_message([mask.shape, self.shape]),
+    _aten.masked_select.default: lambda self, mask: (
+        "masked_select: expected BoolTensor for mask" if np.dtype(mask.dtype) != np.bool_
+        else _broadcast_message([mask.shape, self.shape])),
     # (after its dtypes, which its rule checks)
     **{op: lambda real, imag: _broadcast_message([real.shape, imag.shape]) if (
         real.dtype == imag.dtype and np.dtype(real.dtype).kind == "f") else None

@@ -172,6 +172,8 @@ def _gather(self, dim, index, *, sparse_grad=False):
         return jnp.zeros(index.shape, self.dtype)
     if self.ndim == 0:
         return jnp.broadcast_to(self, index.shape)
+    if index.ndim == 0:  # PyTorch takes a 0-d index into a 1-d self as a 1-element one
+        return _gather(self, dim, index.reshape(1)).reshape(())
     axis = dim % self.ndim
     # PyTorch lets the index be shorter than self along the other dimensions (not broadcast)
     self = self[tuple(slice(None) if d == axis else slice(0, n)
@@ -211,6 +213,9 @@ def _scatter(self, dim, index, src=None, value=None, *, reduce=None):
         src = src.reshape(-1) if hasattr(src, "ndim") and src.ndim else src
         return _scatter(self.reshape(1), 0, index.reshape(-1), src, value,
                         reduce=reduce).reshape(())
+    if index.ndim == 0:  # and a 0-d index into a 1-d self as a 1-element one
+        src = src.reshape(-1)[:1] if hasattr(src, "ndim") and src.ndim else src
+        return _scatter(self, dim, index.reshape(1), src, value, reduce=reduce)
     idx = _scatter_indices(self, dim, index)
     if not hasattr(src, "shape") or src.ndim == 0:
         src = jnp.full(index.shape, src, self.dtype)
