@@ -576,9 +576,16 @@ def test_safetensors_and_save_pretrained_find_shared_tensors(tmp_path):
     assert_same(loaded.lm_head.weight, model.lm_head.weight)
 
 
-def test_indexing_a_cpu_tensor_with_tpu_indices_moves_them_as_cuda_does():
+def test_indexing_a_cpu_tensor_with_tpu_indices_as_cuda_does():
+    # ATen's index refuses indices on another device than cpu or the tensor's; index_put_
+    # moves them to the tensor's device
+    x = torch.arange(5.0).reshape(5, 1)
+    for index in ((torch.tensor([1, 3], device=TPU),),
+                  (torch.tensor([1, 3]), torch.tensor([0, 0], device=TPU))):
+        with pytest.raises(RuntimeError, match=r"indices should be either on cpu or on the same "
+                           r"device as the indexed tensor \(cpu\)"):
+            x[index]
     x = torch.arange(5.0)
-    assert_same(x[torch.tensor([1, 3], device=TPU)], torch.tensor([1.0, 3.0]))
     x[torch.tensor([True, False, False, False, True], device=TPU)] = 9.0
     assert x.tolist() == [9.0, 1.0, 2.0, 3.0, 9.0]
 

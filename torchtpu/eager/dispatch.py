@@ -319,7 +319,11 @@ def _with_host_indices(func, inner: Handler) -> Handler:
     def handler(args, kwargs):
         indices = args[at]
         if type(args[0]) is torch.Tensor and args[0].device.type == "cpu":
-            # cpu_tensor[tpu_indices]: the indices go to the tensor's device, as cuda's do.
+            # cpu_tensor[tpu_indices] = v moves the indices to the tensor's device as cuda's
+            # are; reading cpu_tensor[tpu_indices] is refused, as ATen's index refuses cuda's.
+            if func is aten.index.Tensor:
+                raise RuntimeError("indices should be either on cpu or on the same device as "
+                                   "the indexed tensor (cpu)")
             on_host = [i.cpu() if isinstance(i, TpuTensor) else i for i in indices]
             rest = (*args[at + 1:], *kwargs.values())
             if not any(isinstance(a, TpuTensor) for a in rest):
