@@ -270,3 +270,27 @@ def test_index_copy_of_0d_and_1_element_tensors(sizes):
         return target
 
     assert_same(run("tpu"), run("cpu"))
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin", "max", "min"])
+def test_segment_reduce_takes_amax_and_amin_as_cpu(reduce):
+    # CPU's kernel reads "amax" as "max" and "amin" as "min", forward and backward.
+    def fn(data, lengths):
+        data = data.requires_grad_()
+        out = torch._segment_reduce(data, reduce, lengths=lengths, axis=0, initial=-1.0)
+        out.backward(torch.arange(1.0, 4.0, device=data.device))
+        return out, data.grad
+
+    run_both(fn, torch.tensor([1.0, 3.0, 3.0, -2.0, 5.0]), torch.tensor([2, 0, 3]))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "prod", "amax", "amin"])
+@pytest.mark.parametrize("by", ["lengths", "offsets"])
+def test_segment_reduce_of_empty_data_gives_the_initial_values(reduce, by):
+    def fn(data, segments):
+        return [torch._segment_reduce(data, reduce, axis=0, initial=initial, **{by: segments})
+                for initial in (None, 2.0)]
+
+    segments = torch.tensor([0, 0]) if by == "lengths" else torch.tensor([0, 0, 0])
+    run_both(fn, torch.ones(0), segments)
+    run_both(fn, torch.ones(0, 3), segments)

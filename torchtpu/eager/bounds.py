@@ -8,7 +8,7 @@ CPU's range (some ops take negative indices, some do not). binary_cross_entropy'
 probabilities are checked so too (logits passed to BCELoss gave NaN where CPU raises),
 masked_scatter's count of source elements, integer divisors (by zero), max_unpool's indices,
 and the parameter tensors of random ops (multinomial's weights, bernoulli's p, normal's std,
-poisson's rate).
+poisson's rate), and segment_reduce's lengths.
 """
 
 from __future__ import annotations
@@ -342,6 +342,20 @@ def _unpool_indices(op):
     return check_values
 
 
+def _segment_lengths(args, kwargs) -> None:
+    """segment_reduce's lengths, checked as CPU checks them unless ``unsafe`` (offsets never
+    are)."""
+    data, lengths = args[0], kwargs.get("lengths")
+    if kwargs.get("unsafe", False) or not isinstance(lengths, TpuTensor) or lengths.numel() == 0:
+        return
+    values = np.asarray(read(lengths))
+    if values.min() < 0:
+        raise RuntimeError("lengths contains negative value!")
+    if (values.sum(axis=-1) != data.shape[lengths.dim() - 1]).any():
+        raise RuntimeError("segment_reduce(): Expected all rows of lengths along axis to sum to "
+                           "data.size(lengths.dim()-1) when !unsafe.")
+
+
 # Ops whose values (not indices) CPU checks: (args, kwargs) -> None, or raise.
 _VALUES = {aten.binary_cross_entropy.default: _probabilities,
            aten.multinomial.default: _distribution,
@@ -354,6 +368,7 @@ _VALUES = {aten.binary_cross_entropy.default: _probabilities,
            aten.masked_scatter.default: _enough_source,
            aten.histc.default: _histc_data_range,
            aten.searchsorted.Tensor: _sorter_in_range,
+           aten.segment_reduce.default: _segment_lengths,
            aten.searchsorted.Scalar: _sorter_in_range,
            aten.masked_scatter_.default: _enough_source,
            aten.max_unpool2d.default: _unpool_indices(aten.max_unpool2d.default),
