@@ -45,8 +45,8 @@ class _Spec:
 def _dim_index(args, kwargs):
     """Ops called as (self, dim, index, ...)."""
     self, dim, index = args[0], args[1], args[2]
-    if self.dim() == 0:
-        return []
+    if self.dim() == 0:  # CPU indexes it as one element
+        return [(index, 0, 1, None)]
     return [(index, dim % self.dim(), self.shape[dim % self.dim()], None)]
 
 
@@ -145,7 +145,7 @@ _SELECT = _Spec(_dim_index, False, IndexError, _in_self)
 _ADD = _Spec(_dim_index, False, RuntimeError, _bounds,
              _Spec(lambda args, kwargs: [(args[2], 0, args[0].numel(), None)], False,
                    IndexError, _in_self))
-_COPY = _Spec(_dim_index, True, IndexError, _index_copy)
+_COPY = _Spec(_dim_index, False, IndexError, _index_copy)
 _BAG = _Spec(_bag_indices, False, RuntimeError, _bag)
 _TAKE = _Spec(_flat, True, IndexError, _take)
 _TARGET = _Spec(_nll_target, False, IndexError, _target)
