@@ -242,6 +242,50 @@ def _masked_assign(values):
     return bad
 
 
+def _index_op(op, index, source):
+    """``op`` on a (3, 4) float tensor, with an index and a source given as (shape, dtype)."""
+    def bad(device):
+        x = torch.zeros(3, 4, device=device)
+        i = torch.zeros(index[0], dtype=index[1], device=device)
+        s = torch.zeros(source[0], dtype=source[1], device=device) if source else None
+        return {"index_add": lambda: x.index_add(1, i, s),
+                "index_reduce": lambda: x.index_reduce(1, i, s, "prod"),
+                "index_reduce_sum": lambda: x.index_reduce(1, i, s, "sum"),
+                "index_copy": lambda: x.index_copy(1, i, s),
+                "index_copy_": lambda: x.index_copy_(1, i, s),
+                "index_fill": lambda: x.index_fill(1, i, -2.0),
+                "index_fill_": lambda: x.index_fill_(1, i, -2.0),
+                "index_fill_tensor": lambda: x.index_fill(1, i, s),
+                "take": lambda: x.take(i),
+                "put": lambda: x.put(i, s),
+                "put_": lambda: x.put_(i, s)}[op]()
+
+    return bad
+
+
+_F, _L, _I = torch.float32, torch.int64, torch.int32
+# CPU's dtype and shape checks of the index ops, in CPU's order (first failing one wins).
+_BAD_INDEX_ARGS = [
+    ("index_add", ((1,), _F), ((3, 1), _F)), ("index_add", ((1, 1), _L), ((3, 1), _F)),
+    ("index_add", ((1,), torch.int16), ((3, 1), _F)), ("index_add", ((1,), _F), ((3, 1), _L)),
+    ("index_reduce", ((1,), _F), ((3, 1), _F)), ("index_reduce", ((1, 1), _L), ((3, 1), _F)),
+    ("index_reduce", ((1,), _L), ((3, 1), _L)), ("index_reduce", ((2,), _L), ((3, 1), _F)),
+    ("index_reduce_sum", ((1,), _L), ((3, 1), _L)),
+    ("index_copy", ((1,), _I), ((3, 1), _F)), ("index_copy", ((1,), _F), ((3, 1), _F)),
+    ("index_copy_", ((1,), _I), ((3, 1), _F)), ("index_copy", ((1, 1), _I), ((3, 1), _F)),
+    ("index_copy", ((2,), _L), ((3, 1), _F)), ("index_copy", ((2,), _I), ((3, 1), _F)),
+    ("index_copy", ((1,), _I), ((3, 1), _L)), ("index_copy", ((1,), _L), ((3,), _F)),
+    ("index_copy", ((1,), _L), ((2, 1), _F)), ("index_copy", ((2,), _L), ((), _F)),
+    ("index_fill", ((1,), _I), None), ("index_fill_", ((1,), _I), None),
+    ("index_fill", ((1,), _F), None), ("index_fill", ((1, 1), _L), None),
+    ("index_fill", ((1, 1), _I), None), ("index_fill_tensor", ((1,), _I), ((1,), _F)),
+    ("take", ((1,), _I), None), ("take", ((1,), _F), None),
+    ("put", ((1,), _I), ((1,), _F)), ("put_", ((1,), _I), ((1,), _F)),
+    ("put", ((1,), _F), ((1,), _F)), ("put", ((1,), _L), ((1,), _L)),
+    ("put", ((2,), _L), ((1,), _F)), ("put", ((1,), _I), ((1,), _L)),
+]
+
+
 @pytest.mark.parametrize("bad, exc", [
     (lambda d: torch.empty(10, 0, device=d)[:, [0, 1]], IndexError),
     (lambda d: torch.empty(0, 3, device=d)[[0]], IndexError),
@@ -255,6 +299,7 @@ def _masked_assign(values):
         1, torch.tensor([0], device=d), torch.tensor(1j, device=d)), RuntimeError),
     (lambda d: torch.ones(2, dtype=torch.int8, device=d).index_fill_(
         0, torch.tensor([0], device=d), 1000), RuntimeError),
+    *[(_index_op(op, index, source), Exception) for op, index, source in _BAD_INDEX_ARGS],
 ])
 def test_bad_indexing_is_refused_as_cpu(bad, exc):
     raises_as_cpu(bad, exc)
