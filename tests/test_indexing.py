@@ -300,6 +300,8 @@ _BAD_INDEX_ARGS = [
     (lambda d: torch.ones(2, dtype=torch.int8, device=d).index_fill_(
         0, torch.tensor([0], device=d), 1000), RuntimeError),
     *[(_index_op(op, index, source), Exception) for op, index, source in _BAD_INDEX_ARGS],
+    (lambda d: torch.zeros(2, 0, device=d).index_select(1, torch.tensor([0], device=d)),
+     RuntimeError),
 ])
 def test_bad_indexing_is_refused_as_cpu(bad, exc):
     raises_as_cpu(bad, exc)

@@ -202,6 +202,7 @@ OUT_OF_RANGE = {  # (x of shape (3, 4), i = [0, 7] or [0, -5]) -> op
     "index_put": lambda x, i: x.index_put((i,), torch.zeros(2, 4, device=x.device)),
     "setitem": lambda x, i: x.clone().__setitem__(i, 1.0),
     "index_select": lambda x, i: x.index_select(0, i),
+    "index_select_dim1": lambda x, i: x.index_select(1, i),  # CPU's fast path, its own words
     "embedding": lambda x, i: _F.embedding(i, x),
     "embedding_bag": lambda x, i: _F.embedding_bag(i[None], x),
     "gather": lambda x, i: x.gather(0, i[:, None].expand(2, 4)),

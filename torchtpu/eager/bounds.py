@@ -39,7 +39,8 @@ class _Spec:
     negative: bool  # whether -size <= index < 0 is valid (counts from the end)
     error: type
     message: Callable[[int, int, int, int], str]  # (bad value, dim, size, its flat position)
-    low_rank: _Spec | None = None  # for a self of at most one dimension: CPU's other path
+    # (args) -> the _Spec of CPU's other kernel path for these args, if it checks otherwise
+    path: Callable | None = None
 
 
 def _dim_index(args, kwargs):
@@ -141,10 +142,29 @@ def _bag(value, generic, size, at):
 _GATHER = _Spec(_dim_index, False, RuntimeError, _bounds)
 _INDEX = _Spec(_indices_list, True, IndexError, _indexed)
 _DIM = _Spec(_dim_index, True, IndexError, _bounds)
+# index_select of a self of two dimensions or more along dim 1, or of an empty one: CPU's
+# fast path checks with its own words.
+_SELECT_DIM1 = _Spec(_dim_index, False, RuntimeError,
+                     lambda value, dim, size, at: f"INDICES element is out of DATA bounds, "
+                                                  f"id={value} axis_dim={size}")
 _SELECT = _Spec(_dim_index, False, IndexError, _in_self)
+_UNCHECKED = _Spec(lambda args, kwargs: [], False, IndexError, _in_self)
+
+
+def _index_select_path(args) -> _Spec | None:
+    self, dim = args[0], args[1]
+    if self.dim() <= 1:
+        return None
+    if self.numel() == 0 and self.shape[dim % self.dim()] == 0:
+        return _UNCHECKED  # CPU refuses the empty axis first (meta_errors.py)
+    return _SELECT_DIM1 if dim % self.dim() == 1 or self.numel() == 0 else None
+
+
+_INDEX_SELECT = _Spec(_dim_index, False, IndexError, _in_self, _index_select_path)
+_ADD_LOW_RANK = _Spec(lambda args, kwargs: [(args[2], 0, args[0].numel(), None)], False,
+                      IndexError, _in_self)
 _ADD = _Spec(_dim_index, False, RuntimeError, _bounds,
-             _Spec(lambda args, kwargs: [(args[2], 0, args[0].numel(), None)], False,
-                   IndexError, _in_self))
+             lambda args: _ADD_LOW_RANK if args[0].dim() <= 1 else None)
 _COPY = _Spec(_dim_index, False, IndexError, _index_copy)
 _BAG = _Spec(_bag_indices, False, RuntimeError, _bag)
 _TAKE = _Spec(_flat, True, IndexError, _take)
@@ -156,7 +176,7 @@ _SPECS: dict = {
     aten.index_put.default: _INDEX,
     aten.index_put_.default: _INDEX,
     aten._index_put_impl_.default: _INDEX,
-    aten.index_select.default: _SELECT,
+    aten.index_select.default: _INDEX_SELECT,
     aten.index_reduce.default: _SELECT,
     aten.index_reduce_.default: _SELECT,
     aten.embedding.default: _Spec(_embedding, False, IndexError, _in_self),
@@ -389,8 +409,8 @@ def check(func, args, kwargs) -> None:
     spec = _SPECS.get(func)
     if spec is None:
         return
-    if spec.low_rank is not None and args[0].dim() <= 1:
-        spec = spec.low_rank
+    if spec.path is not None:
+        spec = spec.path(args) or spec
     for index, dim, size, ignore in spec.pairs(args, kwargs):
         if not isinstance(index, TpuTensor) or index.numel() == 0 or index.is_floating_point():
             continue

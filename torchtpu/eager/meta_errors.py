@@ -409,6 +409,8 @@ def _index_select_check(self, dim, index) -> Exception | None:
         return IndexError("index_select(): Index is supposed to be a vector")
     if str(index.dtype) not in ("int32", "int64"):
         return RuntimeError("index_select(): Expected dtype int32 or int64 for index")
+    if self.ndim > 1 and math.prod(index.shape) and not self.shape[dim % self.ndim]:
+        return RuntimeError("index_select(): self indexing axis dim should be positive")
     return None
 
 
