@@ -341,3 +341,19 @@ def test_segment_reduce_of_empty_data_gives_the_initial_values(reduce, by):
     segments = torch.tensor([0, 0]) if by == "lengths" else torch.tensor([0, 0, 0])
     run_both(fn, torch.ones(0), segments)
     run_both(fn, torch.ones(0, 3), segments)
+
+
+@pytest.mark.parametrize("index", [
+    lambda x, d: x[:, torch.tensor([0, 1], device=d)],
+    lambda x, d: x[torch.tensor([[0], [3]], device=d), :, torch.tensor([1, 2], device=d)],
+    lambda x, d: x[..., torch.tensor([2, 0], device=d)],
+    lambda x, d: x.transpose(1, 2)[torch.tensor([1, 0], device=d)],
+])
+def test_advanced_indexing_of_a_permuted_tensor_is_laid_out_as_cpu(index):
+    # CPU's index kernel (TensorIterator) lays its result out in its input's memory order.
+    def run(d):
+        return index(torch.arange(60.0, device=d).reshape(3, 4, 5).permute(2, 0, 1), d)
+
+    out, expected = run(TPU), run("cpu")
+    assert_same(out, expected)
+    assert out.stride() == expected.stride()
