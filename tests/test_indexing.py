@@ -331,16 +331,17 @@ def test_segment_reduce_takes_amax_and_amin_as_cpu(reduce):
     run_both(fn, torch.tensor([1.0, 3.0, 3.0, -2.0, 5.0]), torch.tensor([2, 0, 3]))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("reduce", ["sum", "mean", "prod", "amax", "amin"])
 @pytest.mark.parametrize("by", ["lengths", "offsets"])
-def test_segment_reduce_of_empty_data_gives_the_initial_values(reduce, by):
+def test_segment_reduce_of_empty_data_gives_the_initial_values(reduce, by, dtype):
     def fn(data, segments):
         return [torch._segment_reduce(data, reduce, axis=0, initial=initial, **{by: segments})
                 for initial in (None, 2.0)]
 
     segments = torch.tensor([0, 0]) if by == "lengths" else torch.tensor([0, 0, 0])
-    run_both(fn, torch.ones(0), segments)
-    run_both(fn, torch.ones(0, 3), segments)
+    run_both(fn, torch.ones(0, dtype=dtype), segments)
+    run_both(fn, torch.ones(0, 3, dtype=dtype), segments)
 
 
 @pytest.mark.parametrize("index", [

@@ -95,7 +95,7 @@ def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, a
     reduce = _reduction(reduce)
     x, seg, length, out_shape = _segment_layout(data, lengths, offsets)
     segments = length.shape[-1]
-    if x.dtype in LOW_PRECISION:
+    if x.dtype in LOW_PRECISION and x.shape[1]:  # (no steps to round when there is no data)
         out = _sequential(x, seg, segments, reduce, initial)
     else:
         out = _segment_op(x, seg, segments, reduce, initial)
