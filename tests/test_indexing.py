@@ -242,6 +242,50 @@ def _masked_assign(values):
     return bad
 
 
+def _index_op(op, index, source):
+    """``op`` on a (3, 4) float tensor, with an index and a source given as (shape, dtype)."""
+    def bad(device):
+        x = torch.zeros(3, 4, device=device)
+        i = torch.zeros(index[0], dtype=index[1], device=device)
+        s = torch.zeros(source[0], dtype=source[1], device=device) if source else None
+        return {"index_add": lambda: x.index_add(1, i, s),
+                "index_reduce": lambda: x.index_reduce(1, i, s, "prod"),
+                "index_reduce_sum": lambda: x.index_reduce(1, i, s, "sum"),
+                "index_copy": lambda: x.index_copy(1, i, s),
+                "index_copy_": lambda: x.index_copy_(1, i, s),
+                "index_fill": lambda: x.index_fill(1, i, -2.0),
+                "index_fill_": lambda: x.index_fill_(1, i, -2.0),
+                "index_fill_tensor": lambda: x.index_fill(1, i, s),
+                "take": lambda: x.take(i),
+                "put": lambda: x.put(i, s),
+                "put_": lambda: x.put_(i, s)}[op]()
+
+    return bad
+
+
+_F, _L, _I = torch.float32, torch.int64, torch.int32
+# CPU's dtype and shape checks of the index ops, in CPU's order (first failing one wins).
+_BAD_INDEX_ARGS = [
+    ("index_add", ((1,), _F), ((3, 1), _F)), ("index_add", ((1, 1), _L), ((3, 1), _F)),
+    ("index_add", ((1,), torch.int16), ((3, 1), _F)), ("index_add", ((1,), _F), ((3, 1), _L)),
+    ("index_reduce", ((1,), _F), ((3, 1), _F)), ("index_reduce", ((1, 1), _L), ((3, 1), _F)),
+    ("index_reduce", ((1,), _L), ((3, 1), _L)), ("index_reduce", ((2,), _L), ((3, 1), _F)),
+    ("index_reduce_sum", ((1,), _L), ((3, 1), _L)),
+    ("index_copy", ((1,), _I), ((3, 1), _F)), ("index_copy", ((1,), _F), ((3, 1), _F)),
+    ("index_copy_", ((1,), _I), ((3, 1), _F)), ("index_copy", ((1, 1), _I), ((3, 1), _F)),
+    ("index_copy", ((2,), _L), ((3, 1), _F)), ("index_copy", ((2,), _I), ((3, 1), _F)),
+    ("index_copy", ((1,), _I), ((3, 1), _L)), ("index_copy", ((1,), _L), ((3,), _F)),
+    ("index_copy", ((1,), _L), ((2, 1), _F)), ("index_copy", ((2,), _L), ((), _F)),
+    ("index_fill", ((1,), _I), None), ("index_fill_", ((1,), _I), None),
+    ("index_fill", ((1,), _F), None), ("index_fill", ((1, 1), _L), None),
+    ("index_fill", ((1, 1), _I), None), ("index_fill_tensor", ((1,), _I), ((1,), _F)),
+    ("take", ((1,), _I), None), ("take", ((1,), _F), None),
+    ("put", ((1,), _I), ((1,), _F)), ("put_", ((1,), _I), ((1,), _F)),
+    ("put", ((1,), _F), ((1,), _F)), ("put", ((1,), _L), ((1,), _L)),
+    ("put", ((2,), _L), ((1,), _F)), ("put", ((1,), _I), ((1,), _L)),
+]
+
+
 @pytest.mark.parametrize("bad, exc", [
     (lambda d: torch.empty(10, 0, device=d)[:, [0, 1]], IndexError),
     (lambda d: torch.empty(0, 3, device=d)[[0]], IndexError),
@@ -265,6 +309,9 @@ def _masked_assign(values):
      RuntimeError),
     (lambda d: torch.ones((), device=d).index_select(
         0, torch.tensor([], dtype=torch.int64, device=d)), RuntimeError),
+    *[(_index_op(op, index, source), Exception) for op, index, source in _BAD_INDEX_ARGS],
+    (lambda d: torch.zeros(2, 0, device=d).index_select(1, torch.tensor([0], device=d)),
+     RuntimeError),
 ])
 def test_bad_indexing_is_refused_as_cpu(bad, exc):
     raises_as_cpu(bad, exc)
@@ -305,3 +352,44 @@ def test_gather_and_scatter_take_a_0d_index_into_a_1d_tensor(size):
                 z.scatter(0, i, 7.0)]
 
     assert_same(run("tpu"), run("cpu"))
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin", "max", "min"])
+def test_segment_reduce_takes_amax_and_amin_as_cpu(reduce):
+    # CPU's kernel reads "amax" as "max" and "amin" as "min", forward and backward.
+    def fn(data, lengths):
+        data = data.requires_grad_()
+        out = torch._segment_reduce(data, reduce, lengths=lengths, axis=0, initial=-1.0)
+        out.backward(torch.arange(1.0, 4.0, device=data.device))
+        return out, data.grad
+
+    run_both(fn, torch.tensor([1.0, 3.0, 3.0, -2.0, 5.0]), torch.tensor([2, 0, 3]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "prod", "amax", "amin"])
+@pytest.mark.parametrize("by", ["lengths", "offsets"])
+def test_segment_reduce_of_empty_data_gives_the_initial_values(reduce, by, dtype):
+    def fn(data, segments):
+        return [torch._segment_reduce(data, reduce, axis=0, initial=initial, **{by: segments})
+                for initial in (None, 2.0)]
+
+    segments = torch.tensor([0, 0]) if by == "lengths" else torch.tensor([0, 0, 0])
+    run_both(fn, torch.ones(0, dtype=dtype), segments)
+    run_both(fn, torch.ones(0, 3, dtype=dtype), segments)
+
+
+@pytest.mark.parametrize("index", [
+    lambda x, d: x[:, torch.tensor([0, 1], device=d)],
+    lambda x, d: x[torch.tensor([[0], [3]], device=d), :, torch.tensor([1, 2], device=d)],
+    lambda x, d: x[..., torch.tensor([2, 0], device=d)],
+    lambda x, d: x.transpose(1, 2)[torch.tensor([1, 0], device=d)],
+])
+def test_advanced_indexing_of_a_permuted_tensor_is_laid_out_as_cpu(index):
+    # CPU's index kernel (TensorIterator) lays its result out in its input's memory order.
+    def run(d):
+        return index(torch.arange(60.0, device=d).reshape(3, 4, 5).permute(2, 0, 1), d)
+
+    out, expected = run(TPU), run("cpu")
+    assert_same(out, expected)
+    assert out.stride() == expected.stride()

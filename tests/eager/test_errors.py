@@ -202,6 +202,7 @@ OUT_OF_RANGE = {  # (x of shape (3, 4), i = [0, 7] or [0, -5]) -> op
     "index_put": lambda x, i: x.index_put((i,), torch.zeros(2, 4, device=x.device)),
     "setitem": lambda x, i: x.clone().__setitem__(i, 1.0),
     "index_select": lambda x, i: x.index_select(0, i),
+    "index_select_dim1": lambda x, i: x.index_select(1, i),  # CPU's fast path, its own words
     "embedding": lambda x, i: _F.embedding(i, x),
     "embedding_bag": lambda x, i: _F.embedding_bag(i[None], x),
     "gather": lambda x, i: x.gather(0, i[:, None].expand(2, 4)),
@@ -216,7 +217,7 @@ OUT_OF_RANGE = {  # (x of shape (3, 4), i = [0, 7] or [0, -5]) -> op
 
 
 @pytest.mark.parametrize("mode", ["strict", "debug"])
-@pytest.mark.parametrize("bad", [7, -5], ids=["past_end", "before_start"])
+@pytest.mark.parametrize("bad", [7, -5, -1], ids=["past_end", "before_start", "last"])
 @pytest.mark.parametrize("op", OUT_OF_RANGE)
 def test_out_of_range_index_raises_cpus_error(op, bad, mode):
     x, i = torch.zeros(3, 4), torch.tensor([0, bad])
@@ -231,6 +232,28 @@ def test_out_of_range_index_raises_cpus_error(op, bad, mode):
             assert str(info.value).splitlines()[0] == str(expected)
         else:  # a negative index some ops take, counted from the end
             assert_same(OUT_OF_RANGE[op](x.to("tpu"), i.to("tpu")), expected)
+
+
+@pytest.mark.parametrize("bad", [1, -1, 5])
+@pytest.mark.parametrize("op", ["index_copy", "index_fill", "index_select", "gather",
+                                "index_reduce", "scatter", "index_add"])
+def test_a_0d_self_takes_index_0_only_as_cpu(op, bad):
+    # CPU indexes a 0-d self as one element (index_fill takes -1 too)
+    def run(d):
+        x, i, one = torch.zeros((), device=d), torch.tensor([bad], device=d), torch.ones(())
+        return {"index_copy": lambda: x.index_copy(0, i, one.to(d)),
+                "index_fill": lambda: x.index_fill(0, i, 2.0),
+                "index_select": lambda: x.index_select(0, i),
+                "gather": lambda: x.gather(0, i[0]),
+                "index_reduce": lambda: x.index_reduce(0, i, one.to(d), "prod"),
+                "scatter": lambda: x.scatter(0, i[0], 2.0),
+                "index_add": lambda: x.index_add(0, i, one.to(d))}[op]()
+
+    try:
+        expected = run("cpu")
+    except (IndexError, RuntimeError):
+        return raises_as_cpu(run, (IndexError, RuntimeError))
+    assert_same(run("tpu"), expected)
 
 
 def test_ignored_target_is_not_out_of_range():

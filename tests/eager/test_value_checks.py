@@ -87,3 +87,19 @@ def test_random_parameters_raise_as_cpu(bad):
     # CPU's samplers check their parameters' values (cuda asserts on the device); strict and
     # debug eager read them as they read indices.
     raises_as_cpu(bad)
+
+
+@pytest.mark.parametrize("lengths", [[0, 2, 3, 0], [[0, 3, 3, 0], [2, 3, 0, 0]], [-1, 7]],
+                         ids=["short", "rows", "negative"])
+def test_segment_reduce_checks_its_lengths_unless_unsafe(lengths):
+    def bad(device):
+        lengths_t = torch.tensor(lengths, device=device)
+        data = torch.arange(6.0 * lengths_t.ndim, device=device).reshape(-1, 6).squeeze(0)
+        torch._segment_reduce(data, "sum", lengths=lengths_t, axis=lengths_t.ndim - 1)
+
+    raises_as_cpu(bad)
+    # unsafe=True skips the check, as on CPU (offsets are never checked)
+    data = torch.arange(6.0)
+    assert_same(torch._segment_reduce(data.to("tpu"), "sum", lengths=torch.tensor(
+        [1, 1], device="tpu"), unsafe=True), torch._segment_reduce(
+        data, "sum", lengths=torch.tensor([1, 1]), unsafe=True))

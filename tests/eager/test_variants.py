@@ -129,3 +129,39 @@ def test_factory_out_of_another_shape_as_cpu(make, shape):
     assert warned == expected_warned
     assert out.shape == expected.shape
     assert_same(out, expected)
+
+
+def _indexed_write(name):
+    def run(device):
+        x, i = torch.arange(4.0, device=device), torch.tensor([1, 2], device=device)
+        mask = torch.tensor([True, False, True, False], device=device)
+        return {"setitem": lambda: x.__setitem__(i, x[0:2]),
+                "index_put_disjoint": lambda: x.index_put_((i,), x[2:4]),
+                "index_put_accumulate": lambda: x.index_put_((i,), x[2:4], accumulate=True),
+                "index_put_mask": lambda: x.index_put_((mask,), x[0:2]),
+                "index_put_mask_one_value": lambda: x.index_put_((mask,), x[0]),  # masked_fill_
+                "index_put_own_index": lambda: i.index_put_((i[:1],), i[1:].clone()),
+                "index_copy_": lambda: x.index_copy_(0, i, x[0:2]),
+                "index_add_": lambda: x.index_add_(0, i, x[0:2]),
+                "index_reduce_": lambda: x.index_reduce_(0, i, x[0:2], "prod"),
+                "scatter_": lambda: x.scatter_(0, i, x[0:2]),
+                "scatter_add_": lambda: x.scatter_add_(0, i, x[0:2]),
+                "put_": lambda: x.put_(i, x[0:2]),
+                "index_fill_": lambda: x.index_fill_(0, i, x[0]),  # (reads a number)
+                "disjoint_views": lambda: x[:2].index_put_((i - 1,), x[2:4])}[name]()
+
+    return run
+
+
+@pytest.mark.parametrize("name", [
+    "setitem", "index_put_disjoint", "index_put_accumulate", "index_put_mask",
+    "index_put_mask_one_value", "index_put_own_index", "index_copy_", "index_add_",
+    "index_reduce_", "scatter_", "scatter_add_", "put_", "index_fill_", "disjoint_views"])
+def test_indexed_writes_refuse_a_source_sharing_self_as_cpu(name):
+    # CPU's kernels assert no overlap of self with its source or index, unless index_put_
+    # takes its masked_fill_ path.
+    try:
+        expected = _indexed_write(name)("cpu")
+    except RuntimeError:
+        return raises_as_cpu(_indexed_write(name))
+    assert_same(_indexed_write(name)(TPU), expected)

@@ -8,7 +8,7 @@ CPU's range (some ops take negative indices, some do not). binary_cross_entropy'
 probabilities are checked so too (logits passed to BCELoss gave NaN where CPU raises),
 masked_scatter's count of source elements, integer divisors (by zero), max_unpool's indices,
 and the parameter tensors of random ops (multinomial's weights, bernoulli's p, normal's std,
-poisson's rate).
+poisson's rate), and segment_reduce's lengths.
 """
 
 from __future__ import annotations
@@ -39,22 +39,16 @@ class _Spec:
     negative: bool  # whether -size <= index < 0 is valid (counts from the end)
     error: type
     message: Callable[[int, int, int, int], str]  # (bad value, dim, size, its flat position)
-    low_rank: _Spec | None = None  # for a self of at most one dimension: CPU's other path
+    # (args) -> the _Spec of CPU's other kernel path for these args, if it checks otherwise
+    path: Callable | None = None
 
 
 def _dim_index(args, kwargs):
     """Ops called as (self, dim, index, ...)."""
     self, dim, index = args[0], args[1], args[2]
-    if self.dim() == 0:
-        return []
+    if self.dim() == 0:  # CPU indexes it as one element
+        return [(index, 0, 1, None)]
     return [(index, dim % self.dim(), self.shape[dim % self.dim()], None)]
-
-
-def _select_index(args, kwargs):
-    """index_select: a 0-d self selects as a 1-element vector would (only index 0 is in range)."""
-    if args[0].dim() == 0:
-        return [(args[2], 0, 1, None)]
-    return _dim_index(args, kwargs)
 
 
 def _indices_list(args, kwargs):
@@ -148,11 +142,30 @@ def _bag(value, generic, size, at):
 _GATHER = _Spec(_dim_index, False, RuntimeError, _bounds)
 _INDEX = _Spec(_indices_list, True, IndexError, _indexed)
 _DIM = _Spec(_dim_index, True, IndexError, _bounds)
-_SELECT = _Spec(_select_index, False, IndexError, _in_self)
+# index_select of a self of two dimensions or more along dim 1, or of an empty one: CPU's
+# fast path checks with its own words.
+_SELECT_DIM1 = _Spec(_dim_index, False, RuntimeError,
+                     lambda value, dim, size, at: f"INDICES element is out of DATA bounds, "
+                                                  f"id={value} axis_dim={size}")
+_SELECT = _Spec(_dim_index, False, IndexError, _in_self)
+_UNCHECKED = _Spec(lambda args, kwargs: [], False, IndexError, _in_self)
+
+
+def _index_select_path(args) -> _Spec | None:
+    self, dim = args[0], args[1]
+    if self.dim() <= 1:
+        return None
+    if self.numel() == 0 and self.shape[dim % self.dim()] == 0:
+        return _UNCHECKED  # CPU refuses the empty axis first (meta_errors.py)
+    return _SELECT_DIM1 if dim % self.dim() == 1 or self.numel() == 0 else None
+
+
+_INDEX_SELECT = _Spec(_dim_index, False, IndexError, _in_self, _index_select_path)
+_ADD_LOW_RANK = _Spec(lambda args, kwargs: [(args[2], 0, args[0].numel(), None)], False,
+                      IndexError, _in_self)
 _ADD = _Spec(_dim_index, False, RuntimeError, _bounds,
-             _Spec(lambda args, kwargs: [(args[2], 0, args[0].numel(), None)], False,
-                   IndexError, _in_self))
-_COPY = _Spec(_dim_index, True, IndexError, _index_copy)
+             lambda args: _ADD_LOW_RANK if args[0].dim() <= 1 else None)
+_COPY = _Spec(_dim_index, False, IndexError, _index_copy)
 _BAG = _Spec(_bag_indices, False, RuntimeError, _bag)
 _TAKE = _Spec(_flat, True, IndexError, _take)
 _TARGET = _Spec(_nll_target, False, IndexError, _target)
@@ -163,7 +176,7 @@ _SPECS: dict = {
     aten.index_put.default: _INDEX,
     aten.index_put_.default: _INDEX,
     aten._index_put_impl_.default: _INDEX,
-    aten.index_select.default: _SELECT,
+    aten.index_select.default: _INDEX_SELECT,
     aten.index_reduce.default: _SELECT,
     aten.index_reduce_.default: _SELECT,
     aten.embedding.default: _Spec(_embedding, False, IndexError, _in_self),
@@ -349,6 +362,20 @@ def _unpool_indices(op):
     return check_values
 
 
+def _segment_lengths(args, kwargs) -> None:
+    """segment_reduce's lengths, checked as CPU checks them unless ``unsafe`` (offsets never
+    are)."""
+    data, lengths = args[0], kwargs.get("lengths")
+    if kwargs.get("unsafe", False) or not isinstance(lengths, TpuTensor) or lengths.numel() == 0:
+        return
+    values = np.asarray(read(lengths))
+    if values.min() < 0:
+        raise RuntimeError("lengths contains negative value!")
+    if (values.sum(axis=-1) != data.shape[lengths.dim() - 1]).any():
+        raise RuntimeError("segment_reduce(): Expected all rows of lengths along axis to sum to "
+                           "data.size(lengths.dim()-1) when !unsafe.")
+
+
 # Ops whose values (not indices) CPU checks: (args, kwargs) -> None, or raise.
 _VALUES = {aten.binary_cross_entropy.default: _probabilities,
            aten.multinomial.default: _distribution,
@@ -361,6 +388,7 @@ _VALUES = {aten.binary_cross_entropy.default: _probabilities,
            aten.masked_scatter.default: _enough_source,
            aten.histc.default: _histc_data_range,
            aten.searchsorted.Tensor: _sorter_in_range,
+           aten.segment_reduce.default: _segment_lengths,
            aten.searchsorted.Scalar: _sorter_in_range,
            aten.masked_scatter_.default: _enough_source,
            aten.max_unpool2d.default: _unpool_indices(aten.max_unpool2d.default),
@@ -381,8 +409,8 @@ def check(func, args, kwargs) -> None:
     spec = _SPECS.get(func)
     if spec is None:
         return
-    if spec.low_rank is not None and args[0].dim() <= 1:
-        spec = spec.low_rank
+    if spec.path is not None:
+        spec = spec.path(args) or spec
     for index, dim, size, ignore in spec.pairs(args, kwargs):
         if not isinstance(index, TpuTensor) or index.numel() == 0 or index.is_floating_point():
             continue

@@ -449,7 +449,7 @@ def _following_memory_format(func, inner: Handler) -> Handler:
     def handler(args, kwargs):
         out = inner(args, kwargs)
         unbatched = func in _AS_A_BATCH_OF_ONE and _unbatched_channels_last_3d(args[0])
-        if not (always or unbatched or any(follows(x) for x in _flat(args))
+        if not (always or unbatched or _follows(func, follows, args)
                 or not all(args[i].is_contiguous() for i in _QUERY_LAYOUT.get(func, ()))):
             return out
         try:
@@ -471,6 +471,14 @@ def _following_memory_format(func, inner: Handler) -> Handler:
         return _laid_out_as(out, meta)
 
     return handler
+
+
+def _follows(func, follows, args) -> bool:
+    if func is aten.index.Tensor:
+        # Its input's order; the meta kernel says CPU's only for contiguous indices (CPU
+        # restrides them, then orders the result by all operands).
+        return follows(args[0]) and all(i is None or i.is_contiguous() for i in args[1])
+    return any(follows(x) for x in _flat(args))
 
 
 # CPU's 3-d max pooling runs an unbatched input that is channels_last_3d as a batch of one
@@ -510,7 +518,7 @@ _COPIES_OF_INPUT = {aten.slice_scatter.default, aten.select_scatter.default,
 # Not tagged pointwise, but CPU's kernels (TensorIterator, or an empty_like of the input)
 # lay their results out in their input's order, as the meta kernels do.
 _FOLLOWING_ORDER = {*_COPIES_OF_INPUT, aten.addr.default, aten.sort.default, aten.sort.stable,
-                    aten.flip.default, aten.index_put.default, aten.put.default,
+                    aten.flip.default, aten.index.Tensor, aten.index_put.default, aten.put.default,
                     aten.hardswish.default, aten.complex.default, aten.polar.default,
                     aten.native_dropout.default}
 # Factorizations and solves: CPU's results are in LAPACK's column-major order whatever the

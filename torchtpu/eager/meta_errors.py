@@ -20,7 +20,7 @@ import torch
 
 from ..ops.dtypes import cpp_name, result_type, scalar_type_name, to_jax_dtype, to_torch_dtype
 from ..ops.reduction import check_nonempty
-from . import conv_checks, foreach_checks, nn_checks, pooling_checks
+from . import conv_checks, foreach_checks, indexing_checks, nn_checks, pooling_checks
 from .clamp_checks import CLAMP_CHECKS
 from .kernel_dtypes import KERNEL_DTYPE_CHECKS, kernel_refuses
 from .number_checks import overflow_error
@@ -412,6 +412,8 @@ def _index_select_check(self, dim, index) -> Exception | None:
     if self.ndim == 0 and math.prod(index.shape) != 1:
         return RuntimeError("index_select(): Index to scalar can have only 1 value, got "
                             f"{math.prod(index.shape)} value(s)")
+    if self.ndim > 1 and math.prod(index.shape) and not self.shape[dim % self.ndim]:
+        return RuntimeError("index_select(): self indexing axis dim should be positive")
     return None
 
 
@@ -626,6 +628,7 @@ _CPU_CHECKS = {
     _aten.grid_sampler_2d.default: _grid_sampler_check,
     _aten.grid_sampler_3d.default: _grid_sampler_check,
     **pooling_checks.CHECKS,
+    **indexing_checks.CHECKS,
     _aten.pixel_shuffle.default: _pixel_shuffle_check,
     **{getattr(_aten, f"upsample_nearest{nd}d").default: nn_checks.nearest_upsample_check
        for nd in (1, 2, 3)},

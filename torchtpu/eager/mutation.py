@@ -273,6 +273,7 @@ def _written_elsewhere(func, args, kwargs, target: torch.Tensor):
 def _inplace_handler(func, compute, checks_overlap: bool = False, pointwise: bool = False):
     written = [i for i, a in enumerate(func._schema.arguments)
                if a.alias_info is not None and a.alias_info.is_write]
+    name = func._schema.name.split("::")[1]
 
     def handler(args, kwargs):
         for t in args[0] if isinstance(args[0], (list, tuple)) else (args[0],):
@@ -283,6 +284,8 @@ def _inplace_handler(func, compute, checks_overlap: bool = False, pointwise: boo
         else:
             if checks_overlap:
                 refuse_self_overlap(args[0])
+            if name in _NO_INPUT_OVERLAP and isinstance(args[0], TpuTensor):
+                _refuse_input_overlap(name, args, kwargs)
             if pointwise and isinstance(args[0], TpuTensor):
                 refuse_partial_overlap(args[0], (*args[1:], *kwargs.values()))
         if meta_errors.has_cpu_check(func):  # (the functional form's checks differ)
@@ -309,6 +312,32 @@ def _inplace_handler(func, compute, checks_overlap: bool = False, pointwise: boo
         return self
 
     return handler
+
+
+# In-place indexed writes whose CPU kernels refuse a source or an index sharing any memory
+# with self (ATen's assert_no_overlap), as the out= forms below do.
+_NO_INPUT_OVERLAP = {"index_put_", "_index_put_impl_", "index_copy_", "index_add_",
+                     "index_reduce_", "scatter_", "scatter_add_", "scatter_reduce_", "put_"}
+
+
+def _refuse_input_overlap(name: str, args, kwargs) -> None:
+    self, rest = args[0], [*args[1:], *kwargs.values()]
+    if name in ("index_put_", "_index_put_impl_") and _masked_fill_path(args, kwargs):
+        return  # CPU's index_put_ is then masked_fill_, which checks nothing of this
+    for x in rest:
+        for t in x if isinstance(x, (list, tuple)) else (x,):
+            if isinstance(t, TpuTensor) and _overlap(self, t):
+                raise RuntimeError(_OVERLAP)
+
+
+def _masked_fill_path(args, kwargs) -> bool:
+    """ATen's canDispatchToMaskedFill: one bool/uint8 mask, a one-element value, no
+    accumulate."""
+    indices, value = args[1], args[2]
+    accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
+    masks = [i for i in indices if i is not None]
+    return (not accumulate and value.numel() == 1 and len(masks) == 1
+            and masks[0].dtype in (torch.bool, torch.uint8))
 
 
 # Out= forms whose CPU kernels refuse an out= sharing any memory with an input (ATen's

@@ -53,6 +53,18 @@ def _segments(lengths, offsets):
     return offsets[..., :-1], offsets[..., 1:]
 
 
+# CPU's names for the reductions, each read as the kernel reads it.
+_REDUCTIONS = {"sum": "sum", "mean": "mean", "prod": "prod", "max": "max", "amax": "max",
+               "min": "min", "amin": "min"}
+
+
+def _reduction(reduce):
+    if reduce not in _REDUCTIONS:
+        raise RuntimeError(
+            f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    return _REDUCTIONS[reduce]
+
+
 def _segment_layout(data, lengths, offsets):
     """data as (rows, n, inner) along the segmented axis; each position's segment (rows, n),
     a spare one (number ``segments``) for positions outside every segment; each segment's
@@ -64,7 +76,8 @@ def _segment_layout(data, lengths, offsets):
     outer, n = data.shape[:axis], data.shape[axis]
     segments = starts.shape[-1]
     rows = int(np.prod(outer, dtype=np.int64))
-    x = data.reshape((rows, n, -1))
+    inner = int(np.prod(data.shape[axis + 1:], dtype=np.int64))  # (-1 fails when n is 0)
+    x = data.reshape((rows, n, inner))
     starts, ends = starts.reshape(rows, segments), ends.reshape(rows, segments)
     pos = jnp.arange(n)
     # The segment holding each position: the first whose end lies beyond it (empty segments
@@ -79,9 +92,10 @@ def _segment_layout(data, lengths, offsets):
 @lowering(aten.segment_reduce, static=("axis", "unsafe"))
 def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
                     unsafe=False, initial=None):
+    reduce = _reduction(reduce)
     x, seg, length, out_shape = _segment_layout(data, lengths, offsets)
     segments = length.shape[-1]
-    if x.dtype in LOW_PRECISION:
+    if x.dtype in LOW_PRECISION and x.shape[1]:  # (no steps to round when there is no data)
         out = _sequential(x, seg, segments, reduce, initial)
     else:
         out = _segment_op(x, seg, segments, reduce, initial)
@@ -97,6 +111,7 @@ def _segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offset
                              initial=None):
     """CPU's backward kernel (SegmentReduce.cpp), position by position: written out rather
     than a VJP, since CPU's answers at ties, zeros and NaNs are its own."""
+    reduce = _reduction(reduce)
     x, seg, length, _ = _segment_layout(data, lengths, offsets)
     rows, n, inner = x.shape
     segments = length.shape[-1]
