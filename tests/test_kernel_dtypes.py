@@ -40,6 +40,8 @@ CASES = [
     ("heaviside of two dtypes", torch.float32, lambda x: torch.heaviside(x, x.double())),
     ("heaviside by a 0-d of another dtype", torch.float32,
      lambda x: torch.heaviside(x, x[0, 0].double())),
+    ("heaviside into a complex out", torch.float32,
+     lambda x: torch.heaviside(x, x, out=torch.empty_like(x, dtype=c64))),
 ]
 
 

@@ -72,6 +72,12 @@ import torchtpu
         (lambda d: torch.full((2,), float("nan"), dtype=torch.int64, device=d), RuntimeError),
         (lambda d: torch.zeros(2, dtype=torch.int32, device=d).fill_(float("inf")), RuntimeError),
         (lambda d: torch.full((2,), -256, dtype=torch.uint8, device=d), RuntimeError),
+        # lerp's dtype checks name a dtype as c10 does
+        (lambda d: torch.lerp(torch.ones(2, dtype=torch.cfloat, device=d),
+                              torch.ones(2, dtype=torch.cfloat, device=d),
+                              torch.ones(2, device=d)), RuntimeError),
+        (lambda d: torch.ones(2, dtype=torch.half, device=d).lerp(torch.ones(2, device=d), 0.5),
+         RuntimeError),
     ],
 )
 def test_same_exception_as_cpu(bad, exc, eager_mode):

@@ -39,6 +39,8 @@ _DTYPE = re.compile(r"torch\.(\w+)")
 _NAMING_DTYPES = ("tensor as input", "could not infer output dtype", "to have the same dtype")
 _TORCH_SIZE = re.compile(r"torch\.Size\((\[[^\]]*\])\)")
 _MV = re.compile(r"size mismatch, got input \((\d+)x(\d+)\), vec \((\d+)\)")
+# lerp's meta check, which prints dtypes as Python does; CPU's as c10 does, without the comma
+_LERP_DTYPE = re.compile(r"expected dtype torch\.(\w+) for `(\w+)`, but got dtype torch\.(\w+)$")
 _META_TYPE = re.compile(r"\bMeta(\w+)Type\{")  # a meta tensor as c10 prints it: MetaFloatType{
 _INDEX_ADD = re.compile(r"Number of indices \((\d+)\) should be equal to tensor\.size\(dim\) "
                         r"\((\d+)\), for dim=(-?\d+)")
@@ -158,6 +160,10 @@ def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
     if m := _INDEX_ADD.match(text):
         return RuntimeError("index_add_(): Number of indices ({}) should be equal to "
                             "source.size(dim): ({}), for dim: {}".format(*m.groups()))
+    if m := _LERP_DTYPE.match(text):
+        want, name, got = m.groups()
+        return RuntimeError(f"expected dtype {cpp_name(getattr(torch, want))} for `{name}` but "
+                            f"got dtype {cpp_name(getattr(torch, got))}")
     if "torch." in text and any(s in text for s in _NAMING_DTYPES):  # c10 names them
         return RuntimeError(_DTYPE.sub(lambda m: _c10_name(m.group(1)), text))
     return None
