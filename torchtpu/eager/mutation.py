@@ -11,7 +11,7 @@ import warnings
 from functools import partial
 
 import torch
-from torch.utils._pytree import tree_leaves
+from torch.utils._pytree import tree_leaves, tree_map
 
 from ..ops.dtypes import cast, scalar_type_name, to_jax_dtype, to_torch_dtype
 from ..ops.registry import LOWERINGS, is_functional
@@ -106,9 +106,10 @@ def _check_cast(result_dtype, target: torch.Tensor, op) -> None:
         )
 
 
-def _store(target: TpuTensor, value, op, resize: bool = False) -> None:
+def _store(target: TpuTensor, value, op, resize: bool = False, strides=None) -> None:
     """Write ``value`` into ``target`` with PyTorch's in-place shape and cast rules; an out=
-    target (``resize``) of another shape is resized first, as PyTorch's resize_output does."""
+    target (``resize``) of another shape is resized first, as PyTorch's resize_output does
+    (to ``strides``, else contiguous)."""
     if isinstance(value, TpuTensor):
         value = read(value)
     elif isinstance(value, torch.Tensor):
@@ -120,7 +121,7 @@ def _store(target: TpuTensor, value, op, resize: bool = False) -> None:
                 f"{list(target.shape)}, which does not match the required output shape "
                 f"{list(value.shape)}. This behavior is deprecated; resize it to 0 elements "
                 "with t.resize_(0) first.", UserWarning, stacklevel=2)
-        views.resize(target, value.shape)
+        views.resize(target, value.shape, strides)
     if value.shape != tuple(target.shape):
         raise RuntimeError(
             f"output with shape {list(target.shape)} doesn't match the broadcast shape "
@@ -412,6 +413,7 @@ def _fit_factory_out(func, out: TpuTensor, value):
 def _out_handler(func, compute, out_names, in_out_dtype, pointwise: bool, factory: bool):
     no_overlap = func in _NO_OVERLAP
     returns_nothing = not func._schema.returns  # out: Tensor[] (split_with_sizes_copy)
+    functional = _out_functional(func)
 
     def handler(args, kwargs):
         kwargs = dict(kwargs)
@@ -439,7 +441,11 @@ def _out_handler(func, compute, out_names, in_out_dtype, pointwise: bool, factor
         for i, (t, v) in enumerate(zip(outs, result, strict=True)):
             refuse_out_dtype(func, pointwise, self_dtype, t, _dtype_of(v), position=i)
         inputs = {id(x._storage) for x in leaves if isinstance(x, TpuTensor)}
-        for t, v in zip(outs, result, strict=True):
+        resized = [None] * len(outs)
+        if functional is not None and any(
+                tuple(t.shape) != tuple(v.shape) for t, v in zip(outs, result, strict=True)):
+            resized = _resized_strides(functional, args, kwargs, len(outs))
+        for t, v, strides in zip(outs, result, resized, strict=True):
             if torch._debug_has_internal_overlap(t) == 1:  # MemOverlap::Yes (an expand)
                 raise RuntimeError(
                     "unsupported operation: more than one element of the written-to tensor "
@@ -448,12 +454,26 @@ def _out_handler(func, compute, out_names, in_out_dtype, pointwise: bool, factor
             if id(t._storage) in inputs and tuple(v.shape) != tuple(t.shape):
                 # resizing an output that is also an input would destroy the input
                 raise RuntimeError(_OVERLAP)
-            _store(t, _fit_factory_out(func, t, v) if factory else v, func, resize=True)
+            _store(t, _fit_factory_out(func, t, v) if factory else v, func, resize=True,
+                   strides=strides)
         if returns_nothing:
             return None
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     return handler
+
+
+def _resized_strides(functional, args, kwargs, count: int) -> list:
+    """The strides CPU gives outs it resizes: TensorIterator and structured kernels lay them
+    out as the functional result (an input's order, LAPACK's column-major), which the
+    functional op's meta kernel gives on meta copies. Contiguous where it cannot say."""
+    try:
+        meta_args, meta_kwargs = tree_map(views.meta_like, (args, kwargs))
+        result = functional(*meta_args, **meta_kwargs)
+    except Exception:
+        return [None] * count
+    results = [r for r in tree_leaves(result) if isinstance(r, torch.Tensor)]
+    return [r.stride() for r in results] if len(results) == count else [None] * count
 
 
 def rule_with_mutations(func, compute, names: tuple[str, ...] = ()):
