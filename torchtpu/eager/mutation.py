@@ -441,11 +441,11 @@ def _out_handler(func, compute, out_names, in_out_dtype, pointwise: bool, factor
         for i, (t, v) in enumerate(zip(outs, result, strict=True)):
             refuse_out_dtype(func, pointwise, self_dtype, t, _dtype_of(v), position=i)
         inputs = {id(x._storage) for x in leaves if isinstance(x, TpuTensor)}
-        resized = [None] * len(outs)
+        layouts = [None] * len(outs)
         if functional is not None and any(
                 tuple(t.shape) != tuple(v.shape) for t, v in zip(outs, result, strict=True)):
-            resized = _resized_strides(functional, args, kwargs, len(outs))
-        for t, v, strides in zip(outs, result, resized, strict=True):
+            layouts = _resized_layouts(functional, args, kwargs, len(outs))
+        for t, v, layout in zip(outs, result, layouts, strict=True):
             if torch._debug_has_internal_overlap(t) == 1:  # MemOverlap::Yes (an expand)
                 raise RuntimeError(
                     "unsupported operation: more than one element of the written-to tensor "
@@ -454,8 +454,9 @@ def _out_handler(func, compute, out_names, in_out_dtype, pointwise: bool, factor
             if id(t._storage) in inputs and tuple(v.shape) != tuple(t.shape):
                 # resizing an output that is also an input would destroy the input
                 raise RuntimeError(_OVERLAP)
-            _store(t, _fit_factory_out(func, t, v) if factory else v, func, resize=True,
-                   strides=strides)
+            value = _fit_factory_out(func, t, v) if factory else v
+            fits = layout is not None and layout[0] == tuple(value.shape)
+            _store(t, value, func, resize=True, strides=layout[1] if fits else None)
         if returns_nothing:
             return None
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -463,17 +464,19 @@ def _out_handler(func, compute, out_names, in_out_dtype, pointwise: bool, factor
     return handler
 
 
-def _resized_strides(functional, args, kwargs, count: int) -> list:
-    """The strides CPU gives outs it resizes: TensorIterator and structured kernels lay them
-    out as the functional result (an input's order, LAPACK's column-major), which the
-    functional op's meta kernel gives on meta copies. Contiguous where it cannot say."""
+def _resized_layouts(functional, args, kwargs, count: int) -> list:
+    """The (shape, strides) CPU gives outs it resizes: TensorIterator and structured kernels
+    lay them out as the functional result (an input's order, LAPACK's column-major), which
+    the functional op's meta kernel gives on meta copies. None where it cannot say."""
     try:
         meta_args, meta_kwargs = tree_map(views.meta_like, (args, kwargs))
         result = functional(*meta_args, **meta_kwargs)
     except Exception:
         return [None] * count
     results = [r for r in tree_leaves(result) if isinstance(r, torch.Tensor)]
-    return [r.stride() for r in results] if len(results) == count else [None] * count
+    if len(results) != count:
+        return [None] * count
+    return [(tuple(r.shape), r.stride()) for r in results]
 
 
 def rule_with_mutations(func, compute, names: tuple[str, ...] = ()):
