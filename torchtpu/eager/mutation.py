@@ -160,8 +160,8 @@ def derived_handler(func, functional_handler):
         # the caller's.
         factory = any(a.name == "device" for a in functional._schema.arguments)
         in_out_dtype = (lambda out: True) if factory else partial(_in_out_dtype, func)
-        return _out_handler(func, compute, [a.name for a in mutated], in_out_dtype,
-                            torch.Tag.pointwise in functional.tags, factory)
+        return _out_handler(func, functional, compute, [a.name for a in mutated],
+                            in_out_dtype, torch.Tag.pointwise in functional.tags, factory)
     pointwise = torch.Tag.pointwise in functional.tags
     return _inplace_handler(func, _reordered(func, functional, compute),
                             _checks_overlap(func, functional), pointwise)
@@ -410,10 +410,10 @@ def _fit_factory_out(func, out: TpuTensor, value):
     return value
 
 
-def _out_handler(func, compute, out_names, in_out_dtype, pointwise: bool, factory: bool):
+def _out_handler(func, functional, compute, out_names, in_out_dtype, pointwise: bool,
+                 factory: bool):
     no_overlap = func in _NO_OVERLAP
     returns_nothing = not func._schema.returns  # out: Tensor[] (split_with_sizes_copy)
-    functional = _out_functional(func)
 
     def handler(args, kwargs):
         kwargs = dict(kwargs)
@@ -442,8 +442,7 @@ def _out_handler(func, compute, out_names, in_out_dtype, pointwise: bool, factor
             refuse_out_dtype(func, pointwise, self_dtype, t, _dtype_of(v), position=i)
         inputs = {id(x._storage) for x in leaves if isinstance(x, TpuTensor)}
         layouts = [None] * len(outs)
-        if functional is not None and any(
-                tuple(t.shape) != tuple(v.shape) for t, v in zip(outs, result, strict=True)):
+        if any(tuple(t.shape) != tuple(v.shape) for t, v in zip(outs, result, strict=True)):
             layouts = _resized_layouts(functional, args, kwargs, len(outs))
         for t, v, layout in zip(outs, result, layouts, strict=True):
             if torch._debug_has_internal_overlap(t) == 1:  # MemOverlap::Yes (an expand)
