@@ -11,7 +11,7 @@ import warnings
 from functools import partial
 
 import torch
-from torch.utils._pytree import tree_leaves, tree_map
+from torch.utils._pytree import tree_leaves
 
 from ..ops.dtypes import cast, scalar_type_name, to_jax_dtype, to_torch_dtype
 from ..ops.registry import LOWERINGS, is_functional
@@ -106,11 +106,14 @@ def _check_cast(result_dtype, target: torch.Tensor, op) -> None:
         )
 
 
-def _store(target: TpuTensor, value, op, resize: bool = False, strides=None) -> None:
+def _store(target: TpuTensor, value, op, resize: bool = False) -> None:
     """Write ``value`` into ``target`` with PyTorch's in-place shape and cast rules; an out=
-    target (``resize``) of another shape is resized first, as PyTorch's resize_output does
-    (to ``strides``, else contiguous)."""
+    target (``resize``) of another shape is resized first, as PyTorch's resize_output does,
+    and laid out as ``value`` is where it is a tensor (TensorIterator and structured kernels
+    restride an out they resize)."""
+    strides = None
     if isinstance(value, TpuTensor):
+        strides = value.stride()
         value = read(value)
     elif isinstance(value, torch.Tensor):
         value = to_device(value)
@@ -153,16 +156,18 @@ def derived_handler(func, functional_handler):
             return None
         compute = inner
     compute = checking_number(functional, compute)
-
+    pointwise = torch.Tag.pointwise in functional.tags
     if is_out:
         # A factory's out= form (linspace.out, arange.out) computes in the out's dtype, as do
         # sums (_in_out_dtype); another op's own dtype argument (softmax's, a norm's) stays
         # the caller's.
         factory = any(a.name == "device" for a in functional._schema.arguments)
         in_out_dtype = (lambda out: True) if factory else partial(_in_out_dtype, func)
-        return _out_handler(func, functional, compute, [a.name for a in mutated],
-                            in_out_dtype, torch.Tag.pointwise in functional.tags, factory)
-    pointwise = torch.Tag.pointwise in functional.tags
+        # TensorIterator restrides an out it resizes as it lays out the functional result
+        # (other kernels' differ: fft2's out stays contiguous where its result is not)
+        laid_out = functional_handler(functional) if pointwise else None
+        return _out_handler(func, compute, laid_out, [a.name for a in mutated], in_out_dtype,
+                            pointwise, factory)
     return _inplace_handler(func, _reordered(func, functional, compute),
                             _checks_overlap(func, functional), pointwise)
 
@@ -410,8 +415,11 @@ def _fit_factory_out(func, out: TpuTensor, value):
     return value
 
 
-def _out_handler(func, functional, compute, out_names, in_out_dtype, pointwise: bool,
+def _out_handler(func, compute, laid_out, out_names, in_out_dtype, pointwise: bool,
                  factory: bool):
+    """``compute``: the functional op's values; ``laid_out``: its dispatched handler, whose
+    results have CPU's layout, for outs to be resized (``torch.empty(0)``) where CPU lays them
+    out so."""
     no_overlap = func in _NO_OVERLAP
     returns_nothing = not func._schema.returns  # out: Tensor[] (split_with_sizes_copy)
 
@@ -435,16 +443,14 @@ def _out_handler(func, functional, compute, out_names, in_out_dtype, pointwise: 
         if len(outs) == 1 and in_out_dtype(outs[0]):
             kwargs.setdefault("dtype", outs[0].dtype)
         leaves = tree_leaves((args, kwargs))
-        result = compute(args, kwargs)
+        resizing = laid_out is not None and any(t.numel() == 0 for t in outs)
+        result = (laid_out if resizing else compute)(args, kwargs)
         if not isinstance(result, (list, tuple)):
             result = [result]
         for i, (t, v) in enumerate(zip(outs, result, strict=True)):
             refuse_out_dtype(func, pointwise, self_dtype, t, _dtype_of(v), position=i)
         inputs = {id(x._storage) for x in leaves if isinstance(x, TpuTensor)}
-        layouts = [None] * len(outs)
-        if any(tuple(t.shape) != tuple(v.shape) for t, v in zip(outs, result, strict=True)):
-            layouts = _resized_layouts(functional, args, kwargs, len(outs))
-        for t, v, layout in zip(outs, result, layouts, strict=True):
+        for t, v in zip(outs, result, strict=True):
             if torch._debug_has_internal_overlap(t) == 1:  # MemOverlap::Yes (an expand)
                 raise RuntimeError(
                     "unsupported operation: more than one element of the written-to tensor "
@@ -453,29 +459,12 @@ def _out_handler(func, functional, compute, out_names, in_out_dtype, pointwise: 
             if id(t._storage) in inputs and tuple(v.shape) != tuple(t.shape):
                 # resizing an output that is also an input would destroy the input
                 raise RuntimeError(_OVERLAP)
-            value = _fit_factory_out(func, t, v) if factory else v
-            fits = layout is not None and layout[0] == tuple(value.shape)
-            _store(t, value, func, resize=True, strides=layout[1] if fits else None)
+            _store(t, _fit_factory_out(func, t, v) if factory else v, func, resize=True)
         if returns_nothing:
             return None
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     return handler
-
-
-def _resized_layouts(functional, args, kwargs, count: int) -> list:
-    """The (shape, strides) CPU gives outs it resizes: TensorIterator and structured kernels
-    lay them out as the functional result (an input's order, LAPACK's column-major), which
-    the functional op's meta kernel gives on meta copies. None where it cannot say."""
-    try:
-        meta_args, meta_kwargs = tree_map(views.meta_like, (args, kwargs))
-        result = functional(*meta_args, **meta_kwargs)
-    except Exception:
-        return [None] * count
-    results = [r for r in tree_leaves(result) if isinstance(r, torch.Tensor)]
-    if len(results) != count:
-        return [None] * count
-    return [(tuple(r.shape), r.stride()) for r in results]
 
 
 def rule_with_mutations(func, compute, names: tuple[str, ...] = ()):
