@@ -106,14 +106,11 @@ def _check_cast(result_dtype, target: torch.Tensor, op) -> None:
         )
 
 
-def _store(target: TpuTensor, value, op, resize: bool = False) -> None:
+def _store(target: TpuTensor, value, op, resize: bool = False, strides=None) -> None:
     """Write ``value`` into ``target`` with PyTorch's in-place shape and cast rules; an out=
-    target (``resize``) of another shape is resized first, as PyTorch's resize_output does,
-    and laid out as ``value`` is where it is a tensor (TensorIterator and structured kernels
-    restride an out they resize)."""
-    strides = None
+    target (``resize``) of another shape is resized first, as PyTorch's resize_output does
+    (to ``strides``, else contiguous)."""
     if isinstance(value, TpuTensor):
-        strides = value.stride()
         value = read(value)
     elif isinstance(value, torch.Tensor):
         value = to_device(value)
@@ -459,7 +456,8 @@ def _out_handler(func, compute, laid_out, out_names, in_out_dtype, pointwise: bo
             if id(t._storage) in inputs and tuple(v.shape) != tuple(t.shape):
                 # resizing an output that is also an input would destroy the input
                 raise RuntimeError(_OVERLAP)
-            _store(t, _fit_factory_out(func, t, v) if factory else v, func, resize=True)
+            _store(t, _fit_factory_out(func, t, v) if factory else v, func, resize=True,
+                   strides=v.stride() if resizing else None)
         if returns_nothing:
             return None
         return outs[0] if len(outs) == 1 else tuple(outs)
