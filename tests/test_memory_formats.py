@@ -85,6 +85,39 @@ def test_ops_that_follow_a_transposed_inputs_order(op):
     assert_same(tpu, cpu)
 
 
+_A = torch.ops.aten
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("op", [
+    lambda x, s: torch.div(x, s, rounding_mode="floor"), lambda x, s: torch.copysign(x, s),
+    lambda x, s: torch.floor_divide(x, s), lambda x, s: torch.rsub(x, s),
+    lambda x, s: torch.rsub(s, x), lambda x, s: torch.floor_divide(x, x + s),
+    lambda x, s: torch.rsub(x, x * s), lambda x, s: torch.fill(x, s),
+    lambda x, s: _A.hardtanh_backward(x * s, x, -1.0, 1.0),
+    lambda x, s: _A.leaky_relu_backward(x * s, x, 0.1, False),
+    lambda x, s: _A.hardsigmoid_backward(x * s, x), lambda x, s: _A.mish_backward(x * s, x),
+    lambda x, s: _A.softshrink_backward(x * s, x, 0.5),
+], ids=["div_floor", "copysign", "floor_divide", "rsub", "rsub_0dim_first",
+        "floor_divide_tensors", "rsub_tensors", "fill", "hardtanh_backward",
+        "leaky_relu_backward", "hardsigmoid_backward", "mish_backward", "softshrink_backward"])
+def test_tensor_iterator_ops_follow_a_permuted_input_past_a_0dim_operand(op):
+    # A 0-dim operand decides nothing in CPU's iterator order; these ops' meta kernels (or
+    # missing pointwise tags) gave contiguous results.
+    x, s = torch.randn(4, 3, 5).permute(2, 0, 1) * 3, torch.tensor(1.5)
+    cpu, tpu = op(x, s), op(x.to("tpu"), s.to("tpu"))
+    assert tpu.stride() == cpu.stride() == (1, 15, 5)
+    assert_same(tpu, cpu)
+
+
+def test_pow_of_a_number_is_contiguous_as_cpus():
+    # CPU's pow(Scalar, Tensor) allocates its result before it runs the iterator.
+    x = torch.randn(4, 3, 5).permute(2, 0, 1)
+    cpu, tpu = torch.pow(2.0, x), torch.pow(2.0, x.to("tpu"))
+    assert tpu.stride() == cpu.stride() == (12, 3, 1)
+    assert_same(tpu, cpu)
+
+
 @pytest.mark.usefixtures("eager_mode")
 @pytest.mark.parametrize("op", [
     torch.linalg.inv, torch.linalg.cholesky, lambda a: torch.linalg.lu_factor(a)[0],

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import jax
 import torch
+from torch._prims_common import compute_elementwise_output_strides
 from torch.utils._pytree import tree_map
 
 from ..ops.decomps import DECOMPOSITIONS
@@ -442,9 +443,12 @@ def _following_memory_format(func, inner: Handler) -> Handler:
     query is permuted, or always for a factorization (LAPACK's column-major results):
     PyTorch's meta kernel on inputs of the same strides says how. Other inputs take the
     plain path: their results are contiguous."""
+    if func in _CONTIGUOUS_RESULT:
+        return inner
     follows = (_out_of_order if torch.Tag.pointwise in func.tags or func in _FOLLOWING_ORDER
                else _channels_last)
     always = func in _LAPACK_ORDER
+    laid_out = _iterated if func in _ITERATED_NOT_AS_META else func
 
     def handler(args, kwargs):
         out = inner(args, kwargs)
@@ -453,7 +457,8 @@ def _following_memory_format(func, inner: Handler) -> Handler:
                 or not all(args[i].is_contiguous() for i in _QUERY_LAYOUT.get(func, ()))):
             return out
         try:
-            meta = func(*tree_map(views.meta_like, args), **tree_map(views.meta_like, kwargs))
+            meta = laid_out(*tree_map(views.meta_like, args),
+                            **tree_map(views.meta_like, kwargs))
         except (NotImplementedError, RuntimeError):  # no meta kernel: keep what we have
             return out
         if func is aten.convolution.default:
@@ -520,7 +525,27 @@ _COPIES_OF_INPUT = {aten.slice_scatter.default, aten.select_scatter.default,
 _FOLLOWING_ORDER = {*_COPIES_OF_INPUT, aten.addr.default, aten.sort.default, aten.sort.stable,
                     aten.flip.default, aten.index.Tensor, aten.index_put.default, aten.put.default,
                     aten.hardswish.default, aten.complex.default, aten.polar.default,
-                    aten.native_dropout.default}
+                    aten.native_dropout.default, aten.floor_divide.default, aten.rsub.Tensor,
+                    aten.fill.Tensor, aten.hardtanh_backward.default,
+                    aten.leaky_relu_backward.default, aten.hardsigmoid_backward.default,
+                    aten.hardswish_backward.default, aten.mish_backward.default,
+                    aten.softshrink_backward.default, aten.hardshrink_backward.default}
+# CPU's TensorIterator kernels whose meta kernels (Python references) lay a result out
+# contiguous when an operand broadcasts (a 0-dim divisor): their iterator's order is computed.
+_ITERATED_NOT_AS_META = {aten.div.Tensor_mode, aten.copysign.Tensor, aten.floor_divide.default}
+# CPU's pow(Scalar, Tensor) allocates its result contiguous before it runs the iterator.
+_CONTIGUOUS_RESULT = {aten.pow.Scalar}
+
+
+def _iterated(*args, **kwargs):
+    """A TensorIterator's result over these (meta) tensors: a 0-dim one decides nothing,
+    as broadcast strides decide nothing in its dimension order."""
+    tensors = [a for a in _flat(args) if isinstance(a, torch.Tensor) and a.dim()]
+    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    strides = compute_elementwise_output_strides(*(t.expand(shape) for t in tensors))
+    return torch.empty_strided(shape, strides, device="meta")
+
+
 # Factorizations and solves: CPU's results are in LAPACK's column-major order whatever the
 # input's (the meta kernels say which results and how).
 _LAPACK_ORDER = {aten.linalg_inv_ex.default, aten.linalg_cholesky_ex.default,
