@@ -393,3 +393,17 @@ def test_advanced_indexing_of_a_permuted_tensor_is_laid_out_as_cpu(index):
     out, expected = run(TPU), run("cpu")
     assert_same(out, expected)
     assert out.stride() == expected.stride()
+
+
+@pytest.mark.parametrize("index", [
+    lambda x, i: x[i], lambda x, i: x[:, i], lambda x, i: x[i, :, i],
+    lambda x, i: x[i, i[:1].contiguous()], lambda x, i: x.permute(2, 0, 1)[:, i],
+    lambda x, i: x[i, 1:3],
+], ids=["front", "middle", "apart", "broadcast_pair", "permuted_input", "with_slice"])
+def test_advanced_indexing_with_a_transposed_index_is_laid_out_as_cpu(index):
+    # CPU's iterator orders the result by the index's strides too (the meta kernel by the
+    # input's alone).
+    x, i = torch.randn(4, 5, 6), torch.tensor([[0, 1, 2], [3, 2, 1]]).t()
+    out, expected = index(x.to(TPU), i.to(TPU)), index(x, i)
+    assert_same(out, expected)
+    assert out.stride() == expected.stride()

@@ -13,7 +13,6 @@ from collections.abc import Callable
 
 import jax
 import torch
-from torch._prims_common import compute_elementwise_output_strides
 from torch.utils._pytree import tree_map
 
 from ..ops.decomps import DECOMPOSITIONS
@@ -28,6 +27,7 @@ from . import (
     conv_checks,
     fallback,
     fft_layout,
+    iterator_layout,
     meta_errors,
     mutation,
     number_checks,
@@ -448,7 +448,7 @@ def _following_memory_format(func, inner: Handler) -> Handler:
     follows = (_out_of_order if torch.Tag.pointwise in func.tags or func in _FOLLOWING_ORDER
                else _channels_last)
     always = func in _LAPACK_ORDER
-    laid_out = _iterated if func in _ITERATED_NOT_AS_META else func
+    laid_out = _LAID_OUT_BY.get(func, func)
 
     def handler(args, kwargs):
         out = inner(args, kwargs)
@@ -479,10 +479,8 @@ def _following_memory_format(func, inner: Handler) -> Handler:
 
 
 def _follows(func, follows, args) -> bool:
-    if func is aten.index.Tensor:
-        # Its input's order; the meta kernel says CPU's only for contiguous indices (CPU
-        # restrides them, then orders the result by all operands).
-        return follows(args[0]) and all(i is None or i.is_contiguous() for i in args[1])
+    if func is aten.index.Tensor:  # its input's order, or its indices'
+        return follows(args[0]) or any(i is not None and not i.is_contiguous() for i in args[1])
     return any(follows(x) for x in _flat(args))
 
 
@@ -531,19 +529,13 @@ _FOLLOWING_ORDER = {*_COPIES_OF_INPUT, aten.addr.default, aten.sort.default, ate
                     aten.hardswish_backward.default, aten.mish_backward.default,
                     aten.softshrink_backward.default, aten.hardshrink_backward.default}
 # CPU's TensorIterator kernels whose meta kernels (Python references) lay a result out
-# contiguous when an operand broadcasts (a 0-dim divisor): their iterator's order is computed.
-_ITERATED_NOT_AS_META = {aten.div.Tensor_mode, aten.copysign.Tensor, aten.floor_divide.default}
+# contiguous when an operand broadcasts (a 0-dim divisor), or ignore the indices' order.
+_LAID_OUT_BY = {aten.div.Tensor_mode: iterator_layout.elementwise,
+                aten.copysign.Tensor: iterator_layout.elementwise,
+                aten.floor_divide.default: iterator_layout.elementwise,
+                aten.index.Tensor: iterator_layout.index}
 # CPU's pow(Scalar, Tensor) allocates its result contiguous before it runs the iterator.
 _CONTIGUOUS_RESULT = {aten.pow.Scalar}
-
-
-def _iterated(*args, **kwargs):
-    """A TensorIterator's result over these (meta) tensors: a 0-dim one decides nothing,
-    as broadcast strides decide nothing in its dimension order."""
-    tensors = [a for a in _flat(args) if isinstance(a, torch.Tensor) and a.dim()]
-    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
-    strides = compute_elementwise_output_strides(*(t.expand(shape) for t in tensors))
-    return torch.empty_strided(shape, strides, device="meta")
 
 
 # Factorizations and solves: CPU's results are in LAPACK's column-major order whatever the
