@@ -118,8 +118,11 @@ def _hardtanh_backward(grad_output, self, min_val, max_val):
 @lowering(aten.elu)
 @opmath
 def _elu(self, alpha=1, scale=1, input_scale=1):
-    neg = alpha * (jnp.exp(self * input_scale) - 1)
-    return scale * jnp.where(self > 0, self, neg)
+    # As CPU's kernel: expm1 (exp(x) - 1 lost ~500x its precision near 0) times the two
+    # coefficients multiplied first, in the compute dtype.
+    negcoef = jnp.asarray(alpha, self.dtype) * jnp.asarray(scale, self.dtype)
+    neg = jnp.expm1(self * input_scale) * negcoef
+    return jnp.where(self > 0, self * scale, neg)
 
 
 @lowering(aten.softplus)
