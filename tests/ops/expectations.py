@@ -87,10 +87,7 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('nn.functional.interpolate', 'bicubic', 'bfloat16', 'forward'),
         ('nn.functional.interpolate', 'trilinear', 'bfloat16', 'forward'),
     ],
-    "float32 rounding: CPU's and tpu's gradients are each ~1e-3 from the float64 one (ill-conditioned), further apart than the 1e-4 gradient tolerance": [  # noqa: E501
-        ('logcumsumexp', '', 'float32', 'grad'),
-    ],
-    "hardware: float32 rounding as logcumsumexp's grad: CPU's and tpu's gradients are each ~1e-3 from the float64 one; on the earlier 2-core machines they were further apart than the 1e-4 tolerance, on an AVX512 one CPU's lands within it": [  # noqa: E501
+    "hardware: float32 rounding: CPU's and tpu's gradients are each ~1e-3 from the float64 one; on the earlier 2-core machines they were further apart than the 1e-4 tolerance, on an AVX512 one CPU's lands within it": [  # noqa: E501
         ('matrix_exp', '', 'float32', 'grad'),
     ],
     'no rule or decomposition for aten.sparse_sampled_addmm.default': [
