@@ -68,3 +68,14 @@ def test_scans_carry_their_running_value_as_cpu(fn):
     # tree, which left most of a long row's elements a bit off.
     x = torch.randn(8, 4096, generator=torch.Generator().manual_seed(0)) * 3
     assert torch.equal(fn(x.to(TPU)).cpu(), fn(x))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.var(1), lambda x: x.std(0), lambda x: torch.var_mean(x, 1),
+    lambda x: torch.std_mean(x), lambda x: torch.var(torch.complex(x, x.flip(0)), 1),
+], ids=["var", "std", "var_mean", "std_mean_all", "var_complex"])
+def test_variance_of_values_far_from_zero_is_as_cpus(fn):
+    # CPU's Welford pass runs in float64; a float32 two-pass variance of values near 1e5 was
+    # 1e-5 (200x CPU's error) off.
+    x = torch.randn(16, 4096, generator=torch.Generator().manual_seed(0)) * 3 + 1e5
+    torch.testing.assert_close(fn(x.to(TPU)), fn(x), rtol=1e-7, atol=0, check_device=False)

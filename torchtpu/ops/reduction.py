@@ -180,42 +180,59 @@ def _logical_axes(dim, ndim):
 @lowering(aten.var.correction, aten.var.dim, aten.var.default, static=("correction",))
 @opmath
 def _var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return _variance("var", self, dim, _ddof(unbiased, correction), keepdim)
+    return _moments("var", self, dim, _ddof(unbiased, correction), keepdim)[0]
 
 
 @lowering(aten.std.correction, aten.std.dim, aten.std.default, static=("correction",))
 @opmath
 def _std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return jnp.sqrt(_variance("std", self, dim, _ddof(unbiased, correction), keepdim))
+    return _moments("std", self, dim, _ddof(unbiased, correction), keepdim, sqrt=True)[0]
 
 
 @lowering(aten.var_mean.correction, static=("correction",))
 @opmath
-def _var_mean(self, dim=None, *, correction=None, keepdim=False, name="var_mean"):
-    return (_variance(name, self, dim, _ddof(None, correction), keepdim),
-            jnp.mean(float_of(self), axis=_axes(dim, self.ndim), keepdims=keepdim))
+def _var_mean(self, dim=None, *, correction=None, keepdim=False):
+    return _moments("var_mean", self, dim, _ddof(None, correction), keepdim)
 
 
 @lowering(aten.std_mean.correction, static=("correction",))
 @opmath
 def _std_mean(self, dim=None, *, correction=None, keepdim=False):
-    var, mean = _var_mean(self, dim, correction=correction, keepdim=keepdim, name="std_mean")
-    return jnp.sqrt(var), mean
+    return _moments("std_mean", self, dim, _ddof(None, correction), keepdim, sqrt=True)
 
 
-def _variance(name, self, dim, ddof, keepdim):
+def _moments(name, self, dim, ddof, keepdim, sqrt=False):
+    """(variance or standard deviation, mean), carried in CPU's accumulation dtype (its
+    Welford pass runs float32 in float64) and rounded once."""
     axes = _axes(dim, self.ndim)
     count = math.prod(self.shape[a] for a in axes) if axes is not None else self.size
     x = float_of(self)
-    if count - ddof > 0:
-        return jnp.var(x, axis=axes, ddof=ddof, keepdims=keepdim)
-    warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly "
-                  "less than the reduction factor (input numel divided by output numel).",
-                  UserWarning, stacklevel=2)
-    # CPU divides by max(0, N - correction): inf, or NaN where every value is the mean
-    # (jnp.var gives NaN).
-    centered = jnp.abs(x - jnp.mean(x, axis=axes, keepdims=True)) ** 2
-    return jnp.sum(centered, axis=axes, keepdims=keepdim) / jnp.zeros((), centered.dtype)
+    acc = x.astype(_cpu_acc(x.dtype))
+    if name in ("var", "std") and 0 < x.size <= count and not jnp.iscomplexobj(x):
+        # CPU's full reduction (std_var_all_cpu): the mean rounded to the input's dtype, then
+        # the squares summed in float64, uncorrected.
+        mean = jnp.mean(x, axis=axes, keepdims=True).astype(acc.dtype)
+        squares = jnp.sum((acc - mean) ** 2, axis=axes, keepdims=keepdim)
+    else:
+        mean = jnp.mean(acc, axis=axes, keepdims=True)
+        centered = acc - mean
+        # The corrected two-pass sum: less the first-order error of the rounded mean, which
+        # in float32 (TPU) made a variance of values near 1e5 1e-5 off.
+        squares = (jnp.sum(_abs2(centered), axis=axes, keepdims=keepdim)
+                   - _abs2(jnp.sum(centered, axis=axes, keepdims=keepdim)) / max(count, 1))
+    if count - ddof <= 0:
+        warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly "
+                      "less than the reduction factor (input numel divided by output numel).",
+                      UserWarning, stacklevel=2)
+    # CPU divides by max(0, N - correction): inf, or NaN where every value is the mean.
+    var = squares / max(count - ddof, 0)
+    spread = jnp.sqrt(var) if sqrt else var
+    mean = mean if keepdim else jnp.squeeze(mean, axis=axes)
+    return spread.astype(x.real.dtype), mean.astype(x.dtype)
+
+
+def _abs2(x):
+    return jnp.real(x) ** 2 + jnp.imag(x) ** 2 if jnp.iscomplexobj(x) else x * x
 
 
 def _ddof(unbiased, correction):
@@ -313,11 +330,11 @@ def _masked_softmax_backward(grad_output, output, mask, dim=None):
     return jnp.where(mask, 0, g - output * jnp.sum(g, axis=axis, keepdims=True))
 
 
-def _scan_dtype(dtype):
-    """The dtype CPU's cumulative kernels carry their running value in (acc_type): float32
-    for bfloat16/float16, float64 for float32 and complex128 for complex64, where XLA's
-    tree-shaped float32 scan left 80% of a 4096-long cumsum a bit off CPU's. TPUs have no
-    float64: float32 there."""
+def _cpu_acc(dtype):
+    """The dtype CPU's scans and Welford pass carry their running values in (acc_type):
+    float32 for bfloat16/float16, float64 for float32 and complex128 for complex64, where
+    XLA's tree-shaped float32 scan left 80% of a 4096-long cumsum a bit off CPU's. TPUs have
+    no float64: float32 there."""
     if dtype in LOW_PRECISION:
         return jnp.dtype(jnp.float32)
     if platform() != "tpu":
@@ -334,7 +351,7 @@ def _scan(fn, self, dim, dtype):
     x = self.astype(out_dtype)
     if not self.ndim:
         return x
-    return fn(x.astype(_scan_dtype(out_dtype)), axis=dim % self.ndim).astype(out_dtype)
+    return fn(x.astype(_cpu_acc(out_dtype)), axis=dim % self.ndim).astype(out_dtype)
 
 
 @lowering(aten.cumsum)
@@ -442,12 +459,12 @@ def _logcumsumexp(self, dim):
             total = complex_logaddexp(total, x)
             return total, total
 
-        rows = jnp.moveaxis(self.astype(_scan_dtype(self.dtype)), dim % self.ndim, 0)
+        rows = jnp.moveaxis(self.astype(_cpu_acc(self.dtype)), dim % self.ndim, 0)
         _, out = lax.scan(step, rows[0], rows[1:])
         out = jnp.moveaxis(jnp.concatenate([rows[:1], out]), 0, dim % self.ndim)
         return out.astype(self.dtype)
     x = float_of(self)
-    return lax.cumlogsumexp(x.astype(_scan_dtype(x.dtype)), axis=dim % self.ndim).astype(x.dtype)
+    return lax.cumlogsumexp(x.astype(_cpu_acc(x.dtype)), axis=dim % self.ndim).astype(x.dtype)
 
 
 def _sorted_along(self, axis):
