@@ -110,6 +110,23 @@ def test_tensor_iterator_ops_follow_a_permuted_input_past_a_0dim_operand(op):
     assert_same(tpu, cpu)
 
 
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("op", [
+    torch.relu, torch.exp, lambda x: x + 1, lambda x: x * x, lambda x: F.normalize(x, dim=1),
+    lambda x: torch.where(x > 3, x, 0.0),
+], ids=["relu", "exp", "add", "mul", "normalize", "where"])
+def test_a_one_channel_slice_of_a_channels_last_tensor_gives_channels_last_results(op):
+    # Its channel stride (1) is the smallest: CPU's iterator puts that dimension innermost,
+    # though c10's contiguity check skips size-1 dimensions.
+    def one_channel(device):
+        big = torch.arange(200.0, device=device).reshape(2, 4, 5, 5)
+        return big.contiguous(memory_format=torch.channels_last)[:, :1]
+
+    cpu, tpu = op(one_channel("cpu")), op(one_channel("tpu"))
+    assert tpu.stride() == cpu.stride() == (25, 1, 5, 1)
+    assert_same(tpu, cpu)
+
+
 def test_pow_of_a_number_is_contiguous_as_cpus():
     # CPU's pow(Scalar, Tensor) allocates its result before it runs the iterator.
     x = torch.randn(4, 3, 5).permute(2, 0, 1)

@@ -417,13 +417,16 @@ def _strides_like_channels_last(shape, strides) -> bool:
 
 
 def _out_of_order(x) -> bool:
-    """Some dimension strides further than one before it (sizes 1 and broadcasts aside): a
-    transpose, channels_last, or a slice of one, whose order TensorIterator's outputs take."""
-    if type(x) is not TpuTensor or x._direct:
+    """Some dimension strides further than one before it (broadcasts aside): a transpose,
+    channels_last, or a slice of one, whose order TensorIterator's outputs take. Past its
+    contiguity check (which skips them), a size-1 dimension's stride counts too, as the
+    iterator sorts by it: an N1HW slice of a channels_last tensor gives channels_last
+    results."""
+    if type(x) is not TpuTensor or x._direct or x.is_contiguous():
         return False
     before = None
-    for n, s in zip(x.shape, x.stride(), strict=True):
-        if n > 1 and s:
+    for s in x.stride():
+        if s:
             if before is not None and s > before:
                 return True
             before = s
