@@ -1,0 +1,43 @@
+"""torch.fft against CPU where the OpInfo sweep's samples say little: the FFT primitives'
+refusals, which torch.fft's own checks leave to them for ihfft2/ihfftn."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import raises_as_cpu
+
+_aten = torch.ops.aten
+
+
+@pytest.mark.parametrize("fn", [torch.fft.ihfft2, torch.fft.ihfftn])
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_ihfftn_of_a_complex_input_is_refused_as_cpu(fn, dtype):
+    # (it reaches _fft_r2c unchecked: the meta kernel's bare "Expected cond to be True")
+    raises_as_cpu(lambda device: fn(torch.ones(4, 6, dtype=dtype, device=device)))
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: _aten._fft_r2c(x, [1], 0, True),
+    lambda x: _aten._fft_r2c(x, [1], 2, False),
+    lambda x: _aten._fft_c2c(x, [1], 0, True),
+    lambda x: _aten._fft_c2c(x, [], 0, False),
+    lambda x: _aten._fft_c2r(x, [0, 1], 1, 10),
+], ids=["r2c", "r2c_twosided", "c2c", "c2c_no_dim", "c2r"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int64,
+                                   torch.bool, torch.complex64])
+def test_fft_primitives_refuse_dtypes_as_cpu(call, dtype):
+    x = torch.ones(4, 6, dtype=dtype)
+    try:
+        expected = call(x)
+    except RuntimeError:
+        raises_as_cpu(lambda device: call(x.to(device)))
+    else:
+        torch.testing.assert_close(call(x.to("tpu")).cpu(), expected)
+
+
+@pytest.mark.parametrize("call", [lambda x: _aten._fft_r2c(x, [], 0, True),
+                                  lambda x: _aten._fft_c2r(x.cfloat(), [], 0, 4)],
+                         ids=["r2c", "c2r"])
+def test_fft_primitives_of_no_dimension_are_refused_as_cpu(call):
+    raises_as_cpu(lambda device: call(torch.ones(4, 6, device=device)))
