@@ -1,5 +1,6 @@
-"""torch.fft against CPU where the OpInfo sweep's samples say little: the FFT primitives'
-refusals, which torch.fft's own checks leave to them for ihfft2/ihfftn."""
+"""torch.fft and the window functions against CPU where the OpInfo sweep's samples say little:
+the FFT primitives' refusals (torch.fft's own checks leave ihfft2/ihfftn's to them), and the
+windows' out= forms and dtype refusals."""
 
 from __future__ import annotations
 
@@ -41,3 +42,28 @@ def test_fft_primitives_refuse_dtypes_as_cpu(call, dtype):
                          ids=["r2c", "c2r"])
 def test_fft_primitives_of_no_dimension_are_refused_as_cpu(call):
     raises_as_cpu(lambda device: call(torch.ones(4, 6, device=device)))
+
+
+_WINDOW_OUTS = [
+    lambda out: _aten.hann_window.out(5, out=out),
+    lambda out: _aten.hann_window.periodic_out(5, False, out=out),
+    lambda out: _aten.hamming_window.periodic_alpha_beta_out(6, True, 0.5, 0.3, out=out),
+    lambda out: _aten.kaiser_window.beta_out(7, True, 3.0, out=out),
+]
+
+
+@pytest.mark.parametrize("call", _WINDOW_OUTS, ids=["hann", "hann_periodic", "hamming", "kaiser"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_window_out_is_built_in_its_dtype_as_cpu(call, dtype):
+    # (hann_window's decomposition rounded a float16 window once, CPU's kernel after each step)
+    out = torch.zeros(0, dtype=dtype)
+    call(out)
+    out_tpu = torch.zeros(0, dtype=dtype, device="tpu")
+    call(out_tpu)
+    torch.testing.assert_close(out_tpu.cpu(), out, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("call", _WINDOW_OUTS, ids=["hann", "hann_periodic", "hamming", "kaiser"])
+def test_window_out_of_an_integer_dtype_is_refused_as_cpu(call):
+    raises_as_cpu(lambda device: call(torch.zeros(0, dtype=torch.int64, device=device)))
+
