@@ -67,3 +67,8 @@ def test_window_out_is_built_in_its_dtype_as_cpu(call, dtype):
 def test_window_out_of_an_integer_dtype_is_refused_as_cpu(call):
     raises_as_cpu(lambda device: call(torch.zeros(0, dtype=torch.int64, device=device)))
 
+
+@pytest.mark.parametrize("fn", [torch.hann_window, torch.bartlett_window, torch.kaiser_window])
+def test_window_of_an_integer_dtype_is_refused_as_cpu(fn):
+    # CPU prints the options as the caller gave them (pinned_memory=false, not "(default)")
+    raises_as_cpu(lambda device: fn(5, dtype=torch.int64, device=device))
