@@ -72,3 +72,16 @@ def test_window_out_of_an_integer_dtype_is_refused_as_cpu(call):
 def test_window_of_an_integer_dtype_is_refused_as_cpu(fn):
     # CPU prints the options as the caller gave them (pinned_memory=false, not "(default)")
     raises_as_cpu(lambda device: fn(5, dtype=torch.int64, device=device))
+
+
+@pytest.mark.parametrize("fn", [torch.fft.fft, torch.fft.rfft, torch.fft.irfft, torch.fft.hfft,
+                                torch.fft.ihfft, torch.fft.fftn])
+def test_fft_of_an_empty_batch_is_empty(fn):
+    # Deliberately not CPU's: this build's MKL refuses a batch of none ("DFTI ERROR:
+    # Inconsistent configuration parameters", pytorch#174984) where PocketFFT builds and
+    # numpy return an empty result.
+    x = torch.randn(0, 4)
+    kwargs = {"dim": (1,)} if fn is torch.fft.fftn else {}
+    out = fn(x.to("tpu"), **kwargs)
+    meta = fn(x.to("meta"), **kwargs)
+    assert out.shape == meta.shape and out.dtype == meta.dtype
