@@ -137,7 +137,8 @@ def _via_cpu(op):
 
     def kernel(*args, **kwargs):
         kwargs["device"] = "cpu"
-        kwargs.pop("pin_memory", None)
+        if kwargs.get("pin_memory"):  # (CPU's own refusals print the options as given)
+            del kwargs["pin_memory"]
         return wrap(to_device(op(*args, **kwargs)))
 
     return kernel

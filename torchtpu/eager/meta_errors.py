@@ -20,7 +20,7 @@ import torch
 
 from ..ops.dtypes import cpp_name, result_type, scalar_type_name, to_jax_dtype, to_torch_dtype
 from ..ops.reduction import check_nonempty
-from . import conv_checks, foreach_checks, indexing_checks, nn_checks, pooling_checks
+from . import conv_checks, fft_checks, foreach_checks, indexing_checks, nn_checks, pooling_checks
 from .clamp_checks import CLAMP_CHECKS
 from .kernel_dtypes import KERNEL_DTYPE_CHECKS, kernel_refuses
 from .number_checks import overflow_error
@@ -635,6 +635,7 @@ _CPU_CHECKS = {
     _aten.grid_sampler_3d.default: _grid_sampler_check,
     **pooling_checks.CHECKS,
     **indexing_checks.CHECKS,
+    **fft_checks.CHECKS,
     _aten.pixel_shuffle.default: _pixel_shuffle_check,
     **{getattr(_aten, f"upsample_nearest{nd}d").default: nn_checks.nearest_upsample_check
        for nd in (1, 2, 3)},

@@ -327,6 +327,17 @@ HANDLERS = {
     torch.ops.prims.real.default: lambda args, kwargs: torch.real(*args, **kwargs),
     torch.ops.prims.imag.default: lambda args, kwargs: torch.imag(*args, **kwargs),
 }
+# The window factories' out= forms run CPU's own kernel: it builds the window in the out's
+# dtype, through the factory (built on the host, backend.py) with its dtype check, and copies
+# it over. (hann_window's decomposition computed a float16 window in float32 and took int64.)
+_EXPLICIT = torch._C.DispatchKeySet(torch._C.DispatchKey.CompositeExplicitAutograd)
+for _packet in (aten.hann_window, aten.hamming_window, aten.blackman_window,
+                aten.bartlett_window, aten.kaiser_window):
+    for _overload in _packet.overloads():
+        if _overload.endswith("out"):
+            _func = getattr(_packet, _overload)
+            HANDLERS[_func] = (lambda f: lambda args, kwargs: f.redispatch(_EXPLICIT, *args,
+                                                                         **kwargs))(_func)
 for _packet in (aten.linspace, aten.logspace):
     for _overload in ("Tensor_Tensor", "Tensor_Scalar", "Scalar_Tensor"):
         HANDLERS[getattr(_packet, _overload)] = _range_of_tensor_ends(_packet.default)
