@@ -158,3 +158,13 @@ def test_dot_checks_dims_before_dtypes(op):
 def test_householder_product_names_taus_dtype_as_cpu():
     raises_as_cpu(lambda d: torch.linalg.householder_product(
         torch.ones(3, 3, device=d), torch.ones(3, dtype=torch.int32, device=d)))
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.float32])
+def test_solve_from_the_right_of_a_complex_matrix(dtype):
+    # X A = B is A^T X^T = B^T: a transpose, not a conjugate transpose.
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(2, 4, 4, dtype=dtype, generator=g) + 4 * torch.eye(4, dtype=dtype)
+    B = torch.randn(2, 3, 4, dtype=dtype, generator=g)
+    torch.testing.assert_close(torch.linalg.solve(A.to("tpu"), B.to("tpu"), left=False).cpu(),
+                               torch.linalg.solve(A, B, left=False))
