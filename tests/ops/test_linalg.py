@@ -3,6 +3,8 @@ the operand layout XLA:CPU's products are given."""
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -168,3 +170,17 @@ def test_solve_from_the_right_of_a_complex_matrix(dtype):
     B = torch.randn(2, 3, 4, dtype=dtype, generator=g)
     torch.testing.assert_close(torch.linalg.solve(A.to("tpu"), B.to("tpu"), left=False).cpu(),
                                torch.linalg.solve(A, B, left=False))
+
+
+@pytest.mark.parametrize("beta", [0, 0.0])
+@pytest.mark.parametrize("op", ["addmm", "addmv", "baddbmm", "addbmm"])
+def test_a_zero_beta_ignores_nans_in_the_input(op, beta):
+    # Eager rules see beta traced: a check of its value in Python never fired.
+    def call(device):
+        m = torch.ones(3, 3, device=device)
+        b = torch.ones(2, 3, 3, device=device)
+        nan = {"addmm": m, "addmv": m[0], "baddbmm": b, "addbmm": m}[op] * math.nan
+        args = {"addmm": (m, m), "addmv": (m, m[0]), "baddbmm": (b, b), "addbmm": (b, b)}[op]
+        return getattr(torch, op)(nan, *args, beta=beta, alpha=1.5)
+
+    torch.testing.assert_close(call("tpu").cpu(), call("cpu"))
