@@ -76,6 +76,93 @@ def test_an_empty_out_is_resized_to_the_results_layout(op):
     assert_same(run(TPU), run("cpu"))
 
 
+def _mat(device, *shape, spd=False):
+    g = torch.Generator().manual_seed(sum(shape))
+    a = torch.randn(*shape, dtype=torch.float64, generator=g)
+    if spd:
+        a = a @ a.mT + shape[-1] * torch.eye(shape[-1], dtype=torch.float64)
+    return a.to(device)
+
+
+def _tri(device):
+    return _mat(device, 2, 4, 4).triu() + 4 * torch.eye(4, dtype=torch.float64, device=device)
+
+
+_F, _I32, _I64 = torch.float64, torch.int32, torch.int64
+
+
+@pytest.mark.parametrize("op, dtypes", [
+    (lambda d, out: torch.linalg.inv(_mat(d, 2, 4, 4), out=out[0]), [_F]),
+    (lambda d, out: torch.linalg.cholesky_ex(_mat(d, 2, 4, 4, spd=True), out=out), [_F, _I32]),
+    (lambda d, out: torch.linalg.lu_factor(_mat(d, 2, 4, 3), out=out), [_F, _I32]),
+    (lambda d, out: torch.linalg.qr(_mat(d, 2, 4, 3), mode="complete", out=out), [_F, _F]),
+    (lambda d, out: torch.linalg.eigh(_mat(d, 2, 4, 4, spd=True), out=out), [_F, _F]),
+    (lambda d, out: torch.linalg.svd(_mat(d, 2, 4, 3), out=out), [_F, _F, _F]),
+    # (V: Vh's layout, transposed)
+    (lambda d, out: torch.svd(_mat(d, 2, 4, 3), out=out), [_F, _F, _F]),
+    (lambda d, out: torch.linalg.solve(_mat(d, 2, 4, 4), _mat(d, 2, 4), out=out[0]), [_F]),
+    # left=False solves the transposed system: row-major
+    (lambda d, out: torch.linalg.solve(_mat(d, 2, 4, 4), _mat(d, 2, 3, 4), left=False,
+                                       out=out[0]), [_F]),
+    (lambda d, out: torch.linalg.solve_triangular(_tri(d), _mat(d, 2, 3, 4), upper=True,
+                                                  left=False, out=out[0]), [_F]),
+    (lambda d, out: torch.triangular_solve(_mat(d, 2, 4, 3), _tri(d), out=out), [_F, _F]),
+    (lambda d, out: torch.geqrf(_mat(d, 2, 4, 3), out=out), [_F, _F]),
+    # (a solution narrowed from a buffer of max(m, n) rows)
+    (lambda d, out: torch.linalg.lstsq(_mat(d, 2, 4, 3), _mat(d, 2, 4, 2), out=out),
+     [_F, _F, _I64, _F]),
+    (lambda d, out: torch.linalg.lstsq(_mat(d, 5, 3), _mat(d, 5), driver="gelsd", out=out),
+     [_F, _F, _I64, _F]),
+    (lambda d, out: torch.linalg.pinv(_mat(d, 2, 4, 3), out=out[0]), [_F]),
+    (lambda d, out: torch.cholesky_solve(_mat(d, 2, 4, 3), _mat(d, 2, 4, 4), out=out[0]), [_F]),
+])
+def test_a_resized_linalg_out_is_column_major_as_lapack_leaves_it(op, dtypes):
+    # CPU's LAPACK kernels resize their matrix outs to batched column-major strides; their
+    # vectors, infos and pivots, and other kernels' outs, resize contiguous.
+    def run(device):
+        outs = [torch.empty(0, dtype=t, device=device) for t in dtypes]
+        op(device, outs)
+        return outs
+
+    resized = run(TPU)
+    assert [t.stride() for t in resized] == [t.stride() for t in run("cpu")]
+    # the values written through those strides: as into outs of the right shape already
+    kept = [torch.empty(t.shape, dtype=t.dtype, device=TPU) for t in resized]
+    op(TPU, kept)
+    assert_same(resized, kept)
+
+
+def test_a_non_empty_linalg_out_of_another_shape_is_resized_column_major():
+    def run(device):
+        out = torch.empty(3, 3, dtype=torch.float64, device=device)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (the resize warning)
+            torch.linalg.inv(_mat(device, 2, 4, 4), out=out)
+        return out, out.stride()
+
+    assert_same(run(TPU), run("cpu"))
+
+
+def test_an_out_of_the_right_shape_keeps_its_strides_in_linalg():
+    def run(device):
+        out = torch.empty(2, 4, 4, dtype=torch.float64, device=device)
+        returned = torch.linalg.inv(_mat(device, 2, 4, 4), out=out)
+        return returned is out, out, out.stride()
+
+    assert_same(run(TPU), run("cpu"))
+
+
+def test_a_resized_out_warns_in_cpus_words():
+    def run(device):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.linalg.cholesky(_mat(device, 3, 3, spd=True),
+                                  out=torch.empty(2, 3, dtype=torch.float64, device=device))
+        return [str(w.message).split(" (Triggered internally")[0] for w in caught]
+
+    assert run(TPU) == run("cpu")
+
+
 def test_kron_into_out():
     # kron's out= multiplies into an _unsafe_view of out, which aliases it as on CPU.
     def run(device):

@@ -3,6 +3,8 @@ the operand layout XLA:CPU's products are given."""
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -113,3 +115,72 @@ def test_solve_triangular_solves_in_the_matrixs_dtype(dtypes):
 def test_solvers_name_mixed_dtypes_as_cpu(solve):
     a = torch.eye(3, dtype=torch.float64)
     raises_as_cpu(lambda d: solve(a.to(d), torch.ones(3, 2, device=d)))
+
+
+@pytest.mark.parametrize("op", ["addr", "addmm", "addmv", "baddbmm", "addbmm"])
+@pytest.mark.parametrize("kw", [{"beta": 2.0}, {"alpha": 1.5}, {"beta": True}, {"alpha": True},
+                                {"beta": 1j}])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+def test_blas_beta_and_alpha_are_checked_as_cpu(op, kw, dtype):
+    # addr's check_addr_scalar, then the conversion of each to the result's dtype.
+    def call(device):
+        m = torch.ones(3, 3, dtype=dtype, device=device)
+        v = torch.ones(3, dtype=dtype, device=device)
+        b = torch.ones(2, 3, 3, dtype=dtype, device=device)
+        args = {"addr": (m, v, v), "addmm": (m, m, m), "addmv": (v, m, v),
+                "baddbmm": (b, b, b), "addbmm": (m, b, b)}[op]
+        return getattr(torch, op)(*args, **kw)
+
+    try:
+        expected = call("cpu")
+    except RuntimeError:
+        raises_as_cpu(call)
+    else:
+        torch.testing.assert_close(call("tpu").cpu(), expected)
+
+
+def test_eig_out_dtypes_are_checked_in_its_words():
+    a = torch.tensor([[3.0, -2.0], [4.0, -1.0]])
+    for dtypes in [(torch.float32, torch.complex64), (torch.complex128, torch.float32),
+                   (torch.int32, torch.int32)]:
+        raises_as_cpu(lambda d, dtypes=dtypes: torch.linalg.eig(
+            a.to(d), out=tuple(torch.empty(0, dtype=t, device=d) for t in dtypes)))
+    # a complex128 out takes complex64 eigenpairs (a safe cast), as on CPU
+    outs = tuple(torch.empty(0, dtype=torch.complex128, device="tpu") for _ in range(2))
+    torch.linalg.eig(a.to("tpu"), out=outs)
+    assert [t.dtype for t in outs] == [torch.complex128] * 2
+
+
+@pytest.mark.parametrize("op", [torch.dot, torch.vdot])
+def test_dot_checks_dims_before_dtypes(op):
+    raises_as_cpu(lambda d: op(torch.ones(1, 1, device=d), torch.ones(3, dtype=torch.float64,
+                                                                        device=d)))
+
+
+def test_householder_product_names_taus_dtype_as_cpu():
+    raises_as_cpu(lambda d: torch.linalg.householder_product(
+        torch.ones(3, 3, device=d), torch.ones(3, dtype=torch.int32, device=d)))
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.float32])
+def test_solve_from_the_right_of_a_complex_matrix(dtype):
+    # X A = B is A^T X^T = B^T: a transpose, not a conjugate transpose.
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(2, 4, 4, dtype=dtype, generator=g) + 4 * torch.eye(4, dtype=dtype)
+    B = torch.randn(2, 3, 4, dtype=dtype, generator=g)
+    torch.testing.assert_close(torch.linalg.solve(A.to("tpu"), B.to("tpu"), left=False).cpu(),
+                               torch.linalg.solve(A, B, left=False))
+
+
+@pytest.mark.parametrize("beta", [0, 0.0])
+@pytest.mark.parametrize("op", ["addmm", "addmv", "baddbmm", "addbmm"])
+def test_a_zero_beta_ignores_nans_in_the_input(op, beta):
+    # Eager rules see beta traced: a check of its value in Python never fired.
+    def call(device):
+        m = torch.ones(3, 3, device=device)
+        b = torch.ones(2, 3, 3, device=device)
+        nan = {"addmm": m, "addmv": m[0], "baddbmm": b, "addbmm": m}[op] * math.nan
+        args = {"addmm": (m, m), "addmv": (m, m[0]), "baddbmm": (b, b), "addbmm": (b, b)}[op]
+        return getattr(torch, op)(nan, *args, beta=beta, alpha=1.5)
+
+    torch.testing.assert_close(call("tpu").cpu(), call("cpu"))

@@ -36,7 +36,8 @@ _CAT = re.compile(r"Sizes of tensors must match except in dimension (\d+)\. "
                   r"Expected (\d+) in dimension \d+ but got (\d+) for tensor number (\d+)")
 _DTYPE = re.compile(r"torch\.(\w+)")
 # Meta kernels' dtype checks (linalg's, solvers') that print a dtype as Python does.
-_NAMING_DTYPES = ("tensor as input", "could not infer output dtype", "to have the same dtype")
+_NAMING_DTYPES = ("tensor as input", "could not infer output dtype", "to have the same dtype",
+                   "does not match input dtype")
 _TORCH_SIZE = re.compile(r"torch\.Size\((\[[^\]]*\])\)")
 _MV = re.compile(r"size mismatch, got input \((\d+)x(\d+)\), vec \((\d+)\)")
 # lerp's meta check, which prints dtypes as Python does; CPU's as c10 does, without the comma
@@ -355,6 +356,8 @@ def _addbmm_check(self, batch1, batch2, *_, **__):
 
 
 def _dot_check(self, other, *_):
+    if self.ndim != 1 or other.ndim != 1:  # (CPU's dot_check looks at the dims first)
+        return f"1D tensors expected, but got {self.ndim}D and {other.ndim}D tensors"
     if self.dtype != other.dtype:
         return ("dot : expected both vectors to have same dtype, but found "
                 f"{scalar_type_name(self.dtype)} and {scalar_type_name(other.dtype)}")

@@ -19,6 +19,7 @@ from ..runtime.execute import Pending
 from ..runtime.transfer import to_device
 from ..tensor import DEVICE, TpuTensor, is_dense, read, write
 from . import meta_errors, strict, views
+from .linalg_layout import out_layout
 from .number_checks import checking_number
 from .out_dtypes import refuse_out_dtype, refuse_out_dtype_first
 from .values import MIXED_DEVICES, call_unwrapped, wrap_out
@@ -116,11 +117,13 @@ def _store(target: TpuTensor, value, op, resize: bool = False, strides=None) -> 
         value = to_device(value)
     if resize and value.shape != tuple(target.shape):
         if target.numel():
-            warnings.warn(
-                f"{op}: an output with one or more elements was resized since it had shape "
+            warnings.warn(  # CPU's words (Resize.cpp), which callers match
+                f"An output with one or more elements was resized since it had shape "
                 f"{list(target.shape)}, which does not match the required output shape "
-                f"{list(value.shape)}. This behavior is deprecated; resize it to 0 elements "
-                "with t.resize_(0) first.", UserWarning, stacklevel=2)
+                f"{list(value.shape)}. This behavior is deprecated, and in a future PyTorch "
+                "release outputs will not be resized unless they have zero elements. You can "
+                "explicitly reuse an out tensor t by resizing it, inplace, to zero elements "
+                "with t.resize_(0).", UserWarning, stacklevel=2)
         views.resize(target, value.shape, strides)
     if value.shape != tuple(target.shape):
         raise RuntimeError(
@@ -416,9 +419,10 @@ def _out_handler(func, compute, laid_out, out_names, in_out_dtype, pointwise: bo
                  factory: bool):
     """``compute``: the functional op's values; ``laid_out``: its dispatched handler, whose
     results have CPU's layout, for outs to be resized (``torch.empty(0)``) where CPU lays them
-    out so."""
+    out so. A LAPACK kernel's outs resize column-major (linalg_layout.py)."""
     no_overlap = func in _NO_OVERLAP
     returns_nothing = not func._schema.returns  # out: Tensor[] (split_with_sizes_copy)
+    column_major = out_layout(func, out_names)  # LAPACK kernels' outs
 
     def handler(args, kwargs):
         kwargs = dict(kwargs)
@@ -447,7 +451,13 @@ def _out_handler(func, compute, laid_out, out_names, in_out_dtype, pointwise: bo
         for i, (t, v) in enumerate(zip(outs, result, strict=True)):
             refuse_out_dtype(func, pointwise, self_dtype, t, _dtype_of(v), position=i)
         inputs = {id(x._storage) for x in leaves if isinstance(x, TpuTensor)}
-        for t, v in zip(outs, result, strict=True):
+        if resizing:
+            strides = [v.stride() for v in result]
+        elif column_major is not None:
+            strides = column_major(args, kwargs, [tuple(v.shape) for v in result])
+        else:
+            strides = [None] * len(outs)
+        for t, v, stride in zip(outs, result, strides, strict=True):
             if torch._debug_has_internal_overlap(t) == 1:  # MemOverlap::Yes (an expand)
                 raise RuntimeError(
                     "unsupported operation: more than one element of the written-to tensor "
@@ -457,7 +467,7 @@ def _out_handler(func, compute, laid_out, out_names, in_out_dtype, pointwise: bo
                 # resizing an output that is also an input would destroy the input
                 raise RuntimeError(_OVERLAP)
             _store(t, _fit_factory_out(func, t, v) if factory else v, func, resize=True,
-                   strides=v.stride() if resizing else None)
+                   strides=stride)
         if returns_nothing:
             return None
         return outs[0] if len(outs) == 1 else tuple(outs)

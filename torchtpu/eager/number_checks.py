@@ -11,8 +11,11 @@ import math
 from collections.abc import Sequence
 
 import torch
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
 from .foreach_checks import each_tensor
+
+_DEFAULT = ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT
 
 _C_TYPES = {"float32": "float", "float64": "double", "float16": "c10::Half",
             "bfloat16": "c10::BFloat16", "int8": "int8_t", "int16": "int16_t", "int32": "int",
@@ -107,8 +110,32 @@ def _index_fill_value(self, dim, index, value) -> str | None:
     return None if isinstance(value, torch.Tensor) else _fill_fits(value, self.dtype)
 
 
+def _addr_scalars(self, vec1, vec2, *, beta=1, alpha=1) -> str | None:
+    """addr's beta and alpha: of the result's kind (its check_addr_scalar), and fitting it."""
+    if type(beta) is int and type(alpha) is int and isinstance(self, torch.Tensor):
+        return None  # (the defaults: integers convert to any dtype addr can have)
+    dtype = elementwise_dtypes(self, vec1, vec2, type_promotion_kind=_DEFAULT)[1]
+    for name, value in (("beta", beta), ("alpha", alpha)):
+        if isinstance(value, bool) and dtype != torch.bool:
+            return f"Boolean {name} only supported for Boolean results."
+        if not (dtype.is_floating_point or dtype.is_complex or isinstance(value, int)):
+            return (f"For integral input tensors, argument {name} must not be a floating "
+                    "point number.")
+    return _blas_scalars(self, beta=beta, alpha=alpha, dtype=dtype)
+
+
+def _blas_scalars(self, *_, beta=1, alpha=1, dtype=None) -> str | None:
+    """addmm and kin convert beta and alpha to the result's dtype, checked (a complex number
+    into a real tensor)."""
+    dtype = dtype or self.dtype
+    return next(filter(None, (_fill_fits(v, dtype) for v in (beta, alpha))), None)
+
+
 # Ops whose Python-number arguments CPU checks by value (rules see numbers traced).
 _NUMBER_CHECKS = {
+    torch.ops.aten.addr.default: _addr_scalars,
+    **{getattr(torch.ops.aten, name).default: _blas_scalars
+       for name in ("addmm", "addmv", "baddbmm", "addbmm")},
     torch.ops.aten.index_fill.int_Scalar: _index_fill_value,
     torch.ops.aten.index_fill.int_Tensor: _index_fill_value,
     **{getattr(torch.ops.aten, name).Tensor: _alpha for name in ("add", "sub", "rsub")},

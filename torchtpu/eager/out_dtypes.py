@@ -184,6 +184,7 @@ _OWN_WORDS: dict[str, Check] = {
     "cholesky_solve": _castable("cholesky_solve"), "linalg_pinv": _castable("linalg.pinv"),
     "linalg_householder_product": _castable("torch.linalg.householder_product"),
     "linalg_eigvals": _castable("torch.linalg.eigvals", "eigenvalues"),
+    "linalg_eig": _castable("torch.linalg.eig", "eigenvalues"),
     "mean.dtype_out": lambda op, s, o, r: None if torch.can_cast(r, o) else (
         f"mean.dtype_out(): input types can't be cast to the desired output type "
         f"{scalar_type_name(o)}"),
@@ -210,6 +211,7 @@ _SECOND_WORDS: dict[str, Check] = {
     "kthvalue": lambda op, s, o, r: "output indices must be of scalar type Long",
     "median.dim_values": _median_indices, "nanmedian.dim_values": _median_indices,
     "cummax": _expected_scalar_type, "cummin": _expected_scalar_type,
+    "linalg_eig": _castable("torch.linalg.eig", "eigenvectors"),
     "frexp": lambda op, s, o, r: (f"torch.frexp() expects exponent to have int dtype but got "
                                   f"{cpp_name(o)}"),
 }

@@ -92,9 +92,11 @@ def _scaled_add(input_, product, beta, alpha):
         product = product * alpha
     if isinstance(beta, int) and beta == 0:
         return jnp.broadcast_to(product, product.shape)  # beta=0 ignores NaN in input
-    if not (isinstance(beta, int) and beta == 1):
-        input_ = input_ * beta
-    return input_ + product
+    if isinstance(beta, int) and beta == 1:
+        return input_ + product
+    # (a traced beta, as eager rules see it: 0 must still ignore the input's NaNs)
+    scaled = input_ * beta + product
+    return jnp.where(beta == 0, jnp.broadcast_to(product, scaled.shape), scaled)
 
 
 def _add_product(self, a, b, beta, alpha):

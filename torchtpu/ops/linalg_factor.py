@@ -194,8 +194,8 @@ def _linalg_solve_ex(A, B, *, left=True, check_errors=False):
     else:
         a, b2 = _broadcast_batch(lu, _mT(b))
         p = jnp.broadcast_to(perm, a.shape[:-1])
-        # X A = B  <=>  A^T X^T = B^T
-        x = _mT(_lu_solve(jnp.conj(a), p, jnp.conj(b2), adjoint=True).conj())
+        # X A = B  <=>  A^T X^T = B^T, and A^T is conj(A)^H (conj(A)'s LU: conj(a), same p)
+        x = _mT(_lu_solve(jnp.conj(a), p, b2, adjoint=True))
     return (x[..., 0] if vector else x), lu, pivots, lu_info(lu)
 
 
