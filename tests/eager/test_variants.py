@@ -183,3 +183,25 @@ def test_indexed_writes_refuse_a_source_sharing_self_as_cpu(name):
     except RuntimeError:
         return raises_as_cpu(_indexed_write(name))
     assert_same(_indexed_write(name)(TPU), expected)
+
+
+@pytest.mark.parametrize("op", [
+    lambda args, outs: torch.ops.aten._native_batch_norm_legit.out(
+        *args, True, 0.5, 0.6, out=outs[0], save_mean=outs[1], save_invstd=outs[2]),
+    lambda args, outs: torch.ops.aten._batch_norm_with_update.out(
+        *args, 0.5, 0.6, out=outs[0], save_mean=outs[1], save_invstd=outs[2], reserve=outs[3]),
+], ids=["_native_batch_norm_legit", "_batch_norm_with_update"])
+def test_out_of_an_op_that_also_writes_inputs(op):
+    # batch norm's out= forms write their running stats (positional) and their outs (keyword)
+    def run(device):
+        g = torch.Generator().manual_seed(0)
+        x, w, b, mean = (torch.randn(n, generator=g) for n in ((4, 3, 2), 3, 3, 3))
+        args = [t.to(device) for t in (x, w, b, mean, torch.rand(3, generator=g) + 0.5)]
+        outs = [torch.empty(0, device=device), torch.empty(3, device=device),
+                torch.empty(7, device=device), torch.empty(0, dtype=torch.uint8, device=device)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (resizing the 7-element out warns on both)
+            returned = op(args, outs)
+        return [r is o for r, o in zip(returned, outs, strict=False)], outs[:3], args[3:]
+
+    assert_same(run(TPU), run("cpu"))

@@ -66,16 +66,22 @@ def _inplace_functional(func):
 _FACTORY = {"dtype", "layout", "device", "pin_memory"}
 
 
+def _out_args(func) -> list[torch._C.Argument]:
+    """An out= form's outs: its keyword-only written arguments (the positional ones written,
+    batch norm's running stats, its functional form writes too)."""
+    return [a for a in mutated_args(func) if a.kwarg_only]
+
+
 def _out_functional(func):
     """add.out -> the overload of add taking the same non-out arguments."""
-    out_names = {a.name for a in mutated_args(func)}
+    out_names = {a.name for a in _out_args(func)}
     kept = [a for a in func._schema.arguments if a.name not in out_names]
     want, types = [a.name for a in kept], [str(a.type) for a in kept]
     packet = getattr(aten, func._schema.name.split("::")[1])
     found = []
     for name in packet.overloads():
         cand = getattr(packet, name)
-        if cand is not func and is_functional(cand):
+        if cand is not func and not _out_args(cand):
             names = [a.name for a in cand._schema.arguments]
             # Factories (arange, linspace, eye...) add dtype/device options to the out form.
             if names == want or names[: len(want)] == want and set(names[len(want):]) <= _FACTORY:
@@ -139,12 +145,16 @@ def derived_handler(func, functional_handler):
     mutated = mutated_args(func)
     if not mutated or func.namespace != "aten":  # another library's: its own kernels
         return None
-    is_out = all(a.kwarg_only for a in mutated) and not _inplace_name(func)
+    is_out = any(a.kwarg_only for a in mutated) and not _inplace_name(func)
     functional = _out_functional(func) if is_out else _inplace_functional(func)
     if functional is None:
         return None
+    if is_out:
+        mutated = _out_args(func)
+        if len(mutated_args(functional)) != len(mutated_args(func)) - len(mutated):
+            return None  # a written input the functional form would not write
     rule = LOWERINGS.get(functional)
-    if rule is not None and not rule.eager:
+    if rule is not None and not rule.eager and not mutated_args(functional):
         exe = strict.compile_rule(rule)
         compute = lambda args, kwargs: call_unwrapped(exe, args, kwargs)  # noqa: E731
     else:
