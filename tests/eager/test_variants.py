@@ -205,3 +205,18 @@ def test_out_of_an_op_that_also_writes_inputs(op):
         return [r is o for r, o in zip(returned, outs, strict=False)], outs[:3], args[3:]
 
     assert_same(run(TPU), run("cpu"))
+
+
+def test_resizing_a_nonempty_out_warns_in_cpus_words():
+    # (callers match resize_output's words: PyTorch's test_out_warning looks for "An output
+    # with one or more elements")
+    def run(device):
+        out = torch.zeros(3, device=device)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.add(torch.ones(2, 2, device=device), 1, out=out)
+        return out, [str(w.message).split(" (Triggered internally")[0] for w in caught]
+
+    (out, warned), (expected, expected_warned) = run(TPU), run("cpu")
+    assert warned == expected_warned
+    assert_same(out, expected)

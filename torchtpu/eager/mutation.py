@@ -122,11 +122,13 @@ def _store(target: TpuTensor, value, op, resize: bool = False, strides=None) -> 
         value = to_device(value)
     if resize and value.shape != tuple(target.shape):
         if target.numel():
-            warnings.warn(
-                f"{op}: an output with one or more elements was resized since it had shape "
+            warnings.warn(  # CPU's words (resize_output's), which callers match
+                f"An output with one or more elements was resized since it had shape "
                 f"{list(target.shape)}, which does not match the required output shape "
-                f"{list(value.shape)}. This behavior is deprecated; resize it to 0 elements "
-                "with t.resize_(0) first.", UserWarning, stacklevel=2)
+                f"{list(value.shape)}. This behavior is deprecated, and in a future PyTorch "
+                "release outputs will not be resized unless they have zero elements. You can "
+                "explicitly reuse an out tensor t by resizing it, inplace, to zero elements "
+                "with t.resize_(0).", UserWarning, stacklevel=2)
         views.resize(target, value.shape, strides)
     if value.shape != tuple(target.shape):
         raise RuntimeError(
