@@ -190,7 +190,8 @@ def test_indexed_writes_refuse_a_source_sharing_self_as_cpu(name):
         *args, True, 0.5, 0.6, out=outs[0], save_mean=outs[1], save_invstd=outs[2]),
     lambda args, outs: torch.ops.aten._batch_norm_with_update.out(
         *args, 0.5, 0.6, out=outs[0], save_mean=outs[1], save_invstd=outs[2], reserve=outs[3]),
-], ids=["_native_batch_norm_legit", "_batch_norm_with_update"])
+    lambda args, outs: torch.native_batch_norm(*args, True, 0.5, 0.6, out=tuple(outs[:3])),
+], ids=["_native_batch_norm_legit", "_batch_norm_with_update", "native_batch_norm"])
 def test_out_of_an_op_that_also_writes_inputs(op):
     # batch norm's out= forms write their running stats (positional) and their outs (keyword)
     def run(device):
@@ -215,6 +216,27 @@ def test_resizing_a_nonempty_out_warns_in_cpus_words():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             torch.add(torch.ones(2, 2, device=device), 1, out=out)
+        return out, [str(w.message).split(" (Triggered internally")[0] for w in caught]
+
+    (out, warned), (expected, expected_warned) = run(TPU), run("cpu")
+    assert warned == expected_warned
+    assert_same(out, expected)
+
+
+@pytest.mark.parametrize("op", [
+    lambda d, out: torch.addbmm(torch.ones(2, 2, device=d), torch.ones(3, 2, 2, device=d),
+                                torch.ones(3, 2, 2, device=d), out=out),
+    lambda d, out: torch.narrow_copy(torch.ones(4, 2, device=d), 0, 1, 2, out=out),
+    lambda d, out: torch.bernoulli(torch.ones(2, 2, device=d), out=out),
+    lambda d, out: torch._C._nn.log_sigmoid(torch.ones(2, 2, device=d), out=out),
+], ids=["addbmm", "narrow_copy", "bernoulli", "log_sigmoid"])
+def test_kernels_that_resize_their_out_quietly(op):
+    # (their CPU kernels call resize_, not resize_output)
+    def run(device):
+        out = torch.zeros(3, device=device)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            op(device, out)
         return out, [str(w.message).split(" (Triggered internally")[0] for w in caught]
 
     (out, warned), (expected, expected_warned) = run(TPU), run("cpu")

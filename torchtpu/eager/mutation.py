@@ -112,6 +112,11 @@ def _check_cast(result_dtype, target: torch.Tensor, op) -> None:
         )
 
 
+# Out= kernels that resize their out with resize_, not resize_output: no deprecation warning.
+_RESIZES_QUIETLY = frozenset({"aten::addbmm", "aten::narrow_copy", "aten::multinomial",
+                              "aten::bernoulli", "aten::log_sigmoid_forward"})
+
+
 def _store(target: TpuTensor, value, op, resize: bool = False, strides=None) -> None:
     """Write ``value`` into ``target`` with PyTorch's in-place shape and cast rules; an out=
     target (``resize``) of another shape is resized first, as PyTorch's resize_output does
@@ -121,7 +126,7 @@ def _store(target: TpuTensor, value, op, resize: bool = False, strides=None) -> 
     elif isinstance(value, torch.Tensor):
         value = to_device(value)
     if resize and value.shape != tuple(target.shape):
-        if target.numel():
+        if target.numel() and op._schema.name not in _RESIZES_QUIETLY:
             warnings.warn(  # CPU's words (resize_output's), which callers match
                 f"An output with one or more elements was resized since it had shape "
                 f"{list(target.shape)}, which does not match the required output shape "
@@ -156,7 +161,7 @@ def derived_handler(func, functional_handler):
         if len(mutated_args(functional)) != len(mutated_args(func)) - len(mutated):
             return None  # a written input the functional form would not write
     rule = LOWERINGS.get(functional)
-    if rule is not None and not rule.eager and not mutated_args(functional):
+    if rule is not None and not rule.eager and not (mutated_args(functional) or rule.mutates):
         exe = strict.compile_rule(rule)
         compute = lambda args, kwargs: call_unwrapped(exe, args, kwargs)  # noqa: E731
     else:
