@@ -77,6 +77,8 @@ CASES = [
     ("mean of complex into floats", f32, lambda d, o: torch.mean(_x(d, torch.complex64), 0, out=o)),
     ("mean into integers", i64, lambda d, o: torch.mean(_x(d), 0, out=o)),
     ("cat into integers", i64, lambda d, o: torch.cat([_x(d)], out=o)),
+    ("_chunk_cat into integers", i64, lambda d, o: torch._chunk_cat([_x(d), _x(d)], 1, 2, out=o)),
+    ("_chunk_cat", f64, lambda d, o: torch._chunk_cat([_x(d), _x(d)], 1, 2, out=o)),
     ("max into integers", i64, lambda d, o: torch.max(_x(d), out=o)),
     # bernoulli draws into an out of any dtype
     ("bernoulli into bools", torch.bool,

@@ -270,3 +270,62 @@ def test_indexed_writes_refuse_a_source_sharing_self_as_cpu(name):
     except RuntimeError:
         return raises_as_cpu(_indexed_write(name))
     assert_same(_indexed_write(name)(TPU), expected)
+
+
+@pytest.mark.parametrize("op", [
+    lambda args, outs: torch.ops.aten._native_batch_norm_legit.out(
+        *args, True, 0.5, 0.6, out=outs[0], save_mean=outs[1], save_invstd=outs[2]),
+    lambda args, outs: torch.ops.aten._batch_norm_with_update.out(
+        *args, 0.5, 0.6, out=outs[0], save_mean=outs[1], save_invstd=outs[2], reserve=outs[3]),
+    lambda args, outs: torch.native_batch_norm(*args, True, 0.5, 0.6, out=tuple(outs[:3])),
+], ids=["_native_batch_norm_legit", "_batch_norm_with_update", "native_batch_norm"])
+def test_out_of_an_op_that_also_writes_inputs(op):
+    # batch norm's out= forms write their running stats (positional) and their outs (keyword)
+    def run(device):
+        g = torch.Generator().manual_seed(0)
+        x, w, b, mean = (torch.randn(n, generator=g) for n in ((4, 3, 2), 3, 3, 3))
+        args = [t.to(device) for t in (x, w, b, mean, torch.rand(3, generator=g) + 0.5)]
+        outs = [torch.empty(0, device=device), torch.empty(3, device=device),
+                torch.empty(7, device=device), torch.empty(0, dtype=torch.uint8, device=device)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (resizing the 7-element out warns on both)
+            returned = op(args, outs)
+        return [r is o for r, o in zip(returned, outs, strict=False)], outs[:3], args[3:]
+
+    assert_same(run(TPU), run("cpu"))
+
+
+def test_resizing_a_nonempty_out_warns_in_cpus_words():
+    # (callers match resize_output's words: PyTorch's test_out_warning looks for "An output
+    # with one or more elements")
+    def run(device):
+        out = torch.zeros(3, device=device)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.add(torch.ones(2, 2, device=device), 1, out=out)
+        return out, [str(w.message).split(" (Triggered internally")[0] for w in caught]
+
+    (out, warned), (expected, expected_warned) = run(TPU), run("cpu")
+    assert warned == expected_warned
+    assert_same(out, expected)
+
+
+@pytest.mark.parametrize("op", [
+    lambda d, out: torch.addbmm(torch.ones(2, 2, device=d), torch.ones(3, 2, 2, device=d),
+                                torch.ones(3, 2, 2, device=d), out=out),
+    lambda d, out: torch.narrow_copy(torch.ones(4, 2, device=d), 0, 1, 2, out=out),
+    lambda d, out: torch.bernoulli(torch.ones(2, 2, device=d), out=out),
+    lambda d, out: torch._C._nn.log_sigmoid(torch.ones(2, 2, device=d), out=out),
+], ids=["addbmm", "narrow_copy", "bernoulli", "log_sigmoid"])
+def test_kernels_that_resize_their_out_quietly(op):
+    # (their CPU kernels call resize_, not resize_output)
+    def run(device):
+        out = torch.zeros(3, device=device)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            op(device, out)
+        return out, [str(w.message).split(" (Triggered internally")[0] for w in caught]
+
+    (out, warned), (expected, expected_warned) = run(TPU), run("cpu")
+    assert warned == expected_warned
+    assert_same(out, expected)

@@ -67,16 +67,22 @@ def _inplace_functional(func):
 _FACTORY = {"dtype", "layout", "device", "pin_memory"}
 
 
+def _out_args(func) -> list[torch._C.Argument]:
+    """An out= form's outs: its keyword-only written arguments (the positional ones written,
+    batch norm's running stats, its functional form writes too)."""
+    return [a for a in mutated_args(func) if a.kwarg_only]
+
+
 def _out_functional(func):
     """add.out -> the overload of add taking the same non-out arguments."""
-    out_names = {a.name for a in mutated_args(func)}
+    out_names = {a.name for a in _out_args(func)}
     kept = [a for a in func._schema.arguments if a.name not in out_names]
     want, types = [a.name for a in kept], [str(a.type) for a in kept]
     packet = getattr(aten, func._schema.name.split("::")[1])
     found = []
     for name in packet.overloads():
         cand = getattr(packet, name)
-        if cand is not func and is_functional(cand):
+        if cand is not func and not _out_args(cand):
             names = [a.name for a in cand._schema.arguments]
             # Factories (arange, linspace, eye...) add dtype/device options to the out form.
             if names == want or names[: len(want)] == want and set(names[len(want):]) <= _FACTORY:
@@ -107,6 +113,11 @@ def _check_cast(result_dtype, target: torch.Tensor, op) -> None:
         )
 
 
+# Out= kernels that resize their out with resize_, not resize_output: no deprecation warning.
+_RESIZES_QUIETLY = frozenset({"aten::addbmm", "aten::narrow_copy", "aten::multinomial",
+                              "aten::bernoulli", "aten::log_sigmoid_forward"})
+
+
 def _store(target: TpuTensor, value, op, resize: bool = False, strides=None) -> None:
     """Write ``value`` into ``target`` with PyTorch's in-place shape and cast rules; an out=
     target (``resize``) of another shape is resized first, as PyTorch's resize_output does
@@ -116,8 +127,8 @@ def _store(target: TpuTensor, value, op, resize: bool = False, strides=None) -> 
     elif isinstance(value, torch.Tensor):
         value = to_device(value)
     if resize and value.shape != tuple(target.shape):
-        if target.numel():
-            warnings.warn(  # CPU's words (Resize.cpp), which callers match
+        if target.numel() and op._schema.name not in _RESIZES_QUIETLY:
+            warnings.warn(  # CPU's words (resize_output's), which callers match
                 f"An output with one or more elements was resized since it had shape "
                 f"{list(target.shape)}, which does not match the required output shape "
                 f"{list(value.shape)}. This behavior is deprecated, and in a future PyTorch "
@@ -142,12 +153,16 @@ def derived_handler(func, functional_handler):
     mutated = mutated_args(func)
     if not mutated or func.namespace != "aten":  # another library's: its own kernels
         return None
-    is_out = all(a.kwarg_only for a in mutated) and not _inplace_name(func)
+    is_out = any(a.kwarg_only for a in mutated) and not _inplace_name(func)
     functional = _out_functional(func) if is_out else _inplace_functional(func)
     if functional is None:
         return None
+    if is_out:
+        mutated = _out_args(func)
+        if len(mutated_args(functional)) != len(mutated_args(func)) - len(mutated):
+            return None  # a written input the functional form would not write
     rule = LOWERINGS.get(functional)
-    if rule is not None and not rule.eager:
+    if rule is not None and not rule.eager and not (mutated_args(functional) or rule.mutates):
         exe = strict.compile_rule(rule)
         compute = lambda args, kwargs: call_unwrapped(exe, args, kwargs)  # noqa: E731
     else:

@@ -32,7 +32,7 @@ _POINTWISE_EXACT = frozenset({"relu", "celu", "clone", "isnan", "isinf", "_conj_
 _CASTING = frozenset({
     "sum.IntList_out", "nansum", "prod.int_out", "std", "var", "std_mean", "var_mean",
     "cumsum", "cumprod", "logsumexp", "mean.out", "mse_loss", "smooth_l1_loss", "huber_loss",
-    "addr", "bernoulli.out", "glu", "_to_copy", "_chunk_cat", "_fft_c2r", "mvlgamma",
+    "addr", "bernoulli.out", "glu", "_to_copy", "_fft_c2r", "mvlgamma",
     "floor_divide", "normal.Tensor_float_out", "normal.float_Tensor_out",
     "normal.Tensor_Tensor_out",
 })
@@ -189,7 +189,8 @@ _OWN_WORDS: dict[str, Check] = {
         f"mean.dtype_out(): input types can't be cast to the desired output type "
         f"{scalar_type_name(o)}"),
     "logsumexp": _floating, "_fft_r2c": _complex_fft, "_fft_c2c": _complex_fft,
-    **dict.fromkeys(("cat", "stack", "hstack", "vstack", "dstack", "column_stack"), _cat),
+    **dict.fromkeys(("cat", "_chunk_cat", "stack", "hstack", "vstack", "dstack", "column_stack"),
+                    _cat),
     "max.unary_out": _can_cast_self, "min.unary_out": _can_cast_self,
     # (draws into its out: out.normal_(), then scales and shifts it)
     "normal": lambda op, s, o, r: None if o.is_floating_point or o.is_complex else (
