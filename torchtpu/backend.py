@@ -165,9 +165,12 @@ def _to_executor(op):
 # embedding_sparse_backward, _gather_sparse_backward: their composites build a sparse tensor
 # (ops/decomps.py: dense).
 # set_.source_Storage: torch.tensor(storage) sets an empty tensor to the storage with Python
-# dispatch off.
+# dispatch off. linalg_matrix_rank's out= forms: their composite gives a tensor subclass's
+# rank to a new tensor, never to the out (mutation._REBINDING_OUTS).
 _KERNELS = ("silu_backward", "mish_backward", "_local_scalar_dense", "embedding_sparse_backward",
-            "_gather_sparse_backward", "set_.source_Storage")
+            "_gather_sparse_backward", "set_.source_Storage",
+            *(f"linalg_matrix_rank.{overload}" for overload in (
+                "out", "out_tol_tensor", "atol_rtol_tensor_out", "atol_rtol_float_out")))
 
 # Small index and window factories: cheaper built once on the host than compiled.
 _HOST_FACTORIES = ("tril_indices", "triu_indices", "hann_window", "hamming_window",

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 import torch
-from conftest import raises_as_cpu
+from conftest import TPU, raises_as_cpu
 
 from torchtpu.ops import linalg
 from torchtpu.runtime.platform import platform
@@ -184,3 +184,29 @@ def test_a_zero_beta_ignores_nans_in_the_input(op, beta):
         return getattr(torch, op)(nan, *args, beta=beta, alpha=1.5)
 
     torch.testing.assert_close(call("tpu").cpu(), call("cpu"))
+
+
+@pytest.mark.parametrize("kwargs", [
+    {}, {"atol": 0.5}, {"tol": 0.5}, {"hermitian": True},
+    {"atol": torch.tensor(0.5), "rtol": torch.tensor(0.1)}, {"tol": torch.tensor(0.5)},
+], ids=["default", "atol", "tol", "hermitian", "tensor_tolerances", "tensor_tol"])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_matrix_rank_writes_its_out(kwargs, dtype):
+    # Its composite hands a tensor subclass's rank to a new tensor, never to the out.
+    a = torch.randn(3, 5, 5, generator=torch.Generator().manual_seed(0))
+    a[0, :, :2] = 0
+
+    def run(device):
+        out = torch.full((3,), 7, dtype=dtype, device=device)
+        kw = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+        assert torch.linalg.matrix_rank(a.to(device), out=out, **kw) is out
+        return out
+
+    assert torch.equal(run(TPU).cpu(), run("cpu"))
+
+
+def test_matrix_rank_refuses_an_out_it_cannot_cast_to():
+    with pytest.raises(RuntimeError, match="safely castable from Long dtype, but got result "
+                                           "with dtype Bool"):
+        torch.linalg.matrix_rank(torch.eye(3, device=TPU),
+                                 out=torch.empty(0, dtype=torch.bool, device=TPU))

@@ -148,6 +148,13 @@ def _store(target: TpuTensor, value, op, resize: bool = False, strides=None) -> 
     write(target, value)
 
 
+# Out= composites with a branch for tensor subclasses (isTensorSubclassLike: ours) that
+# assigns a functional result to the out's C++ reference, which never reaches the caller's
+# tensor: their out is filled from the functional composite's result instead.
+_REBINDING_OUTS = frozenset(getattr(aten.linalg_matrix_rank, overload) for overload in (
+    "out", "out_tol_tensor", "atol_rtol_tensor_out", "atol_rtol_float_out"))
+
+
 def derived_handler(func, functional_handler):
     """A handler for an in-place or out= aten op, or None if ``func`` is neither."""
     mutated = mutated_args(func)
@@ -167,6 +174,8 @@ def derived_handler(func, functional_handler):
         compute = lambda args, kwargs: call_unwrapped(exe, args, kwargs)  # noqa: E731
     else:
         inner = functional_handler(functional)
+        if inner is None and func in _REBINDING_OUTS:
+            inner = lambda args, kwargs: functional(*args, **kwargs)  # noqa: E731
         if inner is None:
             return None
         compute = inner

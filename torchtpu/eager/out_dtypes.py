@@ -185,6 +185,7 @@ _OWN_WORDS: dict[str, Check] = {
     "linalg_householder_product": _castable("torch.linalg.householder_product"),
     "linalg_eigvals": _castable("torch.linalg.eigvals", "eigenvalues"),
     "linalg_eig": _castable("torch.linalg.eig", "eigenvalues"),
+    "linalg_matrix_rank": _castable("torch.linalg.matrix_rank"),
     "mean.dtype_out": lambda op, s, o, r: None if torch.can_cast(r, o) else (
         f"mean.dtype_out(): input types can't be cast to the desired output type "
         f"{scalar_type_name(o)}"),
