@@ -127,3 +127,11 @@ def test_an_out_on_the_cpu_is_refused_after_its_dtype():
 ], ids=["mode", "kthvalue", "median", "nanmedian values", "cummax", "frexp"])
 def test_an_index_out_of_another_dtype_is_refused_as_cpu(op):
     raises_as_cpu(lambda d: op(d, lambda dtype: torch.empty(0, dtype=dtype, device=d)))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool, torch.complex64])
+def test_nansum_of_floats_into_a_non_floating_out_is_not_implemented_as_on_cpu(dtype):
+    # CPU's nansum runs in the out's dtype, and its kernel takes floating dtypes only.
+    raises_as_cpu(lambda d: torch.nansum(torch.ones(3, device=d),
+                                         out=torch.empty(0, dtype=dtype, device=d)),
+                  NotImplementedError)

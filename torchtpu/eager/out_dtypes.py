@@ -186,6 +186,10 @@ _OWN_WORDS: dict[str, Check] = {
     "linalg_eigvals": _castable("torch.linalg.eigvals", "eigenvalues"),
     "linalg_eig": _castable("torch.linalg.eig", "eigenvalues"),
     "linalg_matrix_rank": _castable("torch.linalg.matrix_rank"),
+    # a floating input's nansum runs in the out's dtype, which CPU's kernel must be floating
+    "nansum": lambda op, s, o, r: NotImplementedError(
+        f'"nansum_cpu" not implemented for \'{scalar_type_name(o)}\'')
+    if s is not None and s.is_floating_point and not o.is_floating_point else None,
     "mean.dtype_out": lambda op, s, o, r: None if torch.can_cast(r, o) else (
         f"mean.dtype_out(): input types can't be cast to the desired output type "
         f"{scalar_type_name(o)}"),
@@ -219,15 +223,17 @@ _SECOND_WORDS: dict[str, Check] = {
 }
 
 
-# Kernels that check their out's dtype before their arguments (their result's dtype is fixed).
-_CHECKED_FIRST = {"multinomial": torch.int64, "nonzero": torch.int64}
+# Kernels that check their out's dtype before their arguments: their result's dtype, from
+# the input's (nansum's, whose sum then runs in the out's dtype).
+_CHECKED_FIRST = {"multinomial": lambda self: torch.int64, "nonzero": lambda self: torch.int64,
+                  "nansum": lambda self: self}
 
 
 def refuse_out_dtype_first(func, self, out: torch.Tensor) -> None:
     """``refuse_out_dtype`` for the kernels that check their out before all else."""
     result = _CHECKED_FIRST.get(func._schema.name.removeprefix("aten::"))
-    if result is not None:
-        refuse_out_dtype(func, False, self, out, result)
+    if result is not None and result(self) is not None:
+        refuse_out_dtype(func, False, self, out, result(self))
 
 
 def refuse_out_dtype(func, pointwise: bool, self, out: torch.Tensor, result: torch.dtype,
