@@ -141,7 +141,10 @@ def test_pow_of_a_number_is_contiguous_as_cpus():
     lambda a: torch.linalg.qr(a)[0], lambda a: torch.linalg.eigh(a)[1],
     lambda a: torch.linalg.solve(a, torch.ones_like(a[:, :3])),
     lambda a: torch.linalg.solve_triangular(a.triu(), torch.ones_like(a[:, :3]), upper=True),
-], ids=["inv", "cholesky", "lu_factor", "qr", "eigh", "solve", "solve_triangular"])
+    lambda a: torch.linalg.eig(a)[1], lambda a: torch.linalg.svd(a)[2],
+    lambda a: torch.geqrf(a)[0],
+], ids=["inv", "cholesky", "lu_factor", "qr", "eigh", "solve", "solve_triangular", "eig",
+        "svd_vh", "geqrf"])
 def test_factorizations_are_column_major_as_lapacks(op):
     # CPU's results are LAPACK's column-major matrices: `.view(-1)` of one fails, `.mT` of
     # one is contiguous, whatever the input's layout.

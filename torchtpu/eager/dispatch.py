@@ -28,6 +28,7 @@ from . import (
     fallback,
     fft_layout,
     iterator_layout,
+    linalg_layout,
     meta_errors,
     mutation,
     number_checks,
@@ -452,9 +453,13 @@ def _following_memory_format(func, inner: Handler) -> Handler:
                else _channels_last)
     always = func in _LAPACK_ORDER
     laid_out = _LAID_OUT_BY.get(func, func)
+    # (as its out= form resizes its outs, where linalg_layout.py knows it)
+    lapack = linalg_layout.result_layout(func) if always else None
 
     def handler(args, kwargs):
         out = inner(args, kwargs)
+        if lapack is not None:
+            return _laid_out_as(out, lapack(args, kwargs, out))
         unbatched = func in _AS_A_BATCH_OF_ONE and _unbatched_channels_last_3d(args[0])
         if not (always or unbatched or _follows(func, follows, args)
                 or not all(args[i].is_contiguous() for i in _QUERY_LAYOUT.get(func, ()))):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
+
 from ..tensor import contiguous_strides
 
 
@@ -79,3 +81,41 @@ def out_layout(func, out_names: list[str]):
                 for rule, shape in zip(rules, shapes, strict=True)]
 
     return strides
+
+
+def _out_form(func):
+    """linalg_eig.default -> linalg_eig.out (the out= overload taking the same arguments)."""
+    packet = getattr(torch.ops.aten, func._schema.name.split("::")[1])
+    names = [a.name for a in func._schema.arguments]
+    for overload in packet.overloads():
+        form = getattr(packet, overload)
+        ins = [a.name for a in form._schema.arguments if not a.kwarg_only or a.name in names]
+        if form is not func and ins == names and len(form._schema.arguments) > len(names):
+            return form
+    return None
+
+
+def result_layout(func):
+    """For a LAPACK op CPU lays out as its out= form resizes its outs: a function (args,
+    kwargs, results) giving meta tensors with CPU's strides for its results (the meta kernels
+    give eig's eigenvectors and svd's Vh row-major; geqrf and lstsq have none); else None."""
+    table = _COLUMN_MAJOR.get(func._schema.name)
+    form = _out_form(func) if table is not None else None
+    if form is None:
+        return None
+    names = [a.name for a in form._schema.arguments if a.kwarg_only and a.alias_info
+             and a.alias_info.is_write]
+    rules = [table.get(name) for name in names]
+
+    def laid_out(args, kwargs, results):
+        single = isinstance(results, torch.Tensor)
+        results = (results,) if single else tuple(results)
+        metas = []
+        for result, rule in zip(results, rules, strict=True):
+            shape = tuple(result.shape)
+            stride = rule and rule(args, kwargs, shape)
+            metas.append(torch.empty_strided(shape, stride or contiguous_strides(shape),
+                                             dtype=result.dtype, device="meta"))
+        return metas[0] if single else tuple(metas)
+
+    return laid_out
