@@ -29,6 +29,7 @@ from . import (
 from .backward_errors import take_pending_exception
 from .eager import modes
 from .eager.dispatch import dispatch, refuse_in_forked_child
+from .eager.mutation import REBINDING_OUTS
 from .ops import random
 from .runtime.platform import check_device_index
 from .runtime.transfer import to_device
@@ -165,12 +166,12 @@ def _to_executor(op):
 # embedding_sparse_backward, _gather_sparse_backward: their composites build a sparse tensor
 # (ops/decomps.py: dense).
 # set_.source_Storage: torch.tensor(storage) sets an empty tensor to the storage with Python
-# dispatch off. linalg_matrix_rank's out= forms: their composite gives a tensor subclass's
-# rank to a new tensor, never to the out (mutation._REBINDING_OUTS).
+# dispatch off. REBINDING_OUTS (linalg_matrix_rank's out= forms): their composite gives a
+# tensor subclass's result to a new tensor, never to the out.
 _KERNELS = ("silu_backward", "mish_backward", "_local_scalar_dense", "embedding_sparse_backward",
             "_gather_sparse_backward", "set_.source_Storage",
-            *(f"linalg_matrix_rank.{overload}" for overload in (
-                "out", "out_tol_tensor", "atol_rtol_tensor_out", "atol_rtol_float_out")))
+            *(f"{op._schema.name.removeprefix('aten::')}.{op._overloadname}"
+              for op in REBINDING_OUTS))
 
 # Small index and window factories: cheaper built once on the host than compiled.
 _HOST_FACTORIES = ("tril_indices", "triu_indices", "hann_window", "hamming_window",

@@ -151,7 +151,7 @@ def _store(target: TpuTensor, value, op, resize: bool = False, strides=None) -> 
 # Out= composites with a branch for tensor subclasses (isTensorSubclassLike: ours) that
 # assigns a functional result to the out's C++ reference, which never reaches the caller's
 # tensor: their out is filled from the functional composite's result instead.
-_REBINDING_OUTS = frozenset(getattr(aten.linalg_matrix_rank, overload) for overload in (
+REBINDING_OUTS = frozenset(getattr(aten.linalg_matrix_rank, overload) for overload in (
     "out", "out_tol_tensor", "atol_rtol_tensor_out", "atol_rtol_float_out"))
 
 
@@ -174,7 +174,7 @@ def derived_handler(func, functional_handler):
         compute = lambda args, kwargs: call_unwrapped(exe, args, kwargs)  # noqa: E731
     else:
         inner = functional_handler(functional)
-        if inner is None and func in _REBINDING_OUTS:
+        if inner is None and func in REBINDING_OUTS:
             inner = lambda args, kwargs: functional(*args, **kwargs)  # noqa: E731
         if inner is None:
             return None
