@@ -127,10 +127,14 @@ def test_a_one_channel_slice_of_a_channels_last_tensor_gives_channels_last_resul
     assert_same(tpu, cpu)
 
 
-def test_pow_of_a_number_is_contiguous_as_cpus():
-    # CPU's pow(Scalar, Tensor) allocates its result before it runs the iterator.
+@pytest.mark.parametrize("op", [
+    lambda x: torch.pow(2.0, x), lambda x: torch.ldexp(torch.tensor(2.0, device=x.device), x),
+], ids=["pow", "ldexp"])
+def test_pow_of_a_number_is_contiguous_as_cpus(op):
+    # CPU's pow(Scalar, Tensor) allocates its result before it runs the iterator (ldexp is
+    # self * pow(2, other)).
     x = torch.randn(4, 3, 5).permute(2, 0, 1)
-    cpu, tpu = torch.pow(2.0, x), torch.pow(2.0, x.to("tpu"))
+    cpu, tpu = op(x), op(x.to("tpu"))
     assert tpu.stride() == cpu.stride() == (12, 3, 1)
     assert_same(tpu, cpu)
 

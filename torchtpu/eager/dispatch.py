@@ -541,7 +541,8 @@ _FOLLOWING_ORDER = {*_COPIES_OF_INPUT, aten.addr.default, aten.sort.default, ate
 _LAID_OUT_BY = {aten.div.Tensor_mode: iterator_layout.elementwise,
                 aten.copysign.Tensor: iterator_layout.elementwise,
                 aten.floor_divide.default: iterator_layout.elementwise,
-                aten.index.Tensor: iterator_layout.index}
+                aten.index.Tensor: iterator_layout.index,
+                aten.ldexp.Tensor: iterator_layout.ldexp}
 # CPU's pow(Scalar, Tensor) allocates its result contiguous before it runs the iterator.
 _CONTIGUOUS_RESULT = {aten.pow.Scalar}
 

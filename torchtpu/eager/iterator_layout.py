@@ -21,6 +21,11 @@ def elementwise(*args, **kwargs) -> torch.Tensor:
     return _iterated([a for a in args if isinstance(a, torch.Tensor) and a.dim()])
 
 
+def ldexp(self: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """CPU's ldexp is self * pow(2, other), a power its kernel allocates contiguous."""
+    return elementwise(self, torch.empty(other.shape, device="meta"))
+
+
 def index(self: torch.Tensor, indices) -> torch.Tensor:
     """``self[indices]`` on meta, laid out as CPU's AdvancedIndex iterator lays it out: over
     ``self`` with the indexed dimensions replaced by the indices' shape (stride 0), and each
