@@ -99,23 +99,21 @@ def result_layout(func):
     """For a LAPACK op CPU lays out as its out= form resizes its outs: a function (args,
     kwargs, results) giving meta tensors with CPU's strides for its results (the meta kernels
     give eig's eigenvectors and svd's Vh row-major; geqrf and lstsq have none); else None."""
-    table = _COLUMN_MAJOR.get(func._schema.name)
-    form = _out_form(func) if table is not None else None
+    form = _out_form(func) if func._schema.name in _COLUMN_MAJOR else None
     if form is None:
         return None
-    names = [a.name for a in form._schema.arguments if a.kwarg_only and a.alias_info
-             and a.alias_info.is_write]
-    rules = [table.get(name) for name in names]
+    strides_of = out_layout(form, [a.name for a in form._schema.arguments
+                                   if a.kwarg_only and a.alias_info and a.alias_info.is_write])
 
     def laid_out(args, kwargs, results):
         single = isinstance(results, torch.Tensor)
         results = (results,) if single else tuple(results)
-        metas = []
-        for result, rule in zip(results, rules, strict=True):
-            shape = tuple(result.shape)
-            stride = rule and rule(args, kwargs, shape)
-            metas.append(torch.empty_strided(shape, stride or contiguous_strides(shape),
-                                             dtype=result.dtype, device="meta"))
-        return metas[0] if single else tuple(metas)
+        shapes = [tuple(r.shape) for r in results]
+        metas = tuple(
+            torch.empty_strided(shape, stride or contiguous_strides(shape), dtype=r.dtype,
+                                device="meta")
+            for r, shape, stride in zip(results, shapes, strides_of(args, kwargs, shapes),
+                                        strict=True))
+        return metas[0] if single else metas
 
     return laid_out

@@ -231,9 +231,10 @@ _CHECKED_FIRST = {"multinomial": lambda self: torch.int64, "nonzero": lambda sel
 
 def refuse_out_dtype_first(func, self, out: torch.Tensor) -> None:
     """``refuse_out_dtype`` for the kernels that check their out before all else."""
-    result = _CHECKED_FIRST.get(func._schema.name.removeprefix("aten::"))
-    if result is not None and result(self) is not None:
-        refuse_out_dtype(func, False, self, out, result(self))
+    result_of = _CHECKED_FIRST.get(func._schema.name.removeprefix("aten::"))
+    result = result_of(self) if result_of is not None else None
+    if result is not None:
+        refuse_out_dtype(func, False, self, out, result)
 
 
 def refuse_out_dtype(func, pointwise: bool, self, out: torch.Tensor, result: torch.dtype,
