@@ -254,7 +254,7 @@ def _build_here(func, fused: bool) -> Handler:
     if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeExplicitAutograd"):
         # A device-generic kernel (a torch.library op's Python body, as cuda runs it): its
         # ops come back here.
-        return lambda args, kwargs: func.redispatch(_EXPLICIT, *args, **kwargs)
+        return special.explicit_kernel(func)
     if func.namespace != "aten" and torch._C._dispatch_has_kernel_for_dispatch_key(
             func.name(), "PrivateUse1"):
         # A library's kernel for this device (FSDP2's copy-in ops, registered for cuda and
@@ -263,7 +263,6 @@ def _build_here(func, fused: bool) -> Handler:
     return fallback.handler(func)
 
 
-_EXPLICIT = torch._C.DispatchKeySet(torch._C.DispatchKey.CompositeExplicitAutograd)
 _PRIVATEUSE1 = torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1)
 
 

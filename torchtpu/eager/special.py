@@ -331,13 +331,18 @@ HANDLERS = {
 # dtype, through the factory (built on the host, backend.py) with its dtype check, and copies
 # it over. (hann_window's decomposition computed a float16 window in float32 and took int64.)
 _EXPLICIT = torch._C.DispatchKeySet(torch._C.DispatchKey.CompositeExplicitAutograd)
+
+
+def explicit_kernel(func):
+    """A handler running ``func``'s device-generic (CompositeExplicitAutograd) kernel."""
+    return lambda args, kwargs: func.redispatch(_EXPLICIT, *args, **kwargs)
+
+
 for _packet in (aten.hann_window, aten.hamming_window, aten.blackman_window,
                 aten.bartlett_window, aten.kaiser_window):
     for _overload in _packet.overloads():
         if _overload.endswith("out"):
-            _func = getattr(_packet, _overload)
-            HANDLERS[_func] = (lambda f: lambda args, kwargs: f.redispatch(_EXPLICIT, *args,
-                                                                         **kwargs))(_func)
+            HANDLERS[getattr(_packet, _overload)] = explicit_kernel(getattr(_packet, _overload))
 for _packet in (aten.linspace, aten.logspace):
     for _overload in ("Tensor_Tensor", "Tensor_Scalar", "Scalar_Tensor"):
         HANDLERS[getattr(_packet, _overload)] = _range_of_tensor_ends(_packet.default)
