@@ -647,6 +647,18 @@ def test_an_alpha_of_the_results_kind_scales_as_cpu():
     assert_same(run("tpu"), run("cpu"))
 
 
+def test_the_scalar_overloads_take_alpha_positionally_as_cpu():
+    aten = torch.ops.aten
+
+    def run(device):
+        x = torch.arange(4.0, device=device)
+        return (aten.add.Scalar(x, 2, 3), aten.sub.Scalar(x, 2, 3), aten.rsub.Scalar(x, 2, 3),
+                aten.add.Scalar(x.long(), 2, 3), aten.add_.Scalar(x.clone(), 2, 3))
+
+    assert_same(run("tpu"), run("cpu"))
+    raises_as_cpu(lambda d: aten.add.Scalar(torch.arange(4, device=d), 2, 1.5))
+
+
 def test_addcmul_of_integers_takes_its_value_in_their_dtype():
     def run(device):
         i = torch.tensor([1, 2, 3], device=device)

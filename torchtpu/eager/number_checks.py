@@ -69,8 +69,9 @@ def _clamp_bound(self, bound) -> str | None:
     return None if isinstance(bound, complex) else _clamp_bounds(self, bound)
 
 
-def _alpha(self, other, *, alpha=1) -> str | None:
-    """add/sub's alpha: of the result's kind (c10's alpha_check), and fitting its dtype."""
+def _alpha(self, other, alpha=1) -> str | None:
+    """add/sub's alpha (positional in their .Scalar overloads): of the result's kind (c10's
+    alpha_check), and fitting its dtype."""
     if type(alpha) is int and alpha == 1:  # the default, on every x + y: nothing to check
         return None
     dtype = torch.result_type(self, other)
