@@ -246,3 +246,31 @@ def test_copies_of_a_dense_layout_keep_the_strides_of_its_size_one_dims(op):
     assert x.stride() == (4, 1, 4)
     cpu, tpu = op(x), op(x.to("tpu"))
     assert tpu.stride() == cpu.stride() == x.stride()
+
+
+_ODD_SIZE_ONE_STRIDES = [((1, 3, 4), (4, 4, 1)), ((3, 1, 4), (4, 100, 1)),
+                         ((2, 1, 1, 4), (4, 1, 8, 1))]
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("layout", _ODD_SIZE_ONE_STRIDES, ids=str)
+@pytest.mark.parametrize("op", [
+    lambda x: x + 1, lambda x: x > 0, lambda x: torch.where(x > 0, x, 0.0),
+    lambda x: F.normalize(x, dim=-1), lambda x: x * torch.tensor(2.0, device=x.device),
+    lambda x: torch.xlogy(x, 2), F.hardtanh, torch.nan_to_num, lambda x: torch.frexp(x)[0],
+    torch.exp, lambda x: x * x, lambda x: x ** 2, lambda x: torch.lerp(x, x, 0.5), F.hardshrink,
+    lambda x: F.conv2d(x, torch.ones(2, x.shape[1], 1, 1, device=x.device)) if x.dim() == 4 else x,
+], ids=["add_number", "gt_number", "where", "normalize", "mul_0dim", "xlogy", "hardtanh",
+        "nan_to_num", "frexp", "exp", "mul", "pow", "lerp", "hardshrink", "conv"])
+def test_size_one_strides_order_a_result_as_cpus_iterator_orders_it(op, layout):
+    # c10 calls these tensors contiguous, but CPU's iterator sorts dimensions by every stride
+    # unless its fast path runs (operands of one shape, no number made a 0-dim operand), and
+    # empty_like (hardtanh, nan_to_num, ...) keeps them.
+    def odd(device):
+        shape, stride = layout
+        return torch.empty_strided(shape, stride, device=device).copy_(
+            torch.arange(1.0, 1 + torch.Size(shape).numel()).reshape(shape) / 7)
+
+    cpu, tpu = op(odd("cpu")), op(odd("tpu"))
+    assert tpu.stride() == cpu.stride()
+    assert_same(tpu, cpu)

@@ -399,8 +399,13 @@ def _channels_last(x) -> bool:
     # A channels_last tensor is never direct: a direct one is contiguous.
     if type(x) is not TpuTensor or x._direct or x.dim() not in _CHANNELS_LAST:
         return False
+    if x.is_contiguous():
+        # Also channels_last-contiguous when size-1 dimensions make it both: c10's
+        # suggest_memory_format tells them apart by those dimensions' strides.
+        return (x.is_contiguous(memory_format=_CHANNELS_LAST[x.dim()])
+                and _strides_like_channels_last(x.shape, x.stride()))
     return (x.is_contiguous(memory_format=_CHANNELS_LAST[x.dim()])
-            or (not x.is_contiguous() and _strides_like_channels_last(x.shape, x.stride())))
+            or _strides_like_channels_last(x.shape, x.stride()))
 
 
 def _strides_like_channels_last(shape, strides) -> bool:
@@ -454,6 +459,8 @@ def _following_memory_format(func, inner: Handler) -> Handler:
     laid_out = _LAID_OUT_BY.get(func, func)
     # (as its out= form resizes its outs, where linalg_layout.py knows it)
     lapack = linalg_layout.result_layout(func) if always else None
+    unit_strides = (iterator_layout.by_unit_strides(func) if torch.Tag.pointwise in func.tags
+                    else None)
 
     def handler(args, kwargs):
         out = inner(args, kwargs)
@@ -462,7 +469,8 @@ def _following_memory_format(func, inner: Handler) -> Handler:
         unbatched = func in _AS_A_BATCH_OF_ONE and _unbatched_channels_last_3d(args[0])
         if not (always or unbatched or _follows(func, follows, args)
                 or not all(args[i].is_contiguous() for i in _QUERY_LAYOUT.get(func, ()))):
-            return out
+            meta = unit_strides and unit_strides(args)
+            return out if meta is None else _laid_out_as(out, meta)
         try:
             meta = laid_out(*tree_map(views.meta_like, args),
                             **tree_map(views.meta_like, kwargs))
@@ -473,8 +481,10 @@ def _following_memory_format(func, inner: Handler) -> Handler:
                 return out  # CPU's _convolution answers an empty batch with a plain view
             # The meta kernel does not pick CPU's backend: CPU's (mkldnn's, and its 2-d slow
             # path's) result is channels_last when the input or the weight is (its only
-            # arguments that can be); the 3-d slow kernels' is contiguous.
-            keeps = conv_checks.keeps_channels_last(*args[:2], *args[3:4], *args[5:])
+            # arguments that can be; by suggest_memory_format, which a channels_last-contiguous
+            # tensor with odd size-1 strides is not); the 3-d slow kernels' is contiguous.
+            keeps = (any(_strides_like_channels_last(t.shape, t.stride()) for t in args[:2])
+                     and conv_checks.keeps_channels_last(*args[:2], *args[3:4], *args[5:]))
             meta = meta.to(memory_format=_CHANNELS_LAST[meta.dim()] if keeps
                            else torch.contiguous_format)
         if unbatched:

@@ -4,15 +4,61 @@ stride (a 0-dim operand's, an index's outside its dimensions) decides nothing.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
-from torch._prims_common import compute_elementwise_output_strides
+
+from ..tensor import TpuTensor
 
 aten = torch.ops.aten
 
 
+def _operand_strides(t: torch.Tensor, shape) -> tuple[int, ...]:
+    """``t``'s strides over the result's dimensions as the iterator sees them: a dimension it
+    broadcasts (missing, or size 1 against a larger one) strides 0."""
+    pad = len(shape) - t.dim()
+    return (0,) * pad + tuple(0 if n == 1 and m != 1 else s
+                              for n, s, m in zip(t.shape, t.stride(), shape[pad:], strict=True))
+
+
+def result_strides(shape, operands) -> tuple[int, ...]:
+    """The strides TensorIterator gives a result it allocates: its dimensions sorted by the
+    operands' strides (reorder_dimensions: the first operand that tells two apart decides, an
+    equal stride puts the smaller size inside), then dense in that order (compatible_stride).
+    Size-1 dimensions take part, with whatever strides they have."""
+    ndim = len(shape)
+
+    def should_swap(d0: int, d1: int) -> int:
+        for strides in operands:
+            s0, s1 = strides[d0], strides[d1]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 != s1:
+                return -1 if s0 < s1 else 1
+            if shape[d0] > shape[d1]:
+                return 1
+        return 0
+
+    perm = list(range(ndim - 1, -1, -1))  # innermost first; an insertion sort, as ATen's
+    for i in range(1, ndim):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            order = should_swap(perm[d0], perm[d1])
+            if order > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif order < 0:
+                break
+    strides, step = [0] * ndim, 1
+    for d in perm:
+        strides[d] = step
+        step *= shape[d]
+    return tuple(strides)
+
+
 def _iterated(tensors) -> torch.Tensor:
     shape = torch.broadcast_shapes(*(t.shape for t in tensors))
-    strides = compute_elementwise_output_strides(*(t.expand(shape) for t in tensors))
+    strides = result_strides(shape, [_operand_strides(t, shape) for t in tensors])
     return torch.empty_strided(shape, strides, device="meta")
 
 
@@ -52,3 +98,70 @@ def index(self: torch.Tensor, indices) -> torch.Tensor:
     viewed = [t.reshape((1,) * before + tuple(shape) + (1,) * after)
               for t in indices if t is not None]
     return _iterated([restrided, *viewed])
+
+
+def _odd_unit_strides(x) -> bool:
+    """A tpu tensor whose size-1 dimensions stride otherwise than a contiguous tensor's (a
+    transpose moved them): c10's contiguity ignores them, CPU's iterator sorts by them."""
+    if type(x) is not TpuTensor or x._direct:  # (a direct tensor's strides are contiguous)
+        return False
+    shape, stride = x._geometry[:2]
+    if 1 not in shape or 0 in shape:
+        return False
+    expected = 1
+    for n, s in zip(reversed(shape), reversed(stride), strict=True):
+        if n == 1 and s != expected:
+            return True
+        expected *= n
+    return False
+
+
+# CPU allocates these results with empty_like, which keeps a dense input's strides.
+_LIKE_INPUT = {aten.hardtanh.default, aten.relu6.default, aten.nan_to_num.default,
+               aten.deg2rad.default, aten.rad2deg.default, aten.frexp.Tensor,
+               aten._conj_physical.default}
+# Unary kernels whose number is a parameter, not a (0-dim) operand of the iterator.
+_NUMBER_NOT_AN_OPERAND = {aten.pow, aten.lerp}
+
+
+def by_unit_strides(func) -> Callable:
+    """For a pointwise op on contiguous operands: CPU's result layout (a meta tensor, or a
+    tuple of them) when an operand has odd size-1 strides and CPU's kernel does not take
+    its iterator's fast path, which makes a contiguous result; None when no operand has. The
+    fast path needs contiguous operands of one shape and no number made a 0-dim operand: one
+    in a Tensor argument (``x + 1``) or the number of a binary op's Scalar overload
+    (``x > 0``)."""
+    results = len(func._schema.returns)
+    if func in _LIKE_INPUT:
+        def like_input(args):
+            x = args[0]
+            if not _odd_unit_strides(x):
+                return None
+            meta = torch.empty_strided(x.shape, x.stride(), device="meta")
+            return meta if results == 1 else (meta,) * results
+
+        return like_input
+    schema = func._schema.arguments
+    slots = tuple(i for i, a in enumerate(schema)
+                  if not a.kwarg_only and isinstance(a.type, torch.TensorType))
+    numbers = (func._overloadname != "default" and func.overloadpacket not in _NUMBER_NOT_AN_OPERAND
+               and any(isinstance(a.type, torch.NumberType) and not a.kwarg_only
+                       for a in schema))
+
+    def iterated(args):
+        for a in args:  # (a loop: this runs on every pointwise op)
+            if type(a) is TpuTensor and not a._direct and _odd_unit_strides(a):
+                break
+        else:
+            return None
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if (numbers or len({t.shape for t in tensors}) > 1
+                or not all(t.is_contiguous() for t in tensors)
+                or any(i < len(args) and args[i] is not None
+                       and not isinstance(args[i], torch.Tensor) for i in slots)):
+            meta = _iterated([t for t in tensors if t.dim()])
+        else:  # (contiguous: also where a decomposition's steps kept the odd strides)
+            meta = torch.empty(tensors[0].shape, device="meta")
+        return meta if results == 1 else (meta,) * results
+
+    return iterated
