@@ -249,7 +249,7 @@ def test_copies_of_a_dense_layout_keep_the_strides_of_its_size_one_dims(op):
 
 
 _ODD_SIZE_ONE_STRIDES = [((1, 3, 4), (4, 4, 1)), ((3, 1, 4), (4, 100, 1)),
-                         ((2, 1, 1, 4), (4, 1, 8, 1))]
+                         ((2, 1, 1, 4), (4, 1, 8, 1)), ((1, 3, 2, 2), (1, 1, 6, 3))]
 
 
 @pytest.mark.usefixtures("eager_mode")
@@ -263,9 +263,9 @@ _ODD_SIZE_ONE_STRIDES = [((1, 3, 4), (4, 4, 1)), ((3, 1, 4), (4, 100, 1)),
 ], ids=["add_number", "gt_number", "where", "normalize", "mul_0dim", "xlogy", "hardtanh",
         "nan_to_num", "frexp", "exp", "mul", "pow", "lerp", "hardshrink", "conv"])
 def test_size_one_strides_order_a_result_as_cpus_iterator_orders_it(op, layout):
-    # c10 calls these tensors contiguous, but CPU's iterator sorts dimensions by every stride
-    # unless its fast path runs (operands of one shape, no number made a 0-dim operand), and
-    # empty_like (hardtanh, nan_to_num, ...) keeps them.
+    # c10 calls these tensors contiguous (or channels_last), but CPU's iterator sorts
+    # dimensions by every stride unless its fast path runs (operands of one shape and layout,
+    # no number made a 0-dim operand), and empty_like (hardtanh, nan_to_num, ...) keeps them.
     def odd(device):
         shape, stride = layout
         return torch.empty_strided(shape, stride, device=device).copy_(

@@ -459,8 +459,12 @@ def _following_memory_format(func, inner: Handler) -> Handler:
     laid_out = _LAID_OUT_BY.get(func, func)
     # (as its out= form resizes its outs, where linalg_layout.py knows it)
     lapack = linalg_layout.result_layout(func) if always else None
-    unit_strides = (iterator_layout.by_unit_strides(func) if torch.Tag.pointwise in func.tags
-                    else None)
+    # A pointwise result's layout as CPU's iterator computes it (a meta kernel, a Python
+    # reference here, costs ~10x as much and misses size-1 dimensions).
+    iterated = (iterator_layout.by_operands(func) if (torch.Tag.pointwise in func.tags
+                                                       or func in _ITERATED)
+                and func not in _LAID_OUT_BY else None)
+    unit_strides = iterator_layout.by_unit_strides(iterated) if iterated else None
 
     def handler(args, kwargs):
         out = inner(args, kwargs)
@@ -471,6 +475,9 @@ def _following_memory_format(func, inner: Handler) -> Handler:
                 or not all(args[i].is_contiguous() for i in _QUERY_LAYOUT.get(func, ()))):
             meta = unit_strides and unit_strides(args)
             return out if meta is None else _laid_out_as(out, meta)
+        meta = iterated and iterated(args)
+        if meta is not None:
+            return _laid_out_as(out, meta)
         try:
             meta = laid_out(*tree_map(views.meta_like, args),
                             **tree_map(views.meta_like, kwargs))
@@ -535,23 +542,20 @@ def _flat(args):
 # A copy of their first input with a part written: laid out as it (CPU clones it).
 _COPIES_OF_INPUT = {aten.slice_scatter.default, aten.select_scatter.default,
                     aten.diagonal_scatter.default, aten.copy.default}
-# Not tagged pointwise, but CPU's kernels (TensorIterator, or an empty_like of the input)
+# Not tagged pointwise, but TensorIterator kernels on CPU.
+_ITERATED = {aten.hardswish.default, aten.complex.default, aten.polar.default,
+             aten.floor_divide.default, aten.rsub.Tensor, aten.hardtanh_backward.default,
+             aten.leaky_relu_backward.default, aten.hardsigmoid_backward.default,
+             aten.hardswish_backward.default, aten.mish_backward.default,
+             aten.softshrink_backward.default, aten.hardshrink_backward.default}
+# Not tagged pointwise, but CPU's kernels (an empty_like of the input, or TensorIterator)
 # lay their results out in their input's order, as the meta kernels do.
-_FOLLOWING_ORDER = {*_COPIES_OF_INPUT, aten.addr.default, aten.sort.default, aten.sort.stable,
-                    aten.flip.default, aten.index.Tensor, aten.index_put.default, aten.put.default,
-                    aten.hardswish.default, aten.complex.default, aten.polar.default,
-                    aten.native_dropout.default, aten.floor_divide.default, aten.rsub.Tensor,
-                    aten.fill.Tensor, aten.hardtanh_backward.default,
-                    aten.leaky_relu_backward.default, aten.hardsigmoid_backward.default,
-                    aten.hardswish_backward.default, aten.mish_backward.default,
-                    aten.softshrink_backward.default, aten.hardshrink_backward.default}
-# CPU's TensorIterator kernels whose meta kernels (Python references) lay a result out
-# contiguous when an operand broadcasts (a 0-dim divisor), or ignore the indices' order.
-_LAID_OUT_BY = {aten.div.Tensor_mode: iterator_layout.elementwise,
-                aten.copysign.Tensor: iterator_layout.elementwise,
-                aten.floor_divide.default: iterator_layout.elementwise,
-                aten.index.Tensor: iterator_layout.index,
-                aten.ldexp.Tensor: iterator_layout.ldexp}
+_FOLLOWING_ORDER = {*_COPIES_OF_INPUT, *_ITERATED, aten.addr.default, aten.sort.default,
+                    aten.sort.stable, aten.flip.default, aten.index.Tensor,
+                    aten.index_put.default, aten.put.default, aten.native_dropout.default,
+                    aten.fill.Tensor}
+# Their meta kernels ignore the indices' order (index) or do not say CPU's (ldexp).
+_LAID_OUT_BY = {aten.index.Tensor: iterator_layout.index, aten.ldexp.Tensor: iterator_layout.ldexp}
 # CPU's pow(Scalar, Tensor) allocates its result contiguous before it runs the iterator.
 _CONTIGUOUS_RESULT = {aten.pow.Scalar}
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..tensor import TpuTensor
+from ..tensor import TpuTensor, contiguous_strides, is_dense
 
 aten = torch.ops.aten
 
@@ -62,14 +62,9 @@ def _iterated(tensors) -> torch.Tensor:
     return torch.empty_strided(shape, strides, device="meta")
 
 
-def elementwise(*args, **kwargs) -> torch.Tensor:
-    """A binary kernel's result over these meta tensors (numbers and 0-dim tensors aside)."""
-    return _iterated([a for a in args if isinstance(a, torch.Tensor) and a.dim()])
-
-
 def ldexp(self: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
     """CPU's ldexp is self * pow(2, other), a power its kernel allocates contiguous."""
-    return elementwise(self, torch.empty(other.shape, device="meta"))
+    return _iterated([t for t in (self, torch.empty(other.shape, device="meta")) if t.dim()])
 
 
 def index(self: torch.Tensor, indices) -> torch.Tensor:
@@ -117,26 +112,45 @@ def _odd_unit_strides(x) -> bool:
 
 
 # CPU allocates these results with empty_like, which keeps a dense input's strides.
-_LIKE_INPUT = {aten.hardtanh.default, aten.relu6.default, aten.nan_to_num.default,
+LIKE_INPUT = {aten.hardtanh.default, aten.relu6.default, aten.nan_to_num.default,
                aten.deg2rad.default, aten.rad2deg.default, aten.frexp.Tensor,
                aten._conj_physical.default}
+# Tagged pointwise, but CPU's kernel sums an iterator's result (the meta kernel knows).
+_NOT_ITERATED = {aten.mvlgamma.default}
 # Unary kernels whose number is a parameter, not a (0-dim) operand of the iterator.
 _NUMBER_NOT_AN_OPERAND = {aten.pow, aten.lerp}
 
 
-def by_unit_strides(func) -> Callable:
-    """For a pointwise op on contiguous operands: CPU's result layout (a meta tensor, or a
-    tuple of them) when an operand has odd size-1 strides and CPU's kernel does not take
-    its iterator's fast path, which makes a contiguous result; None when no operand has. The
-    fast path needs contiguous operands of one shape and no number made a 0-dim operand: one
-    in a Tensor argument (``x + 1``) or the number of a binary op's Scalar overload
-    (``x > 0``)."""
+def _fast_path_strides(tensors) -> tuple[int, ...] | None:
+    """The layout of TensorIterator's fast path, for operands of one shape: contiguous,
+    channels_last, or a dense layout they all share; None where none applies."""
+    if all(t.is_contiguous() for t in tensors):
+        return contiguous_strides(tuple(tensors[0].shape))
+    if tensors[0].dim() == 4 and all(t.is_contiguous(memory_format=torch.channels_last)
+                                     for t in tensors):
+        return torch.empty(tensors[0].shape, device="meta",
+                           memory_format=torch.channels_last).stride()
+    strides = tensors[0].stride()
+    if is_dense(tensors[0].shape, strides) and all(t.stride() == strides for t in tensors):
+        return strides
+    return None
+
+
+def by_operands(func) -> Callable | None:
+    """For a pointwise op: its result's layout (a meta tensor, or a tuple of them) as CPU's
+    TensorIterator gives it. Its fast path needs operands of one shape, no number made a
+    0-dim operand (one in a Tensor argument, ``x + 1``, or a binary op's Scalar overload's,
+    ``x > 0``) and one layout; otherwise it sorts the dimensions by the operands' strides,
+    size-1 dimensions' too. CPU makes the results in ``LIKE_INPUT`` with empty_like: a
+    dense input's strides (None for another input: its meta kernel knows)."""
+    if func in _NOT_ITERATED:
+        return None
     results = len(func._schema.returns)
-    if func in _LIKE_INPUT:
+    if func in LIKE_INPUT:
         def like_input(args):
             x = args[0]
-            if not _odd_unit_strides(x):
-                return None
+            if not is_dense(x.shape, x.stride()):
+                return None  # (empty_like asks suggest_memory_format: the meta kernel's)
             meta = torch.empty_strided(x.shape, x.stride(), device="meta")
             return meta if results == 1 else (meta,) * results
 
@@ -148,20 +162,31 @@ def by_unit_strides(func) -> Callable:
                and any(isinstance(a.type, torch.NumberType) and not a.kwarg_only
                        for a in schema))
 
+    def layout(args):
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        shape = tensors[0].shape
+        strides = None
+        if not (numbers or any(t.shape != shape for t in tensors)
+                or any(i < len(args) and args[i] is not None
+                       and not isinstance(args[i], torch.Tensor) for i in slots)):
+            strides = _fast_path_strides(tensors)
+        meta = (_iterated([t for t in tensors if t.dim()]) if strides is None
+                else torch.empty_strided(shape, strides, device="meta"))
+        return meta if results == 1 else (meta,) * results
+
+    return layout
+
+
+def by_unit_strides(layout: Callable) -> Callable:
+    """For a pointwise op whose operands are in contiguous order: its ``layout``
+    (``by_operands``) where an operand's size-1 dimensions stride otherwise than a contiguous
+    tensor's (c10 calls it contiguous, CPU's iterator and empty_like keep them), else None
+    (contiguous, as it is)."""
+
     def iterated(args):
         for a in args:  # (a loop: this runs on every pointwise op)
             if type(a) is TpuTensor and not a._direct and _odd_unit_strides(a):
-                break
-        else:
-            return None
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        if (numbers or len({t.shape for t in tensors}) > 1
-                or not all(t.is_contiguous() for t in tensors)
-                or any(i < len(args) and args[i] is not None
-                       and not isinstance(args[i], torch.Tensor) for i in slots)):
-            meta = _iterated([t for t in tensors if t.dim()])
-        else:  # (contiguous: also where a decomposition's steps kept the odd strides)
-            meta = torch.empty(tensors[0].shape, device="meta")
-        return meta if results == 1 else (meta,) * results
+                return layout(args)  # (contiguous ones also where a decomposition kept them)
+        return None
 
     return iterated
