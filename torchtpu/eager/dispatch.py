@@ -556,8 +556,10 @@ _FOLLOWING_ORDER = {*_COPIES_OF_INPUT, *_ITERATED, aten.addr.default, aten.sort.
                     aten.fill.Tensor}
 # Their meta kernels ignore the indices' order (index) or do not say CPU's (ldexp).
 _LAID_OUT_BY = {aten.index.Tensor: iterator_layout.index, aten.ldexp.Tensor: iterator_layout.ldexp}
-# CPU's pow(Scalar, Tensor) allocates its result contiguous before it runs the iterator.
-_CONTIGUOUS_RESULT = {aten.pow.Scalar}
+# CPU's pow(Scalar, Tensor) allocates its result contiguous before it runs the iterator;
+# rrelu's kernel allocates its result contiguous (LEGACY_CONTIGUOUS_MEMORY_FORMAT).
+_CONTIGUOUS_RESULT = {aten.pow.Scalar, aten.rrelu_with_noise.default,
+                      aten.rrelu_with_noise_functional.default}
 
 
 # Factorizations and solves: CPU's results are in LAPACK's column-major order whatever the
