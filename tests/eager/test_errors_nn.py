@@ -39,6 +39,15 @@ def _long(*rows):
     (lambda d: _aten.nll_loss2d_forward(torch.ones(2, 3, 4, 4, dtype=torch.long, device=d),
                                         torch.zeros(2, 4, 4, dtype=torch.uint8, device=d),
                                         None, 1, -100), NotImplementedError),
+    # nll_loss: class weights in another dtype than the input's (its kernels read them so)
+    (lambda d: F.nll_loss(torch.ones(0, 0, device=d), torch.zeros(0, dtype=torch.long, device=d),
+                          torch.ones(0, dtype=torch.half, device=d)), RuntimeError),
+    (lambda d: F.cross_entropy(torch.ones(2, 3, device=d), torch.tensor([0, 1], device=d),
+                               torch.ones(3, dtype=torch.double, device=d)), RuntimeError),
+    (lambda d: _aten.nll_loss2d_forward(torch.ones(2, 3, 4, 4, device=d),
+                                        torch.zeros(2, 4, 4, dtype=torch.uint8, device=d),
+                                        torch.ones(3, dtype=torch.double, device=d), 1, -100),
+     RuntimeError),
     # layer_norm: CPU's shape checks and wording, then its kernel's dtypes
     (lambda d: F.layer_norm(_long([1, 2, 3])(d), (3,)), NotImplementedError),
     (lambda d: F.layer_norm(torch.ones(2, 3, dtype=torch.bool, device=d), (3,)),
