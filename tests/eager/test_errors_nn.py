@@ -482,6 +482,16 @@ def test_embedding_bag_ranks_raise_as_cpu(bad):
     raises_as_cpu(bad, (RuntimeError, ValueError))
 
 
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("weight_shape, dtype", [((10, 3), torch.float32), ((10, 3), torch.int16),
+                                                 ((10, 3, 2), torch.float32), ((10,), torch.int64)],
+                         ids=["float", "int16", "weight_rank_first", "weight_rank"])
+def test_embedding_checks_raise_as_cpu(weight_shape, dtype):
+    # the meta kernel prints the indices' dtype as Python does (torch.float32)
+    raises_as_cpu(lambda d: F.embedding(torch.ones(2, dtype=dtype, device=d),
+                                        torch.zeros(weight_shape, device=d)))
+
+
 @pytest.mark.parametrize("dtype, mode, padding_idx", [
     (torch.float32, "sum", None), (torch.float64, "sum", None), (torch.float32, "max", None),
     (torch.float32, "mean", 0), (torch.bfloat16, "mean", None)])

@@ -59,6 +59,8 @@ def dispatch(func, args, kwargs):
     except jax.errors.JaxRuntimeError as e:
         memory.raise_as_torch(e)
     except RuntimeError as e:
+        if func in _COMPOSITE_ON_CUDA and str(e).startswith(MIXED_DEVICES):
+            meta_errors.check_as_cpu(func, args, kwargs)
         if str(e).startswith(MIXED_DEVICES) and str(e).endswith("!"):
             if not isinstance(args[0], TpuTensor):  # cpu_t.index_fill(..., tpu_scalar)
                 read, out = mutation.read_as_number(func, args, kwargs or {})
@@ -66,6 +68,11 @@ def dispatch(func, args, kwargs):
                     return out
             raise RuntimeError(f"{e} {_checking(func, args, kwargs)}") from None
         raise
+
+
+# Composite kernels on cuda: their own checks run before the device checks of the ops they
+# call (F.embedding(cpu_weight, cuda_float_indices) names the indices' dtype).
+_COMPOSITE_ON_CUDA = {torch.ops.aten.embedding.default}
 
 
 def _checking(func, args, kwargs) -> str:

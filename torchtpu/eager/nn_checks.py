@@ -260,6 +260,18 @@ DECOMPOSED.update({getattr(_aten, f"_upsample_nearest_exact{nd}d").default:
                    nearest_upsample_check for nd in (1, 2, 3)})
 
 
+def embedding_check(weight, indices, *_) -> str | None:
+    """CPU's checks in its order and wording (the meta kernel prints the dtype as Python
+    does)."""
+    if weight.ndim != 2:
+        return "'weight' must be 2-D"
+    if str(indices.dtype).removeprefix("torch.") not in ("int64", "int32"):
+        return ("Expected tensor for argument #1 'indices' to have one of the following scalar "
+                f"types: Long, Int; but got torch.{scalar_type_name(indices.dtype)}Tensor "
+                "instead (while checking arguments for embedding)")
+    return None
+
+
 def embedding_bag_check(weight, indices, offsets, *_) -> str | None:
     """CPU's _embedding_bag_cpu_impl's rank checks, in its order (the meta kernel has none,
     and the rule would fail on the shapes)."""
