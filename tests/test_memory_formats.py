@@ -1,6 +1,8 @@
 """Results laid out as CPU lays them out: what `stride()`, `is_contiguous()` and `.view()`
 see after an op on a slice of a channels_last tensor, a permuted input, or a factorization."""
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -276,3 +278,28 @@ def test_size_one_strides_order_a_result_as_cpus_iterator_orders_it(op, layout):
     cpu, tpu = op(odd("cpu")), op(odd("tpu"))
     assert tpu.stride() == cpu.stride()
     assert_same(tpu, cpu)
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("pad", [torch.nn.ReflectionPad2d, torch.nn.ReplicationPad2d,
+                                 torch.nn.ReflectionPad3d, torch.nn.ReplicationPad3d])
+@pytest.mark.parametrize("sliced", [False, True])
+def test_padding_a_channels_last_input_keeps_its_layout_and_its_gradients(pad, sliced):
+    # CPU's padding kernels lay the result (and the gradient, a zeros_like of the input) out
+    # in the input's suggest_memory_format; the meta kernels' are contiguous.
+    nd = 2 if "2d" in pad.__name__ else 3
+    shape = (2, 6, 4, 5, 3)[:nd + 2]
+    fmt = torch.channels_last if nd == 2 else torch.channels_last_3d
+
+    def run(device):
+        x = torch.arange(float(math.prod(shape))).reshape(shape).to(memory_format=fmt)
+        x = (x.to(device)[:, ::2] if sliced else x.to(device)).requires_grad_()
+        out = pad(1)(x)
+        grad = torch.linspace(-1, 1, out.numel()).reshape(out.shape)
+        out.backward(grad.to(device))
+        return out, x.grad
+
+    cpu, tpu = run("cpu"), run("tpu")
+    assert [t.stride() for t in tpu] == [t.stride() for t in cpu]
+    for t, c in zip(tpu, cpu, strict=True):
+        assert_same(t, c)

@@ -90,3 +90,19 @@ def test_a_cpu_tensor_filled_with_a_tpu_scalar_reads_it():
     assert torch.fill(torch.zeros(2), total).tolist() == [6.0, 6.0]
     with pytest.raises(RuntimeError, match="same device"):
         torch.zeros(3).index_fill(0, torch.tensor([2]), torch.ones(1, device=TPU))
+
+
+@pytest.mark.parametrize("mode", ["strict", "debug", "fused"])
+def test_embedding_checks_its_indices_before_the_weights_device(mode):
+    # cuda's embedding is a composite: its dtype check runs before index_select's device
+    # check, and in CPU's words (nn.Embedding(10, 3)(cuda_float_indices) names the dtype).
+    import torchtpu
+
+    indices = torch.tensor([1.5, 2.5])
+    with pytest.raises(RuntimeError) as on_cpu:
+        torch.nn.functional.embedding(indices, torch.zeros(10, 3))
+    with torchtpu.set_eager_mode(mode), pytest.raises(RuntimeError) as mixed:
+        torch.nn.functional.embedding(indices.to(TPU), torch.zeros(10, 3))
+    assert str(mixed.value).split("\n[torchtpu debug]")[0] == str(on_cpu.value)
+    with pytest.raises(RuntimeError, match=f"^{_MIXED}.*argument weight in method aten.embedding"):
+        torch.nn.functional.embedding(indices.long().to(TPU), torch.zeros(10, 3))

@@ -39,6 +39,15 @@ def _long(*rows):
     (lambda d: _aten.nll_loss2d_forward(torch.ones(2, 3, 4, 4, dtype=torch.long, device=d),
                                         torch.zeros(2, 4, 4, dtype=torch.uint8, device=d),
                                         None, 1, -100), NotImplementedError),
+    # nll_loss: class weights in another dtype than the input's (its kernels read them so)
+    (lambda d: F.nll_loss(torch.ones(0, 0, device=d), torch.zeros(0, dtype=torch.long, device=d),
+                          torch.ones(0, dtype=torch.half, device=d)), RuntimeError),
+    (lambda d: F.cross_entropy(torch.ones(2, 3, device=d), torch.tensor([0, 1], device=d),
+                               torch.ones(3, dtype=torch.double, device=d)), RuntimeError),
+    (lambda d: _aten.nll_loss2d_forward(torch.ones(2, 3, 4, 4, device=d),
+                                        torch.zeros(2, 4, 4, dtype=torch.uint8, device=d),
+                                        torch.ones(3, dtype=torch.double, device=d), 1, -100),
+     RuntimeError),
     # layer_norm: CPU's shape checks and wording, then its kernel's dtypes
     (lambda d: F.layer_norm(_long([1, 2, 3])(d), (3,)), NotImplementedError),
     (lambda d: F.layer_norm(torch.ones(2, 3, dtype=torch.bool, device=d), (3,)),
@@ -471,6 +480,16 @@ def _bag(weight_shape, indices_shape, offsets_shape):
 ], ids=["input_rank", "offsets_rank", "weight_rank", "functional"])
 def test_embedding_bag_ranks_raise_as_cpu(bad):
     raises_as_cpu(bad, (RuntimeError, ValueError))
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("weight_shape, dtype", [((10, 3), torch.float32), ((10, 3), torch.int16),
+                                                 ((10, 3, 2), torch.float32), ((10,), torch.int64)],
+                         ids=["float", "int16", "weight_rank_first", "weight_rank"])
+def test_embedding_checks_raise_as_cpu(weight_shape, dtype):
+    # the meta kernel prints the indices' dtype as Python does (torch.float32)
+    raises_as_cpu(lambda d: F.embedding(torch.ones(2, dtype=dtype, device=d),
+                                        torch.zeros(weight_shape, device=d)))
 
 
 @pytest.mark.parametrize("dtype, mode, padding_idx", [

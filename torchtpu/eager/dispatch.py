@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import jax
 import torch
+from torch._prims_common import suggest_memory_format
 from torch.utils._pytree import tree_map
 
 from ..ops.decomps import DECOMPOSITIONS
@@ -58,6 +59,8 @@ def dispatch(func, args, kwargs):
     except jax.errors.JaxRuntimeError as e:
         memory.raise_as_torch(e)
     except RuntimeError as e:
+        if func in _COMPOSITE_ON_CUDA and str(e).startswith(MIXED_DEVICES):
+            meta_errors.check_as_cpu(func, args, kwargs)
         if str(e).startswith(MIXED_DEVICES) and str(e).endswith("!"):
             if not isinstance(args[0], TpuTensor):  # cpu_t.index_fill(..., tpu_scalar)
                 read, out = mutation.read_as_number(func, args, kwargs or {})
@@ -65,6 +68,11 @@ def dispatch(func, args, kwargs):
                     return out
             raise RuntimeError(f"{e} {_checking(func, args, kwargs)}") from None
         raise
+
+
+# Composite kernels on cuda: their own checks run before the device checks of the ops they
+# call (F.embedding(cpu_weight, cuda_float_indices) names the indices' dtype).
+_COMPOSITE_ON_CUDA = {torch.ops.aten.embedding.default}
 
 
 def _checking(func, args, kwargs) -> str:
@@ -554,8 +562,23 @@ _FOLLOWING_ORDER = {*_COPIES_OF_INPUT, *_ITERATED, aten.addr.default, aten.sort.
                     aten.sort.stable, aten.flip.default, aten.index.Tensor,
                     aten.index_put.default, aten.put.default, aten.native_dropout.default,
                     aten.fill.Tensor}
-# Their meta kernels ignore the indices' order (index) or do not say CPU's (ldexp).
-_LAID_OUT_BY = {aten.index.Tensor: iterator_layout.index, aten.ldexp.Tensor: iterator_layout.ldexp}
+
+
+def _in_the_inputs_format(func, at: int):
+    """CPU's reflection and replication padding (and their backwards, into a zeros_like of
+    the input) lay their result out in the input's suggest_memory_format: channels_last
+    stays so. The meta kernels' results are contiguous."""
+    def laid_out(*args):
+        return func(*args).contiguous(memory_format=suggest_memory_format(args[at]))
+
+    return laid_out
+
+
+_PADDING = [getattr(aten, f"{kind}_pad{nd}d{bw}").default for kind in ("reflection", "replication")
+            for nd in (2, 3) for bw in ("", "_backward")]
+# Their meta kernels ignore the indices' order (index) or do not say CPU's (ldexp, padding).
+_LAID_OUT_BY = {aten.index.Tensor: iterator_layout.index, aten.ldexp.Tensor: iterator_layout.ldexp,
+                **{f: _in_the_inputs_format(f, int("backward" in f.__name__)) for f in _PADDING}}
 # CPU's pow(Scalar, Tensor) allocates its result contiguous before it runs the iterator;
 # rrelu's kernel allocates its result contiguous (LEGACY_CONTIGUOUS_MEMORY_FORMAT).
 _CONTIGUOUS_RESULT = {aten.pow.Scalar, aten.rrelu_with_noise.default,

@@ -622,6 +622,7 @@ _CPU_CHECKS = {
     _aten._amp_foreach_non_finite_check_and_unscale.default: _unscale_check,
     _aten._amp_foreach_non_finite_check_and_unscale_.default: _unscale_check,
     _aten.nll_loss2d_forward.default: nn_checks.nll2d_check,
+    _aten.embedding.default: nn_checks.embedding_check,
     _aten._embedding_bag.default: nn_checks.embedding_bag_check,
     _aten._embedding_bag_forward_only.default: nn_checks.embedding_bag_check,
     _aten.leaky_relu_backward.default: nn_checks.leaky_relu_backward_check,

@@ -73,15 +73,26 @@ def nll_check(self, target, weight=None, *_) -> Exception | str | None:
     if weight is not None and (weight.ndim != 1 or weight.shape[0] != classes):
         return (f"weight tensor should be defined either for all {classes} classes or no "
                 f"classes but got weight tensor of shape: {list(weight.shape)}")
-    return _floating_kernel("nll_loss_out_frame", self.dtype)
+    return (_floating_kernel("nll_loss_out_frame", self.dtype)
+            or _weight_dtype_check(self, weight))
 
 
-def nll2d_check(self, target, *_) -> Exception | str | None:
+def nll2d_check(self, target, weight=None, *_) -> Exception | str | None:
     # CPU's 2-d kernel then reads the target as int64 only.
     return (_target_dtype_check(target)
             or _floating_kernel("nll_loss2d_forward_out_frame", self.dtype)
+            or _weight_dtype_check(self, weight)
             or ("expected scalar type Long but found Byte" if "uint8" in str(target.dtype)
                 else None))
+
+
+def _weight_dtype_check(self, weight) -> str | None:
+    """CPU's kernels read the class weights as the input's dtype (the meta kernels do not
+    look: a float16 weight for float32 input would be cast)."""
+    if weight is not None and weight.dtype != self.dtype:
+        return (f"expected scalar type {scalar_type_name(self.dtype)} but found "
+                f"{scalar_type_name(weight.dtype)}")
+    return None
 
 
 def layer_norm_shapes(self, normalized_shape, weight=None, bias=None, *_) -> str | None:
@@ -247,6 +258,18 @@ def nearest_upsample_check(self, output_size, *_, **__):
 # (upsample_nearest's own, with a lowering, are checked in meta_errors.py)
 DECOMPOSED.update({getattr(_aten, f"_upsample_nearest_exact{nd}d").default:
                    nearest_upsample_check for nd in (1, 2, 3)})
+
+
+def embedding_check(weight, indices, *_) -> str | None:
+    """CPU's checks in its order and wording (the meta kernel prints the dtype as Python
+    does)."""
+    if weight.ndim != 2:
+        return "'weight' must be 2-D"
+    if str(indices.dtype).removeprefix("torch.") not in ("int64", "int32"):
+        return ("Expected tensor for argument #1 'indices' to have one of the following scalar "
+                f"types: Long, Int; but got torch.{scalar_type_name(indices.dtype)}Tensor "
+                "instead (while checking arguments for embedding)")
+    return None
 
 
 def embedding_bag_check(weight, indices, offsets, *_) -> str | None:

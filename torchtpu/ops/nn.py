@@ -19,9 +19,7 @@ aten = torch.ops.aten
 
 @lowering(aten.embedding, skip_meta=True)
 def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
-    # CPU's check first: the meta kernel raises AssertionError for it.
-    if weight.ndim != 2:
-        raise RuntimeError("'weight' must be 2-D")
+    # (CPU's checks come first: eager/nn_checks.py)
     check_with_meta(aten.embedding.default, weight, indices, padding_idx, scale_grad_by_freq,
                     sparse)
     return jnp.take(weight, indices, axis=0)
