@@ -228,3 +228,18 @@ def test_matrix_exp_of_a_large_norm_is_as_accurate_as_cpus(dtype, norm):
     # float64's exact is CPU's own; squarings amplify rounding by up to the norm
     ulp = torch.finfo(dtype).eps * norm * exact.abs().max()
     assert (tpu - exact).abs().max() <= 10 * (cpu - exact).abs().max() + 8 * ulp
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+def test_compute_linear_combination_adds_into_its_out_as_cpu(dtype):
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(3, 4, 4, dtype=dtype, generator=g)
+    coefficients = torch.rand(5, 3, generator=g)
+    expected = torch._compute_linear_combination(x, coefficients)
+    got = torch._compute_linear_combination(x.to("tpu"), coefficients.to("tpu"))
+    torch.testing.assert_close(got.cpu(), expected)
+    out = torch.ones(5, 4, 4, dtype=dtype, device="tpu")
+    torch._compute_linear_combination(x.to("tpu"), coefficients.to("tpu"), out=out)
+    torch.testing.assert_close(out.cpu(), expected + 1)
+    raises_as_cpu(lambda d: torch._compute_linear_combination(
+        torch.rand([], dtype=dtype, device=d), torch.rand(2, 2, device=d)))
