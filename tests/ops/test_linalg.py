@@ -243,3 +243,13 @@ def test_compute_linear_combination_adds_into_its_out_as_cpu(dtype):
     torch.testing.assert_close(out.cpu(), expected + 1)
     raises_as_cpu(lambda d: torch._compute_linear_combination(
         torch.rand([], dtype=dtype, device=d), torch.rand(2, 2, device=d)))
+
+
+@pytest.mark.parametrize("uplo", ["u", "l"])
+def test_eigh_takes_a_lower_case_uplo_as_cpu(uplo):
+    A = torch.randn(2, 3, 3, generator=torch.Generator().manual_seed(0))  # not symmetric
+    w, v = torch.linalg.eigh(A.to("tpu"), UPLO=uplo)
+    expected_w, expected_v = torch.linalg.eigh(A, UPLO=uplo)
+    torch.testing.assert_close(w.cpu(), expected_w)
+    torch.testing.assert_close(v.cpu().abs(), expected_v.abs())
+    torch.testing.assert_close(torch.linalg.eigvalsh(A.to("tpu"), uplo).cpu(), expected_w)

@@ -251,7 +251,8 @@ def _linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
 
 @lowering(aten._linalg_eigh, static=("UPLO", "compute_v"))
 def _linalg_eigh(A, UPLO="L", compute_v=True):  # noqa: N803
-    w, v = jnp.linalg.eigh(A, UPLO=UPLO, symmetrize_input=False)
+    # CPU takes either case ("u"); jax only upper
+    w, v = jnp.linalg.eigh(A, UPLO=UPLO.upper(), symmetrize_input=False)
     return w, (v if compute_v else jnp.zeros((0,), A.dtype))
 
 
