@@ -210,3 +210,46 @@ def test_matrix_rank_refuses_an_out_it_cannot_cast_to():
                                            "with dtype Bool"):
         torch.linalg.matrix_rank(torch.eye(3, device=TPU),
                                  out=torch.empty(0, dtype=torch.bool, device=TPU))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("norm", [6.0, 9.0, 1e6])
+def test_matrix_exp_of_a_large_norm_is_as_accurate_as_cpus(dtype, norm):
+    # jax's expm scales a matrix past its Pade bound to within twice it (a float32 norm of 6
+    # came out ~100x further from exact than CPU's), and gives NaN past 16 squarings
+    g = torch.Generator().manual_seed(0)
+    m = torch.randn(3, 5, 5, dtype=torch.float64, generator=g)
+    x = m - m.mT if norm > 10 else m.abs() / 5  # a rotation's generator: exp stays finite
+    x = x / x.abs().sum(-2).amax(-1)[..., None, None] * norm
+    exact = torch.linalg.matrix_exp(x)
+    cpu = torch.linalg.matrix_exp(x.to(dtype)).double()
+    tpu = torch.linalg.matrix_exp(x.to(dtype).to("tpu")).cpu().double()
+    assert tpu.isfinite().all()
+    # float64's exact is CPU's own; squarings amplify rounding by up to the norm
+    ulp = torch.finfo(dtype).eps * norm * exact.abs().max()
+    assert (tpu - exact).abs().max() <= 10 * (cpu - exact).abs().max() + 8 * ulp
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+def test_compute_linear_combination_adds_into_its_out_as_cpu(dtype):
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(3, 4, 4, dtype=dtype, generator=g)
+    coefficients = torch.rand(5, 3, generator=g)
+    expected = torch._compute_linear_combination(x, coefficients)
+    got = torch._compute_linear_combination(x.to("tpu"), coefficients.to("tpu"))
+    torch.testing.assert_close(got.cpu(), expected)
+    out = torch.ones(5, 4, 4, dtype=dtype, device="tpu")
+    torch._compute_linear_combination(x.to("tpu"), coefficients.to("tpu"), out=out)
+    torch.testing.assert_close(out.cpu(), expected + 1)
+    raises_as_cpu(lambda d: torch._compute_linear_combination(
+        torch.rand([], dtype=dtype, device=d), torch.rand(2, 2, device=d)))
+
+
+@pytest.mark.parametrize("uplo", ["u", "l"])
+def test_eigh_takes_a_lower_case_uplo_as_cpu(uplo):
+    A = torch.randn(2, 3, 3, generator=torch.Generator().manual_seed(0))  # not symmetric
+    w, v = torch.linalg.eigh(A.to("tpu"), UPLO=uplo)
+    expected_w, expected_v = torch.linalg.eigh(A, UPLO=uplo)
+    torch.testing.assert_close(w.cpu(), expected_w)
+    torch.testing.assert_close(v.cpu().abs(), expected_v.abs())
+    torch.testing.assert_close(torch.linalg.eigvalsh(A.to("tpu"), uplo).cpu(), expected_w)

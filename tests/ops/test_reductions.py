@@ -104,3 +104,14 @@ def test_complex_mean_of_a_non_finite_real_part_is_nan_in_both_parts_as_cpu(spec
     assert_same(x.to("tpu").mean(), x.mean(), rtol=0, atol=0)
     assert_same(x.view(1, 5).to("tpu").mean(1, keepdim=True), x.view(1, 5).mean(1, keepdim=True),
                 rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.amin(torch.empty(0, device=d), -1),
+    lambda d: torch.amax(torch.empty(2, 0, device=d), (0, -1)),
+    lambda d: torch.linalg.matrix_norm(torch.empty(0, 0, device=d), -2),
+    lambda d: torch.max(torch.empty(2, 0, device=d), -1),
+])
+def test_an_empty_reduced_dim_is_named_as_cpu_names_it(bad, eager_mode):
+    # amax/amin name the dim as given, max.dim and the arg reductions as wrapped
+    raises_as_cpu(bad, IndexError)

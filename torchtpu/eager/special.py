@@ -343,6 +343,15 @@ for _packet in (aten.hann_window, aten.hamming_window, aten.blackman_window,
     for _overload in _packet.overloads():
         if _overload.endswith("out"):
             HANDLERS[getattr(_packet, _overload)] = explicit_kernel(getattr(_packet, _overload))
+
+
+def _linear_combination_out(args, kwargs):
+    # CPU's kernel adds the combination into out (it reads out as an input), not over it
+    input_, coefficients, out = (*args, *kwargs.values())
+    return out.add_(aten._compute_linear_combination.default(input_, coefficients))
+
+
+HANDLERS[aten._compute_linear_combination.out] = _linear_combination_out
 for _packet in (aten.linspace, aten.logspace):
     for _overload in ("Tensor_Tensor", "Tensor_Scalar", "Scalar_Tensor"):
         HANDLERS[getattr(_packet, _overload)] = _range_of_tensor_ends(_packet.default)

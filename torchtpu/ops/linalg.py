@@ -269,3 +269,11 @@ def _addr(self, vec1, vec2, *, beta=1, alpha=1):
         return jnp.broadcast_to((b & s) | prod, prod.shape)
     prod = a * v1 * v2
     return jnp.where(b == 0, prod, b * s + prod)
+
+
+@lowering(aten._compute_linear_combination)
+def _compute_linear_combination(input, coefficients):  # noqa: A002
+    """matrix_exp's helper on CPU/cuda: out[i] = sum_j coefficients[i, j] * input[j]."""
+    if input.ndim == 0 or input.size == 0:
+        raise RuntimeError("Empty tensor not supported")
+    return jnp.tensordot(coefficients.astype(input.dtype), input, axes=1, precision=_PRECISION)

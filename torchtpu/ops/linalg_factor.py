@@ -251,7 +251,8 @@ def _linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
 
 @lowering(aten._linalg_eigh, static=("UPLO", "compute_v"))
 def _linalg_eigh(A, UPLO="L", compute_v=True):  # noqa: N803
-    w, v = jnp.linalg.eigh(A, UPLO=UPLO, symmetrize_input=False)
+    # CPU takes either case ("u"); jax only upper
+    w, v = jnp.linalg.eigh(A, UPLO=UPLO.upper(), symmetrize_input=False)
     return w, (v if compute_v else jnp.zeros((0,), A.dtype))
 
 
@@ -275,11 +276,34 @@ def _linalg_slogdet(A):
     return sign, logabsdet, *lu_for_det(A)
 
 
+# jax's expm's largest Pade degree holds to these 1-norms.
+_EXPM_MAX_NORM = {jnp.dtype(jnp.float32): 3.925724783138660,
+                  jnp.dtype(jnp.float64): 5.371920351148152}
+
+
+def _expm(A):
+    """expm, scaled here until each matrix is within its Pade approximant's norm: jax's expm
+    scales by 2**floor(log2(norm / bound)), which leaves a norm up to twice the bound (a
+    float32 norm of 6 came out ~400 ulps from exact, CPU's 1), and gives NaN past 16
+    squarings, where CPU (scaling and squaring as well) has no limit."""
+    norm = jnp.max(jnp.sum(jnp.abs(A), axis=-2), axis=-1)
+    bound = _EXPM_MAX_NORM[jnp.dtype(norm.dtype)]
+    s = jnp.ceil(jnp.log2(norm / bound))
+    s = jnp.where(jnp.isfinite(s), jnp.clip(s, 0, 2048), 0).astype(jnp.int32)
+    scale = jnp.ldexp(jnp.ones((), norm.dtype), -s)[..., None, None]
+    R = jax.scipy.linalg.expm(A * scale.astype(A.dtype))
+
+    def square(i, r):
+        return jnp.where((i < s)[..., None, None], _matmul(r, r), r)
+
+    return lax.fori_loop(0, jnp.max(s, initial=0), square, R)
+
+
 @lowering(aten.linalg_matrix_exp)
 def _linalg_matrix_exp(self):
     if self.dtype in (jnp.bfloat16, jnp.float16):  # expm has no low-precision form
-        return jax.scipy.linalg.expm(self.astype(jnp.float32)).astype(self.dtype)
-    return jax.scipy.linalg.expm(self)
+        return _expm(self.astype(jnp.float32)).astype(self.dtype)
+    return _expm(self)
 
 
 @lowering(aten.linalg_pinv.atol_rtol_tensor, static=("hermitian",))

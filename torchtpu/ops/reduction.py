@@ -74,9 +74,10 @@ def _prod(self, dim=None, keepdim=False, *, dtype=None):
                     dtype=_acc_dtype(self, dtype))
 
 
-def check_nonempty(name, self, dim):
+def check_nonempty(name, self, dim, as_given=False):
     """CPU's checks for reductions without an identity: the meta kernel raises RuntimeError
-    where CPU raises IndexError, so these rules skip it and run it after their own checks."""
+    where CPU raises IndexError, so these rules skip it and run it after their own checks.
+    amax/amin name a dim as the caller gave it (-1), the others wrapped (as_given)."""
     axes = _axes(dim, self.ndim)
     if axes is None:
         if self.size == 0:
@@ -84,21 +85,23 @@ def check_nonempty(name, self, dim):
                 f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
                 "Specify the reduction dim with the 'dim' argument.")
         return
-    for d in axes:
+    given = dim if isinstance(dim, (tuple, list)) else (dim,)
+    for d, g in zip(axes, given, strict=True):
         if self.shape[d] == 0:
-            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+            raise IndexError(f"{name}(): Expected reduction dim {g if as_given else d} to "
+                             "have non-zero size.")
 
 
 @lowering(aten.amax, skip_meta=True)
 def _amax(self, dim=(), keepdim=False):
-    check_nonempty("amax", self, dim)
+    check_nonempty("amax", self, dim, as_given=True)
     check_with_meta(aten.amax.default, self, dim, keepdim)
     return jnp.max(self, axis=_axes(dim, self.ndim), keepdims=keepdim)
 
 
 @lowering(aten.amin, skip_meta=True)
 def _amin(self, dim=(), keepdim=False):
-    check_nonempty("amin", self, dim)
+    check_nonempty("amin", self, dim, as_given=True)
     check_with_meta(aten.amin.default, self, dim, keepdim)
     return jnp.min(self, axis=_axes(dim, self.ndim), keepdims=keepdim)
 
