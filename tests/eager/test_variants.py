@@ -329,3 +329,27 @@ def test_kernels_that_resize_their_out_quietly(op):
     (out, warned), (expected, expected_warned) = run(TPU), run("cpu")
     assert warned == expected_warned
     assert_same(out, expected)
+
+
+@pytest.mark.parametrize("shapes", [
+    ((2, 4, 3), (3, 5)), ((2, 4, 3), (3,)), ((3,), (2, 3, 5)), ((4, 3), (2, 3, 5)),
+    ((3,), (3, 5)),  # (CPU's 1-d @ 2-d form resizes its out through an unsqueeze: it warns)
+])
+@pytest.mark.parametrize("strided", [False, True])
+def test_matmul_into_a_strided_out_as_cpu(shapes, strided):
+    # matmul's out= composite folds a batched operand into one matrix product written through
+    # out.reshape(...), and copies it back unless that reshape aliases the out; a view of
+    # ours shares no C++ storage, so the copy of the folded product failed.
+    def run(device):
+        torch.manual_seed(0)
+        a, b = (torch.randn(s).to(device) for s in shapes)
+        shape = torch.matmul(a, b).shape
+        out = torch.empty(*shape[:-1], shape[-1] * 2, device=device)
+        out = out[..., ::2] if strided else out[..., :shape[-1]].contiguous()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            returned = torch.matmul(a, b, out=out)
+        return returned is out, out, out.stride(), len(caught)
+
+    assert_same(run(TPU), run("cpu"))
+

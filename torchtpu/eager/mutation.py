@@ -153,6 +153,28 @@ def _store(target: TpuTensor, value, op, resize: bool = False, strides=None) -> 
 # tensor: their out is filled from the functional composite's result instead.
 REBINDING_OUTS = frozenset(getattr(aten.linalg_matrix_rank, overload) for overload in (
     "out", "out_tol_tensor", "atol_rtol_tensor_out", "atol_rtol_float_out"))
+# matmul's out= composite writes a batched product through out.reshape(...) and copies it
+# back unless that reshape aliases the out, which no view of ours does to ATen (our views
+# share no C++ storage): the copy of a folded (batch x matrix) product onto the out failed.
+# A batched matmul's out is filled from the functional result; 1-d and 2-d operands take the
+# composite's kernels (its 1-d @ 2-d form resizes the out to 1 x n, warning, and squeezes it),
+# called from Python: OpOverload.decompose would drop the kernels' C++ warnings.
+COMPOSITE_OUTS = REBINDING_OUTS | {aten.matmul.out}
+
+
+def _batched_matmul_only(func, handler):
+    products = {(1, 1): torch.dot, (2, 1): torch.mv, (2, 2): torch.mm}
+
+    def routed(args, kwargs):
+        a, b = args
+        dims = a.dim(), b.dim()
+        if max(dims) >= 3 or min(dims) == 0:  # (0-d: the functional composite's error)
+            return handler(args, kwargs)
+        if dims == (1, 2):
+            return torch.mm(a.unsqueeze(0), b, out=kwargs["out"]).squeeze_(0)
+        return products[dims](a, b, out=kwargs["out"])
+
+    return routed
 
 
 def derived_handler(func, functional_handler):
@@ -174,7 +196,7 @@ def derived_handler(func, functional_handler):
         compute = lambda args, kwargs: call_unwrapped(exe, args, kwargs)  # noqa: E731
     else:
         inner = functional_handler(functional)
-        if inner is None and func in REBINDING_OUTS:
+        if inner is None and func in COMPOSITE_OUTS:
             inner = lambda args, kwargs: functional(*args, **kwargs)  # noqa: E731
         if inner is None:
             return None
@@ -190,8 +212,9 @@ def derived_handler(func, functional_handler):
         # TensorIterator restrides an out it resizes as it lays out the functional result
         # (other kernels' differ: fft2's out stays contiguous where its result is not)
         laid_out = functional_handler(functional) if pointwise else None
-        return _out_handler(func, compute, laid_out, [a.name for a in mutated], in_out_dtype,
-                            pointwise, factory)
+        handler = _out_handler(func, compute, laid_out, [a.name for a in mutated],
+                               in_out_dtype, pointwise, factory)
+        return _batched_matmul_only(func, handler) if func is aten.matmul.out else handler
     return _inplace_handler(func, _reordered(func, functional, compute),
                             _checks_overlap(func, functional), pointwise)
 
