@@ -353,3 +353,22 @@ def test_matmul_into_a_strided_out_as_cpu(shapes, strided):
 
     assert_same(run(TPU), run("cpu"))
 
+
+@pytest.mark.parametrize("op", [
+    lambda d, out: torch.ormqr(_mat(d, 5, 0), _mat(d, 0), _mat(d, 5, 0), out=out),
+    lambda d, out: torch.ormqr(_mat(d, 5, 3), _mat(d, 3), _mat(d, 5, 0), out=out),
+    lambda d, out: torch.linalg.householder_product(_mat(d, 5, 0), _mat(d, 0), out=out),
+    lambda d, out: torch.cholesky_inverse(_mat(d, 0, 3, 3), out=out),
+    lambda d, out: torch.triangular_solve(_mat(d, 0, 5, 5), _mat(d, 0, 5, 5),
+                                          out=(out, out.clone()))[0],
+])
+def test_an_empty_lapack_out_of_the_right_shape_is_restrided_as_cpu(op):
+    # these kernels lay out their out column-major whenever it holds no elements (only an
+    # out with elements but not column-major is computed aside and copied in)
+    def run(device):
+        shape = op("cpu", torch.empty(0, dtype=torch.float64)).shape
+        out = torch.empty_strided(shape, (1,) * len(shape), dtype=torch.float64, device=device)
+        op(device, out)
+        return out.stride()
+
+    assert run(TPU) == run("cpu")

@@ -19,7 +19,7 @@ from ..runtime.execute import Pending
 from ..runtime.transfer import to_device
 from ..tensor import DEVICE, TpuTensor, is_dense, read, write
 from . import meta_errors, strict, views
-from .linalg_layout import out_layout
+from .linalg_layout import out_layout, restrides_empty
 from .number_checks import checking_number
 from .out_dtypes import refuse_out_dtype, refuse_out_dtype_first
 from .values import MIXED_DEVICES, call_unwrapped, wrap_out
@@ -470,6 +470,7 @@ def _out_handler(func, compute, laid_out, out_names, in_out_dtype, pointwise: bo
     no_overlap = func in _NO_OVERLAP
     returns_nothing = not func._schema.returns  # out: Tensor[] (split_with_sizes_copy)
     column_major = out_layout(func, out_names)  # LAPACK kernels' outs
+    restride_empty = restrides_empty(func)
 
     def handler(args, kwargs):
         kwargs = dict(kwargs)
@@ -513,6 +514,9 @@ def _out_handler(func, compute, laid_out, out_names, in_out_dtype, pointwise: bo
             if id(t._storage) in inputs and tuple(v.shape) != tuple(t.shape):
                 # resizing an output that is also an input would destroy the input
                 raise RuntimeError(_OVERLAP)
+            if restride_empty and stride is not None and not t.numel() \
+                    and tuple(v.shape) == tuple(t.shape):
+                views.resize(t, t.shape, stride)
             _store(t, _fit_factory_out(func, t, v) if factory else v, func, resize=True,
                    strides=stride)
         if returns_nothing:
