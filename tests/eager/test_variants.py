@@ -372,3 +372,21 @@ def test_an_empty_lapack_out_of_the_right_shape_is_restrided_as_cpu(op):
         return out.stride()
 
     assert run(TPU) == run("cpu")
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("strided", [False, True])
+def test_linear_of_a_vector_into_out_as_cpu(bias, strided):
+    # CPU's linear_out runs matmul_out for a 1-d input, whose out resizes to 1 x n (warning)
+    # and is squeezed back: contiguous whatever its strides were
+    def run(device):
+        torch.manual_seed(0)
+        x, w, b = (torch.randn(s).to(device) for s in ((3,), (4, 3), (4,)))
+        out = torch.empty(8, device=device)
+        out = out[::2] if strided else out[:4]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            returned = torch.nn.functional.linear(x, w, b if bias else None, out=out)
+        return returned is out, out, out.stride(), len(caught)
+
+    assert_same(run(TPU), run("cpu"))

@@ -177,6 +177,22 @@ def _batched_matmul_only(func, handler):
     return routed
 
 
+def _linear_of_a_vector_as_cpu(func, handler):
+    """CPU's linear_out takes matmul_out for a 1-d input (addmm_out's 2-d form needs a
+    matrix): its out resizes through matmul's unsqueeze, warning, and is laid out anew."""
+    def routed(args, kwargs):
+        x, weight, bias = (*args, kwargs.get("bias"))[:3]
+        if x.dim() != 1:
+            return handler(args, kwargs)
+        out = torch.matmul(x, weight.t(), out=kwargs["out"])
+        return out if bias is None else out.add_(bias)
+
+    return routed
+
+
+_ROUTED_OUTS = {aten.matmul.out: _batched_matmul_only, aten.linear.out: _linear_of_a_vector_as_cpu}
+
+
 def derived_handler(func, functional_handler):
     """A handler for an in-place or out= aten op, or None if ``func`` is neither."""
     mutated = mutated_args(func)
@@ -214,7 +230,8 @@ def derived_handler(func, functional_handler):
         laid_out = functional_handler(functional) if pointwise else None
         handler = _out_handler(func, compute, laid_out, [a.name for a in mutated],
                                in_out_dtype, pointwise, factory)
-        return _batched_matmul_only(func, handler) if func is aten.matmul.out else handler
+        route = _ROUTED_OUTS.get(func)
+        return handler if route is None else route(func, handler)
     return _inplace_handler(func, _reordered(func, functional, compute),
                             _checks_overlap(func, functional), pointwise)
 
