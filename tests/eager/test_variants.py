@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import pytest
@@ -388,5 +389,19 @@ def test_linear_of_a_vector_into_out_as_cpu(bias, strided):
             warnings.simplefilter("always")
             returned = torch.nn.functional.linear(x, w, b if bias else None, out=out)
         return returned is out, out, out.stride(), len(caught)
+
+    assert_same(run(TPU), run("cpu"))
+
+
+@pytest.mark.parametrize("shape", [(), (5,), (2, 5)])
+def test_mode_resizes_the_outs_of_a_0d_input_quietly(shape):
+    # (CPU's mode kernel resize_s them for a 0-d input, resize_output for the others)
+    def run(device):
+        x = torch.arange(10.0, device=device)[:max(math.prod(shape), 1)].reshape(shape)
+        outs = torch.zeros(3, device=device), torch.zeros(3, dtype=torch.long, device=device)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.mode(x, -1 if shape else 0, out=outs)
+        return outs, len(caught)
 
     assert_same(run(TPU), run("cpu"))

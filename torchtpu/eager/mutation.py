@@ -116,9 +116,12 @@ def _check_cast(result_dtype, target: torch.Tensor, op) -> None:
 # Out= kernels that resize their out with resize_, not resize_output: no deprecation warning.
 _RESIZES_QUIETLY = frozenset({"aten::addbmm", "aten::narrow_copy", "aten::multinomial",
                               "aten::bernoulli", "aten::log_sigmoid_forward"})
+# ... and those that do so for some inputs only: mode's for a 0-d input.
+_RESIZES_QUIETLY_WHEN = {"aten::mode": lambda args: args[0].dim() == 0}
 
 
-def _store(target: TpuTensor, value, op, resize: bool = False, strides=None) -> None:
+def _store(target: TpuTensor, value, op, resize: bool = False, strides=None,
+           quiet: bool = False) -> None:
     """Write ``value`` into ``target`` with PyTorch's in-place shape and cast rules; an out=
     target (``resize``) of another shape is resized first, as PyTorch's resize_output does
     (to ``strides``, else contiguous)."""
@@ -127,7 +130,7 @@ def _store(target: TpuTensor, value, op, resize: bool = False, strides=None) -> 
     elif isinstance(value, torch.Tensor):
         value = to_device(value)
     if resize and value.shape != tuple(target.shape):
-        if target.numel() and op._schema.name not in _RESIZES_QUIETLY:
+        if target.numel() and not quiet and op._schema.name not in _RESIZES_QUIETLY:
             warnings.warn(  # CPU's words (resize_output's), which callers match
                 f"An output with one or more elements was resized since it had shape "
                 f"{list(target.shape)}, which does not match the required output shape "
@@ -488,6 +491,7 @@ def _out_handler(func, compute, laid_out, out_names, in_out_dtype, pointwise: bo
     returns_nothing = not func._schema.returns  # out: Tensor[] (split_with_sizes_copy)
     column_major = out_layout(func, out_names)  # LAPACK kernels' outs
     restride_empty = restrides_empty(func)
+    quietly = _RESIZES_QUIETLY_WHEN.get(func._schema.name)
 
     def handler(args, kwargs):
         kwargs = dict(kwargs)
@@ -516,6 +520,7 @@ def _out_handler(func, compute, laid_out, out_names, in_out_dtype, pointwise: bo
         for i, (t, v) in enumerate(zip(outs, result, strict=True)):
             refuse_out_dtype(func, pointwise, self_dtype, t, _dtype_of(v), position=i)
         inputs = {id(x._storage) for x in leaves if isinstance(x, TpuTensor)}
+        quiet = quietly is not None and quietly(args)
         if resizing:
             strides = [v.stride() for v in result]
         elif column_major is not None:
@@ -535,7 +540,7 @@ def _out_handler(func, compute, laid_out, out_names, in_out_dtype, pointwise: bo
                     and tuple(v.shape) == tuple(t.shape):
                 views.resize(t, t.shape, stride)
             _store(t, _fit_factory_out(func, t, v) if factory else v, func, resize=True,
-                   strides=stride)
+                   strides=stride, quiet=quiet)
         if returns_nothing:
             return None
         return outs[0] if len(outs) == 1 else tuple(outs)
