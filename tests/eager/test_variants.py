@@ -405,3 +405,20 @@ def test_mode_resizes_the_outs_of_a_0d_input_quietly(shape):
         return outs, len(caught)
 
     assert_same(run(TPU), run("cpu"))
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (3,), (1, 3), (2, 2, 3), (2, 4), (0,)])
+def test_normal_of_a_tensor_mean_draws_over_its_outs_shape_as_cpu(shape):
+    # CPU's normal(Tensor, float, out=) broadcasts the mean with the out's own shape
+    def run(device):
+        mean = torch.zeros(2, 3, device=device)
+        out = torch.zeros(shape, device=device)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.normal(mean, 1e-30, out=out)
+        return out, len(caught)
+
+    if shape in [(2, 4), (0,)]:  # (no broadcast with the mean's)
+        raises_as_cpu(run)
+    else:
+        assert_same(run(TPU), run("cpu"))

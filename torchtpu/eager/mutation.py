@@ -193,7 +193,21 @@ def _linear_of_a_vector_as_cpu(func, handler):
     return routed
 
 
-_ROUTED_OUTS = {aten.matmul.out: _batched_matmul_only, aten.linear.out: _linear_of_a_vector_as_cpu}
+def _normal_over_its_out(func, handler):
+    """CPU's normal(Tensor mean, float std, out=) draws over the broadcast of the mean's and
+    the out's shapes: a larger out keeps its shape, one that does not broadcast is refused."""
+    def routed(args, kwargs):
+        mean, out = args[0], kwargs["out"]
+        shape = torch._C._infer_size(mean.shape, out.shape)  # (and its words for a mismatch)
+        if shape != mean.shape:
+            args = (mean.expand(shape), *args[1:])
+        return handler(args, kwargs)
+
+    return routed
+
+
+_ROUTED_OUTS = {aten.matmul.out: _batched_matmul_only, aten.linear.out: _linear_of_a_vector_as_cpu,
+                aten.normal.Tensor_float_out: _normal_over_its_out}
 
 
 def derived_handler(func, functional_handler):
