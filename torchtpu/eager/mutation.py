@@ -206,6 +206,8 @@ def _normal_over_its_out(func, handler):
     return routed
 
 
+# Out= forms whose CPU kernel takes a path of its own for some inputs: (func, handler) -> a
+# handler taking that path there and the derived handler elsewhere.
 _ROUTED_OUTS = {aten.matmul.out: _batched_matmul_only, aten.linear.out: _linear_of_a_vector_as_cpu,
                 aten.normal.Tensor_float_out: _normal_over_its_out}
 
