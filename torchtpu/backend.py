@@ -29,7 +29,7 @@ from . import (
 from .backward_errors import take_pending_exception
 from .eager import modes
 from .eager.dispatch import dispatch, refuse_in_forked_child
-from .eager.mutation import REBINDING_OUTS
+from .eager.mutation import COMPOSITE_OUTS
 from .ops import random
 from .runtime.platform import check_device_index
 from .runtime.transfer import to_device
@@ -166,12 +166,12 @@ def _to_executor(op):
 # embedding_sparse_backward, _gather_sparse_backward: their composites build a sparse tensor
 # (ops/decomps.py: dense).
 # set_.source_Storage: torch.tensor(storage) sets an empty tensor to the storage with Python
-# dispatch off. REBINDING_OUTS (linalg_matrix_rank's out= forms): their composite gives a
-# tensor subclass's result to a new tensor, never to the out.
+# dispatch off. COMPOSITE_OUTS (linalg_matrix_rank's and matmul's out= forms): composites that
+# miss the out for a tensor subclass (eager/mutation.py).
 _KERNELS = ("silu_backward", "mish_backward", "_local_scalar_dense", "embedding_sparse_backward",
             "_gather_sparse_backward", "set_.source_Storage",
             *(f"{op._schema.name.removeprefix('aten::')}.{op._overloadname}"
-              for op in REBINDING_OUTS))
+              for op in COMPOSITE_OUTS))
 
 # Small index and window factories: cheaper built once on the host than compiled.
 _HOST_FACTORIES = ("tril_indices", "triu_indices", "hann_window", "hamming_window",

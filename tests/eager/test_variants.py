@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import pytest
@@ -329,3 +330,95 @@ def test_kernels_that_resize_their_out_quietly(op):
     (out, warned), (expected, expected_warned) = run(TPU), run("cpu")
     assert warned == expected_warned
     assert_same(out, expected)
+
+
+@pytest.mark.parametrize("shapes", [
+    ((2, 4, 3), (3, 5)), ((2, 4, 3), (3,)), ((3,), (2, 3, 5)), ((4, 3), (2, 3, 5)),
+    ((3,), (3, 5)),  # (CPU's 1-d @ 2-d form resizes its out through an unsqueeze: it warns)
+])
+@pytest.mark.parametrize("strided", [False, True])
+def test_matmul_into_a_strided_out_as_cpu(shapes, strided):
+    # matmul's out= composite folds a batched operand into one matrix product written through
+    # out.reshape(...), and copies it back unless that reshape aliases the out; a view of
+    # ours shares no C++ storage, so the copy of the folded product failed.
+    def run(device):
+        torch.manual_seed(0)
+        a, b = (torch.randn(s).to(device) for s in shapes)
+        shape = torch.matmul(a, b).shape
+        out = torch.empty(*shape[:-1], shape[-1] * 2, device=device)
+        out = out[..., ::2] if strided else out[..., :shape[-1]].contiguous()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            returned = torch.matmul(a, b, out=out)
+        return returned is out, out, out.stride(), len(caught)
+
+    assert_same(run(TPU), run("cpu"))
+
+
+@pytest.mark.parametrize("op", [
+    lambda d, out: torch.ormqr(_mat(d, 5, 0), _mat(d, 0), _mat(d, 5, 0), out=out),
+    lambda d, out: torch.ormqr(_mat(d, 5, 3), _mat(d, 3), _mat(d, 5, 0), out=out),
+    lambda d, out: torch.linalg.householder_product(_mat(d, 5, 0), _mat(d, 0), out=out),
+    lambda d, out: torch.cholesky_inverse(_mat(d, 0, 3, 3), out=out),
+    lambda d, out: torch.triangular_solve(_mat(d, 0, 5, 5), _mat(d, 0, 5, 5),
+                                          out=(out, out.clone()))[0],
+])
+def test_an_empty_lapack_out_of_the_right_shape_is_restrided_as_cpu(op):
+    # these kernels lay out their out column-major whenever it holds no elements (only an
+    # out with elements but not column-major is computed aside and copied in)
+    def run(device):
+        shape = op("cpu", torch.empty(0, dtype=torch.float64)).shape
+        out = torch.empty_strided(shape, (1,) * len(shape), dtype=torch.float64, device=device)
+        op(device, out)
+        return out.stride()
+
+    assert run(TPU) == run("cpu")
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("strided", [False, True])
+def test_linear_of_a_vector_into_out_as_cpu(bias, strided):
+    # CPU's linear_out runs matmul_out for a 1-d input, whose out resizes to 1 x n (warning)
+    # and is squeezed back: contiguous whatever its strides were
+    def run(device):
+        torch.manual_seed(0)
+        x, w, b = (torch.randn(s).to(device) for s in ((3,), (4, 3), (4,)))
+        out = torch.empty(8, device=device)
+        out = out[::2] if strided else out[:4]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            returned = torch.nn.functional.linear(x, w, b if bias else None, out=out)
+        return returned is out, out, out.stride(), len(caught)
+
+    assert_same(run(TPU), run("cpu"))
+
+
+@pytest.mark.parametrize("shape", [(), (5,), (2, 5)])
+def test_mode_resizes_the_outs_of_a_0d_input_quietly(shape):
+    # (CPU's mode kernel resize_s them for a 0-d input, resize_output for the others)
+    def run(device):
+        x = torch.arange(10.0, device=device)[:max(math.prod(shape), 1)].reshape(shape)
+        outs = torch.zeros(3, device=device), torch.zeros(3, dtype=torch.long, device=device)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.mode(x, -1 if shape else 0, out=outs)
+        return outs, len(caught)
+
+    assert_same(run(TPU), run("cpu"))
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (3,), (1, 3), (2, 2, 3), (2, 4), (0,)])
+def test_normal_of_a_tensor_mean_draws_over_its_outs_shape_as_cpu(shape):
+    # CPU's normal(Tensor, float, out=) broadcasts the mean with the out's own shape
+    def run(device):
+        mean = torch.zeros(2, 3, device=device)
+        out = torch.zeros(shape, device=device)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.normal(mean, 1e-30, out=out)
+        return out, len(caught)
+
+    if shape in [(2, 4), (0,)]:  # (no broadcast with the mean's)
+        raises_as_cpu(run)
+    else:
+        assert_same(run(TPU), run("cpu"))

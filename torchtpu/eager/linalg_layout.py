@@ -68,6 +68,17 @@ _COLUMN_MAJOR: dict[str, dict[str, Callable]] = {
 }
 
 
+# Kernels that skip their copy-aside only for an out with elements and the wrong layout: an
+# empty out of the result's shape is written in place, so laid out column-major as well.
+_RESTRIDES_EMPTY = frozenset({"aten::ormqr", "aten::linalg_householder_product",
+                              "aten::cholesky_inverse", "aten::triangular_solve"})
+
+
+def restrides_empty(func) -> bool:
+    """Whether ``func``'s out= kernel lays out an empty out of the right shape too."""
+    return func._schema.name in _RESTRIDES_EMPTY
+
+
 def out_layout(func, out_names: list[str]):
     """For an out= op CPU resizes some outs column-major: a function (args, kwargs, shapes)
     -> the strides to resize each out to (None: contiguous); else None."""

@@ -19,7 +19,7 @@ from ..runtime.execute import Pending
 from ..runtime.transfer import to_device
 from ..tensor import DEVICE, TpuTensor, is_dense, read, write
 from . import meta_errors, strict, views
-from .linalg_layout import out_layout
+from .linalg_layout import out_layout, restrides_empty
 from .number_checks import checking_number
 from .out_dtypes import refuse_out_dtype, refuse_out_dtype_first
 from .values import MIXED_DEVICES, call_unwrapped, wrap_out
@@ -116,9 +116,12 @@ def _check_cast(result_dtype, target: torch.Tensor, op) -> None:
 # Out= kernels that resize their out with resize_, not resize_output: no deprecation warning.
 _RESIZES_QUIETLY = frozenset({"aten::addbmm", "aten::narrow_copy", "aten::multinomial",
                               "aten::bernoulli", "aten::log_sigmoid_forward"})
+# ... and those that do so for some inputs only: mode's for a 0-d input.
+_RESIZES_QUIETLY_WHEN = {"aten::mode": lambda args: args[0].dim() == 0}
 
 
-def _store(target: TpuTensor, value, op, resize: bool = False, strides=None) -> None:
+def _store(target: TpuTensor, value, op, resize: bool = False, strides=None,
+           quiet: bool = False) -> None:
     """Write ``value`` into ``target`` with PyTorch's in-place shape and cast rules; an out=
     target (``resize``) of another shape is resized first, as PyTorch's resize_output does
     (to ``strides``, else contiguous)."""
@@ -127,7 +130,7 @@ def _store(target: TpuTensor, value, op, resize: bool = False, strides=None) -> 
     elif isinstance(value, torch.Tensor):
         value = to_device(value)
     if resize and value.shape != tuple(target.shape):
-        if target.numel() and op._schema.name not in _RESIZES_QUIETLY:
+        if target.numel() and not quiet and op._schema.name not in _RESIZES_QUIETLY:
             warnings.warn(  # CPU's words (resize_output's), which callers match
                 f"An output with one or more elements was resized since it had shape "
                 f"{list(target.shape)}, which does not match the required output shape "
@@ -153,6 +156,60 @@ def _store(target: TpuTensor, value, op, resize: bool = False, strides=None) -> 
 # tensor: their out is filled from the functional composite's result instead.
 REBINDING_OUTS = frozenset(getattr(aten.linalg_matrix_rank, overload) for overload in (
     "out", "out_tol_tensor", "atol_rtol_tensor_out", "atol_rtol_float_out"))
+# matmul's out= composite writes a batched product through out.reshape(...) and copies it
+# back unless that reshape aliases the out, which no view of ours does to ATen (our views
+# share no C++ storage): the copy of a folded (batch x matrix) product onto the out failed.
+# A batched matmul's out is filled from the functional result; 1-d and 2-d operands take the
+# composite's kernels (its 1-d @ 2-d form resizes the out to 1 x n, warning, and squeezes it),
+# called from Python: OpOverload.decompose would drop the kernels' C++ warnings.
+COMPOSITE_OUTS = REBINDING_OUTS | {aten.matmul.out}
+
+
+def _batched_matmul_only(func, handler):
+    products = {(1, 1): torch.dot, (2, 1): torch.mv, (2, 2): torch.mm}
+
+    def routed(args, kwargs):
+        a, b = args
+        dims = a.dim(), b.dim()
+        if max(dims) >= 3 or min(dims) == 0:  # (0-d: the functional composite's error)
+            return handler(args, kwargs)
+        if dims == (1, 2):
+            return torch.mm(a.unsqueeze(0), b, out=kwargs["out"]).squeeze_(0)
+        return products[dims](a, b, out=kwargs["out"])
+
+    return routed
+
+
+def _linear_of_a_vector_as_cpu(func, handler):
+    """CPU's linear_out takes matmul_out for a 1-d input (addmm_out's 2-d form needs a
+    matrix): its out resizes through matmul's unsqueeze, warning, and is laid out anew."""
+    def routed(args, kwargs):
+        x, weight, bias = (*args, kwargs.get("bias"))[:3]
+        if x.dim() != 1:
+            return handler(args, kwargs)
+        out = torch.matmul(x, weight.t(), out=kwargs["out"])
+        return out if bias is None else out.add_(bias)
+
+    return routed
+
+
+def _normal_over_its_out(func, handler):
+    """CPU's normal(Tensor mean, float std, out=) draws over the broadcast of the mean's and
+    the out's shapes: a larger out keeps its shape, one that does not broadcast is refused."""
+    def routed(args, kwargs):
+        mean, out = args[0], kwargs["out"]
+        shape = torch._C._infer_size(mean.shape, out.shape)  # (and its words for a mismatch)
+        if shape != mean.shape:
+            args = (mean.expand(shape), *args[1:])
+        return handler(args, kwargs)
+
+    return routed
+
+
+# Out= forms whose CPU kernel takes a path of its own for some inputs: (func, handler) -> a
+# handler taking that path there and the derived handler elsewhere.
+_ROUTED_OUTS = {aten.matmul.out: _batched_matmul_only, aten.linear.out: _linear_of_a_vector_as_cpu,
+                aten.normal.Tensor_float_out: _normal_over_its_out}
 
 
 def derived_handler(func, functional_handler):
@@ -174,7 +231,7 @@ def derived_handler(func, functional_handler):
         compute = lambda args, kwargs: call_unwrapped(exe, args, kwargs)  # noqa: E731
     else:
         inner = functional_handler(functional)
-        if inner is None and func in REBINDING_OUTS:
+        if inner is None and func in COMPOSITE_OUTS:
             inner = lambda args, kwargs: functional(*args, **kwargs)  # noqa: E731
         if inner is None:
             return None
@@ -190,8 +247,10 @@ def derived_handler(func, functional_handler):
         # TensorIterator restrides an out it resizes as it lays out the functional result
         # (other kernels' differ: fft2's out stays contiguous where its result is not)
         laid_out = functional_handler(functional) if pointwise else None
-        return _out_handler(func, compute, laid_out, [a.name for a in mutated], in_out_dtype,
-                            pointwise, factory)
+        handler = _out_handler(func, compute, laid_out, [a.name for a in mutated],
+                               in_out_dtype, pointwise, factory)
+        route = _ROUTED_OUTS.get(func)
+        return handler if route is None else route(func, handler)
     return _inplace_handler(func, _reordered(func, functional, compute),
                             _checks_overlap(func, functional), pointwise)
 
@@ -447,6 +506,8 @@ def _out_handler(func, compute, laid_out, out_names, in_out_dtype, pointwise: bo
     no_overlap = func in _NO_OVERLAP
     returns_nothing = not func._schema.returns  # out: Tensor[] (split_with_sizes_copy)
     column_major = out_layout(func, out_names)  # LAPACK kernels' outs
+    restride_empty = restrides_empty(func)
+    quietly = _RESIZES_QUIETLY_WHEN.get(func._schema.name)
 
     def handler(args, kwargs):
         kwargs = dict(kwargs)
@@ -475,6 +536,7 @@ def _out_handler(func, compute, laid_out, out_names, in_out_dtype, pointwise: bo
         for i, (t, v) in enumerate(zip(outs, result, strict=True)):
             refuse_out_dtype(func, pointwise, self_dtype, t, _dtype_of(v), position=i)
         inputs = {id(x._storage) for x in leaves if isinstance(x, TpuTensor)}
+        quiet = quietly is not None and quietly(args)
         if resizing:
             strides = [v.stride() for v in result]
         elif column_major is not None:
@@ -490,8 +552,11 @@ def _out_handler(func, compute, laid_out, out_names, in_out_dtype, pointwise: bo
             if id(t._storage) in inputs and tuple(v.shape) != tuple(t.shape):
                 # resizing an output that is also an input would destroy the input
                 raise RuntimeError(_OVERLAP)
+            if restride_empty and stride is not None and not t.numel() \
+                    and tuple(v.shape) == tuple(t.shape):
+                views.resize(t, t.shape, stride)
             _store(t, _fit_factory_out(func, t, v) if factory else v, func, resize=True,
-                   strides=stride)
+                   strides=stride, quiet=quiet)
         if returns_nothing:
             return None
         return outs[0] if len(outs) == 1 else tuple(outs)
