@@ -355,6 +355,15 @@ def test_matmul_into_a_strided_out_as_cpu(shapes, strided):
     assert_same(run(TPU), run("cpu"))
 
 
+@pytest.mark.parametrize("shapes", [((2, 4, 3), (3,)), ((2, 2, 4, 3), (3,)), ((2, 4, 3), (3, 5)),
+                                    ((3,), (2, 3, 5))])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int64])
+def test_matmul_into_an_out_of_another_dtype_is_refused_as_cpu(shapes, dtype):
+    # CPU folds a batch @ vector into addmv's out= kernel, which words it its own way
+    raises_as_cpu(lambda d: torch.matmul(*(torch.randn(s, device=d) for s in shapes),
+                                         out=torch.empty(0, dtype=dtype, device=d)))
+
+
 @pytest.mark.parametrize("op", [
     lambda d, out: torch.ormqr(_mat(d, 5, 0), _mat(d, 0), _mat(d, 5, 0), out=out),
     lambda d, out: torch.ormqr(_mat(d, 5, 3), _mat(d, 3), _mat(d, 5, 0), out=out),

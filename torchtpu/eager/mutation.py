@@ -171,11 +171,17 @@ def _batched_matmul_only(func, handler):
     def routed(args, kwargs):
         a, b = args
         dims = a.dim(), b.dim()
+        out = kwargs["out"]
+        if dims[0] >= 3 and dims[1] == 1 and a.dtype == b.dtype != out.dtype:
+            # CPU folds it into one matrix-vector product: addmv's out= kernel refuses it
+            names = [scalar_type_name(t.dtype) for t in (out, a, b)]
+            raise RuntimeError("addmv input tensors must have the same dtype, but got "
+                               f"{names[0]}, {names[1]}, and {names[2]}")
         if max(dims) >= 3 or min(dims) == 0:  # (0-d: the functional composite's error)
             return handler(args, kwargs)
         if dims == (1, 2):
-            return torch.mm(a.unsqueeze(0), b, out=kwargs["out"]).squeeze_(0)
-        return products[dims](a, b, out=kwargs["out"])
+            return torch.mm(a.unsqueeze(0), b, out=out).squeeze_(0)
+        return products[dims](a, b, out=out)
 
     return routed
 
