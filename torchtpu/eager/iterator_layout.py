@@ -104,12 +104,8 @@ def _odd_unit_strides(x: TpuTensor) -> bool:
     shape, stride = x._geometry[:2]
     if 1 not in shape or 0 in shape:
         return False
-    expected = 1
-    for n, s in zip(reversed(shape), reversed(stride), strict=True):
-        if n == 1 and s != expected:
-            return True
-        expected *= n
-    return False
+    return any(n == 1 and s != c
+               for n, s, c in zip(shape, stride, contiguous_strides(shape), strict=True))
 
 
 # CPU allocates these results with empty_like, which keeps a dense input's strides.

@@ -154,7 +154,7 @@ def _store(target: TpuTensor, value, op, resize: bool = False, strides=None,
 # Out= composites with a branch for tensor subclasses (isTensorSubclassLike: ours) that
 # assigns a functional result to the out's C++ reference, which never reaches the caller's
 # tensor: their out is filled from the functional composite's result instead.
-REBINDING_OUTS = frozenset(getattr(aten.linalg_matrix_rank, overload) for overload in (
+_REBINDING_OUTS = frozenset(getattr(aten.linalg_matrix_rank, overload) for overload in (
     "out", "out_tol_tensor", "atol_rtol_tensor_out", "atol_rtol_float_out"))
 # matmul's out= composite writes a batched product through out.reshape(...) and copies it
 # back unless that reshape aliases the out, which no view of ours does to ATen (our views
@@ -162,7 +162,7 @@ REBINDING_OUTS = frozenset(getattr(aten.linalg_matrix_rank, overload) for overlo
 # A batched matmul's out is filled from the functional result; 1-d and 2-d operands take the
 # composite's kernels (its 1-d @ 2-d form resizes the out to 1 x n, warning, and squeezes it),
 # called from Python: OpOverload.decompose would drop the kernels' C++ warnings.
-COMPOSITE_OUTS = REBINDING_OUTS | {aten.matmul.out}
+COMPOSITE_OUTS = _REBINDING_OUTS | {aten.matmul.out}
 
 
 def _batched_matmul_only(func, handler):
