@@ -303,3 +303,47 @@ def test_padding_a_channels_last_input_keeps_its_layout_and_its_gradients(pad, s
     assert [t.stride() for t in tpu] == [t.stride() for t in cpu]
     for t, c in zip(tpu, cpu, strict=True):
         assert_same(t, c)
+
+
+# Contiguous and channels_last-contiguous at once (size-1 dims), or channels_last with a
+# batch stride of 1: what c10's rule calls channels_last differs from the meta kernels'.
+_DOUBLY_CONTIGUOUS = [((2, 1, 4, 4), (16, 1, 4, 1)), ((2, 1, 3, 1), (3, 1, 1, 1)),
+                      ((1, 3, 4, 4), (1, 1, 12, 3)), ((1, 3, 4, 4), (48, 1, 12, 3)),
+                      ((2, 1, 4, 4, 2), (32, 1, 8, 2, 1))]
+
+
+def _GROUP_NORM(x):
+    return F.group_norm(x, 1)
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("layout", _DOUBLY_CONTIGUOUS, ids=str)
+@pytest.mark.parametrize("op", [
+    lambda x: F.batch_norm(x, None, None, training=True),
+    lambda x: F.batch_norm(x, torch.zeros(x.shape[1], device=x.device),
+                           torch.ones(x.shape[1], device=x.device)),
+    _GROUP_NORM,
+    lambda x: F.interpolate(x, scale_factor=2),
+    lambda x: F.interpolate(x, scale_factor=2, mode="bilinear" if x.dim() == 4 else "trilinear"),
+    lambda x: F.interpolate(x, scale_factor=2, mode="bicubic") if x.dim() == 4 else x,
+], ids=["batch_norm", "batch_norm_eval", "group_norm", "nearest", "linear", "bicubic"])
+def test_norms_and_upsampling_of_doubly_contiguous_inputs_take_cpus_layout(op, layout):
+    # CPU's kernels allocate in suggest_memory_format's canonical strides (batch norm's
+    # forward: contiguous first); batch norm's gradient in the input's suggested format
+    def run(device, stride):
+        shape = layout[0]
+        x = torch.empty_strided(shape, stride, device=device).copy_(
+            torch.linspace(-2, 3, math.prod(shape)).reshape(shape)).requires_grad_()
+        out = op(x)
+        (grad,) = torch.autograd.grad(out, x, torch.linspace(-1, 1, out.numel())
+                                      .reshape(out.shape).to(device))
+        return out, grad
+
+    cpu, tpu = run("cpu", layout[1]), run("tpu", layout[1])
+    # (group norm's gradient: PyTorch's formula makes its inputs contiguous off CPU)
+    checked = 1 if op is _GROUP_NORM else 2
+    assert [t.stride() for t in tpu[:checked]] == [t.stride() for t in cpu[:checked]]
+    # CPU's eval batch norm backward misreads a gradient of another format than an input of
+    # these strides; its values on a contiguous input are the reference
+    for t, c in zip(tpu, run("cpu", torch.empty(layout[0]).stride()), strict=True):
+        assert_same(t, c, rtol=1e-4, atol=1e-4)

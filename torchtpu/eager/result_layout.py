@@ -226,21 +226,69 @@ _FOLLOWING_ORDER = {*_COPIES_OF_INPUT, *_ITERATED, aten.addr.default, aten.sort.
                     aten.fill.Tensor}
 
 
-def _in_the_inputs_format(func, at: int):
-    """CPU's reflection and replication padding (and their backwards, into a zeros_like of
-    the input) lay their result out in the input's suggest_memory_format: channels_last
-    stays so. The meta kernels' results are contiguous."""
+def _first_result_in(func, format_of):
+    """CPU's kernels for these allocate their (first) result in a format of the input:
+    ``format_of(*args)``, in that format's own strides even where size-1 dimensions make the
+    input contiguous in both. The meta kernels differ on such tensors (and padding's are
+    always contiguous); ``.contiguous()`` would keep their strides."""
     def laid_out(*args):
-        return func(*args).contiguous(memory_format=_suggested_format(args[at]))
+        out = func(*args)
+        fmt = format_of(*args)
+        if isinstance(out, tuple):
+            return (torch.empty_like(out[0], memory_format=fmt), *out[1:])
+        return torch.empty_like(out, memory_format=fmt)
 
     return laid_out
 
 
+def _input_format(at: int):
+    return lambda *args: _suggested_format(args[at])
+
+
+def _dense_in_a_format(x) -> bool:
+    return x.is_contiguous() or (x.dim() in _CHANNELS_LAST and x.is_contiguous(
+        memory_format=_CHANNELS_LAST[x.dim()]))
+
+
+def _contiguous_first(x) -> torch.memory_format:
+    """ATen's suggest_memory_format_contig, for a tensor dense in some format: the one it is
+    contiguous in, plain contiguous first."""
+    return torch.contiguous_format if x.is_contiguous() else _CHANNELS_LAST[x.dim()]
+
+
+def _batch_norm_format(x, *params):
+    if _dense_in_a_format(x) and all(t.is_contiguous() for t in params[:4]
+                                     if isinstance(t, torch.Tensor)):
+        return _contiguous_first(x)
+    return _suggested_format(x)
+
+
+def _batch_norm_grad_format(grad, x, *_):
+    if (_dense_in_a_format(x) and _dense_in_a_format(grad)
+            and _suggested_format(x) == _suggested_format(grad)):
+        return _contiguous_first(x)
+    return _suggested_format(x)
+
+
 _PADDING = [getattr(aten, f"{kind}_pad{nd}d{bw}").default for kind in ("reflection", "replication")
             for nd in (2, 3) for bw in ("", "_backward")]
-# Their meta kernels ignore the indices' order (index) or do not say CPU's (ldexp, padding).
+_UPSAMPLING = [getattr(aten, name).default for name in (
+    "upsample_nearest2d", "upsample_nearest3d", "_upsample_nearest_exact2d",
+    "_upsample_nearest_exact3d", "upsample_bilinear2d", "_upsample_bilinear2d_aa",
+    "upsample_bicubic2d", "_upsample_bicubic2d_aa", "upsample_trilinear3d")]
+_BATCH_NORM = [aten.native_batch_norm.default, aten._native_batch_norm_legit.default,
+               aten._native_batch_norm_legit.no_stats,
+               aten._native_batch_norm_legit_no_training.default]
+_FORMATS = {
+    **{f: _input_format(int("backward" in f.__name__)) for f in _PADDING},
+    **{f: _input_format(0) for f in (*_UPSAMPLING, aten.native_group_norm.default)},
+    **{f: _batch_norm_format for f in _BATCH_NORM},
+    aten.native_batch_norm_backward.default: _batch_norm_grad_format,
+    aten.native_group_norm_backward.default: _input_format(1),
+}
+# Their meta kernels ignore the indices' order (index) or do not say CPU's (the others).
 _LAID_OUT_BY = {aten.index.Tensor: iterator_layout.index, aten.ldexp.Tensor: iterator_layout.ldexp,
-                **{f: _in_the_inputs_format(f, int("backward" in f.__name__)) for f in _PADDING}}
+                **{f: _first_result_in(f, format_of) for f, format_of in _FORMATS.items()}}
 # CPU's pow(Scalar, Tensor) allocates its result contiguous before it runs the iterator;
 # rrelu's kernel allocates its result contiguous (LEGACY_CONTIGUOUS_MEMORY_FORMAT).
 _CONTIGUOUS_RESULT = {aten.pow.Scalar, aten.rrelu_with_noise.default,
