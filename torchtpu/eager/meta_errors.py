@@ -20,7 +20,15 @@ import torch
 
 from ..ops.dtypes import cpp_name, result_type, scalar_type_name, to_jax_dtype, to_torch_dtype
 from ..ops.reduction import check_nonempty
-from . import conv_checks, fft_checks, foreach_checks, indexing_checks, nn_checks, pooling_checks
+from . import (
+    conv_checks,
+    fft_checks,
+    foreach_checks,
+    indexing_checks,
+    matmul_checks,
+    nn_checks,
+    pooling_checks,
+)
 from .clamp_checks import CLAMP_CHECKS
 from .kernel_dtypes import KERNEL_DTYPE_CHECKS, kernel_refuses
 from .number_checks import overflow_error
@@ -489,19 +497,6 @@ def _order_statistic_check(name: str, kernel: str | None, dim_kernel: str | None
     return check
 
 
-def _int_mm_check(self, mat2) -> str | None:
-    for name, m in (("self", self), ("mat2", mat2)):
-        if m.ndim != 2:
-            return f"int_mm_out_cpu: Expected {name} to be of dimension 2 but got {m.ndim}"
-        if m.dtype.kind not in "iu" or m.dtype.itemsize != 1:
-            return (f"int_mm_out_cpu: Expected {name} dtype to be int8 or uint8 but got "
-                    f"{cpp_name(m.dtype)}")
-    if self.shape[1] != mat2.shape[0]:
-        return ("int_mm_out_cpu: self.size(1) needs to match mat2.size(0) but got "
-                f"{self.shape[1]} and {mat2.shape[0]}")
-    return None
-
-
 def _topk_check(self, k=None, dim=-1, *_) -> str | None:
     ndim = len(self.shape)
     if k is not None and -max(ndim, 1) <= dim < max(ndim, 1):  # (else the dim's IndexError)
@@ -706,7 +701,7 @@ _CPU_CHECKS = {
     _aten.topk.default: _topk_check,
     **dict.fromkeys((_aten.where.self, _aten.where.ScalarSelf, _aten.where.ScalarOther,
                      _aten.where.Scalar), _where_check),
-    _aten._int_mm.default: _int_mm_check,
+    **matmul_checks.CHECKS,
     _aten.logaddexp2.default: _result_refuses("logaddexp2_cpu", "c"),
     _aten.floor_divide.default: _result_refuses("div_floor_cpu", "b"),
     _aten.floor_divide.Scalar: _result_refuses("div_floor_cpu", "b"),

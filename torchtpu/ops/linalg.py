@@ -7,7 +7,7 @@ import torch
 from jax import lax
 
 from ..runtime.platform import platform
-from .dtypes import LOW_PRECISION, promote, result_type, to_jax_dtype
+from .dtypes import LOW_PRECISION, astype, promote, result_type, to_jax_dtype
 from .linalg_factor import lu_for_det, lu_info, potrf
 from .registry import lowering
 
@@ -56,6 +56,27 @@ def _int_mm(self, mat2):
     eager/meta_errors.py)."""
     return jnp.matmul(self.astype(jnp.int32), mat2.astype(jnp.int32),
                       preferred_element_type=jnp.int32)
+
+
+# (its meta kernel checks cuda's constraints: eager/matmul_checks.py has CPU's)
+@lowering(aten._scaled_mm, skip_meta=True)
+def _scaled_mm(self, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None,
+               use_fast_accum=False):
+    """float8 matrices scaled per tensor (or per row of self and column of mat2), multiplied
+    and biased in float32, as CPU's emulation computes them. CPU divides by scale_result only
+    when out_dtype names a float8 type (not when it defaults to self's)."""
+    def scaled(m, scale):
+        return m.astype(jnp.float32) * (scale.reshape(()) if scale.size == 1 else scale)
+
+    out = jnp.matmul(scaled(self, scale_a), scaled(mat2, scale_b), precision=_PRECISION)
+    if bias is not None:
+        out = out + bias.astype(jnp.float32)
+    if scale_result is not None and out_dtype in _SCALED_RESULTS:
+        out = out * (1 / scale_result.reshape(()))
+    return astype(out, to_jax_dtype(out_dtype) if out_dtype is not None else self.dtype)
+
+
+_SCALED_RESULTS = (torch.float8_e4m3fn, torch.float8_e5m2)
 
 
 @lowering(aten.matmul)
