@@ -305,6 +305,21 @@ def test_padding_a_channels_last_input_keeps_its_layout_and_its_gradients(pad, s
         assert_same(t, c)
 
 
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("shapes", [((5, 3), (5, 2)), ((2, 6, 3), (2, 6, 4)), ((3, 5), (3, 2))],
+                         ids=["tall", "batched_tall", "wide"])
+def test_lstsq_solution_is_narrowed_from_lapacks_buffer(shapes):
+    # CPU solves in a column-major buffer of max(m, n) rows and returns its first n rows:
+    # strides with a gap for a tall matrix (not dense: `.view(-1)` of it fails)
+    a, b = (torch.linspace(-1, 2, math.prod(s), dtype=torch.float64).reshape(s) ** 2
+            + torch.eye(*s[-2:], dtype=torch.float64) for s in shapes)
+    cpu = torch.linalg.lstsq(a, b).solution
+    tpu = torch.linalg.lstsq(a.to("tpu"), b.to("tpu")).solution
+    assert tpu.stride() == cpu.stride()
+    assert tpu.is_contiguous() == cpu.is_contiguous()
+    torch.testing.assert_close(tpu.cpu(), cpu)
+
+
 # Contiguous and channels_last-contiguous at once (size-1 dims), or channels_last with a
 # batch stride of 1: what c10's rule calls channels_last differs from the meta kernels'.
 _DOUBLY_CONTIGUOUS = [((2, 1, 4, 4), (16, 1, 4, 1)), ((2, 1, 3, 1), (3, 1, 1, 1)),

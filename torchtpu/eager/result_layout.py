@@ -13,7 +13,7 @@ from collections.abc import Callable
 import torch
 from torch.utils._pytree import tree_map
 
-from ..tensor import TpuTensor, is_dense, read, with_layout
+from ..tensor import TpuTensor, is_dense, overlaps, read, with_layout
 from . import conv_checks, iterator_layout, linalg_layout, views
 
 Handler = Callable[[tuple, dict], object]
@@ -139,7 +139,7 @@ def following_memory_format(func, inner: Handler) -> Handler:
     def handler(args, kwargs):
         out = inner(args, kwargs)
         if lapack is not None:
-            return _laid_out_as(out, lapack(args, kwargs, out))
+            return _laid_out_as(out, lapack(args, kwargs, out), gaps=True)
         unbatched = func in _AS_A_BATCH_OF_ONE and _unbatched_channels_last_3d(args[0])
         if not (always or unbatched or _follows(func, follows, args)
                 or not all(args[i].is_contiguous() for i in _QUERY_LAYOUT.get(func, ()))):
@@ -332,14 +332,21 @@ _QUERY_LAYOUT = {torch.ops.torchtpu.attention.default: (0,),
                  torch.ops.torchtpu.attention_backward.default: (1, 2, 3)}
 
 
-def _laid_out_as(out, meta):
+def _laid_out_as(out, meta, gaps: bool = False):
+    """``out`` in ``meta``'s strides where they are dense; ``gaps``: also where they skip
+    elements (lstsq's solution, narrowed from a taller buffer: a view of a fresh storage as
+    large as they reach)."""
     if isinstance(out, TpuTensor) and isinstance(meta, torch.Tensor):
         stride = meta.stride()
-        if out.stride() == stride or not is_dense(out.shape, stride):
+        if out.stride() == stride:
             return out
-        return with_layout(read(out), stride)
+        if is_dense(out.shape, stride):
+            return with_layout(read(out), stride)
+        if not gaps or overlaps(out.shape, stride):
+            return out
+        return aten.copy_.default(views.fresh_strided(read(out).dtype, out.shape, stride), out)
     if isinstance(out, (list, tuple)) and isinstance(meta, (list, tuple)):
-        return type(out)(_laid_out_as(o, m) for o, m in zip(out, meta, strict=True))
+        return type(out)(_laid_out_as(o, m, gaps) for o, m in zip(out, meta, strict=True))
     return out
 
 
