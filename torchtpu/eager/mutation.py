@@ -113,24 +113,26 @@ def _check_cast(result_dtype, target: torch.Tensor, op) -> None:
         )
 
 
-# Out= kernels that resize their out with resize_, not resize_output: no deprecation warning.
-_RESIZES_QUIETLY = frozenset({"aten::addbmm", "aten::narrow_copy", "aten::multinomial",
-                              "aten::bernoulli", "aten::log_sigmoid_forward"})
-# ... and those that do so for some inputs only: mode's for a 0-d input.
-_RESIZES_QUIETLY_WHEN = {"aten::mode": lambda args: args[0].dim() == 0}
+# Out= kernels that resize their out with resize_, not resize_output (no deprecation
+# warning), for the arguments given: mode's for a 0-d input only.
+_RESIZES_QUIETLY = {
+    **dict.fromkeys(("aten::addbmm", "aten::narrow_copy", "aten::multinomial", "aten::bernoulli",
+                     "aten::log_sigmoid_forward"), lambda args: True),
+    "aten::mode": lambda args: args[0].dim() == 0,
+}
 
 
 def _store(target: TpuTensor, value, op, resize: bool = False, strides=None,
            quiet: bool = False) -> None:
     """Write ``value`` into ``target`` with PyTorch's in-place shape and cast rules; an out=
     target (``resize``) of another shape is resized first, as PyTorch's resize_output does
-    (to ``strides``, else contiguous)."""
+    (to ``strides``, else contiguous; ``quiet``: without its deprecation warning)."""
     if isinstance(value, TpuTensor):
         value = read(value)
     elif isinstance(value, torch.Tensor):
         value = to_device(value)
     if resize and value.shape != tuple(target.shape):
-        if target.numel() and not quiet and op._schema.name not in _RESIZES_QUIETLY:
+        if target.numel() and not quiet:
             warnings.warn(  # CPU's words (resize_output's), which callers match
                 f"An output with one or more elements was resized since it had shape "
                 f"{list(target.shape)}, which does not match the required output shape "
@@ -513,7 +515,7 @@ def _out_handler(func, compute, laid_out, out_names, in_out_dtype, pointwise: bo
     returns_nothing = not func._schema.returns  # out: Tensor[] (split_with_sizes_copy)
     column_major = out_layout(func, out_names)  # LAPACK kernels' outs
     restride_empty = restrides_empty(func)
-    quietly = _RESIZES_QUIETLY_WHEN.get(func._schema.name)
+    quietly = _RESIZES_QUIETLY.get(func._schema.name)
 
     def handler(args, kwargs):
         kwargs = dict(kwargs)
