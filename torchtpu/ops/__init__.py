@@ -24,6 +24,7 @@ from . import (  # noqa: F401  (registration side effects)
     nested,
     nn,
     nn_backward,
+    nn_batch_norm,
     nn_batch_norm_sync,
     nn_bilinear,
     nn_ctc,

@@ -1,4 +1,4 @@
-"""Convolution, pooling, batch/group normalisation and upsampling.
+"""Convolution, pooling, group normalisation and upsampling (batch norm: nn_batch_norm.py).
 
 Backward rules take the VJP of the forward rule: one definition, and XLA fuses the rest.
 """
@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from jax import lax
 
-from .dtypes import LOW_PRECISION, check_with_meta, lowest, upcast
+from .dtypes import LOW_PRECISION, lowest, upcast
 from .elementwise import exact_rsqrt
 from .linalg import _PRECISION
 from .registry import lowering
@@ -287,150 +287,6 @@ def _adaptive_avg_pool2d_backward(grad_output, self):
 @lowering(aten._adaptive_avg_pool3d_backward)
 def _adaptive_avg_pool3d_backward(grad_output, self):
     return _adaptive_avg_pool_backward(grad_output, self, 3)
-
-
-def _bn_stats(x):
-    axes = (0,) + tuple(range(2, x.ndim))
-    xf = upcast(x)
-    return axes, xf, jnp.mean(xf, axis=axes), jnp.var(xf, axis=axes)
-
-
-
-
-def _bn_apply(x, xf, mean, invstd, weight, bias):
-    shape = (1, -1) + (1,) * (x.ndim - 2)
-    out = (xf - mean.reshape(shape)) * invstd.reshape(shape)
-    if weight is not None:
-        out = out * weight.reshape(shape)
-    if bias is not None:
-        out = out + bias.reshape(shape)
-    return out.astype(x.dtype)
-
-
-def _bn_stats_dtype(input, *params):  # noqa: A002
-    """CPU keeps the saved statistics in float32 for bfloat16 input with float32 parameters
-    (its "mixed type"), and in the input's dtype otherwise."""
-    mixed = input.dtype in LOW_PRECISION and any(
-        p is not None and p.dtype == jnp.float32 for p in params)
-    return jnp.dtype(jnp.float32) if mixed else input.dtype
-
-
-def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):  # noqa: A002
-    """Returns (out, save_mean, save_invstd, new_running_mean, new_running_var) as CPU computes
-    them: statistics accumulated in float32 and stored in their dtype (bfloat16 for bfloat16
-    input unless the parameters are float32): the mean and the sum of squared deviations,
-    then invstd from those, and the input normalised with the stored values. Outside
-    training the saved statistics are empty, as on CPU."""
-    stats = _bn_stats_dtype(input, weight, bias, running_mean, running_var)
-    xf = upcast(input)
-    if not training:
-        invstd = exact_rsqrt(upcast(running_var) + eps)
-        out = _bn_apply(input, xf, upcast(running_mean), invstd, weight, bias)
-        empty = jnp.zeros((0,), stats)
-        return out, empty, empty, running_mean, running_var
-    axes = (0,) + tuple(range(2, input.ndim))
-    n = xf.size // xf.shape[1]
-    mean = jnp.mean(xf, axis=axes, keepdims=True)
-    var_sum = jnp.sum(jnp.square(xf - mean), axis=axes)
-    mean = mean.reshape(-1)
-    if stats != jnp.float16:  # CPU's float16 kernel keeps float32 statistics until invstd
-        mean, var_sum = mean.astype(stats), var_sum.astype(stats)
-    invstd = exact_rsqrt(upcast(var_sum) / n + eps).astype(stats)
-    out = _bn_apply(input, xf, upcast(mean.astype(stats)), upcast(invstd), weight, bias)
-    new_rm = new_rv = None
-    if running_mean is not None:
-        new_rm = (momentum * upcast(mean) + (1 - momentum) * upcast(running_mean)).astype(
-            running_mean.dtype)
-    if running_var is not None:
-        unbiased = upcast(var_sum) / (n - 1) if n > 1 else jnp.full(var_sum.shape, jnp.nan)
-        new_rv = (momentum * unbiased + (1 - momentum) * upcast(running_var)).astype(
-            running_var.dtype)
-    return out, mean.astype(stats), invstd, new_rm, new_rv
-
-
-# The batch norm rules skip the meta kernel's outputs (its saved statistics are float32 and
-# never empty, CPU's are neither) but run it for its argument checks.
-@lowering(aten.native_batch_norm, mutates=("running_mean", "running_var"), skip_meta=True)
-def _native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum,  # noqa: A002
-                       eps):
-    check_with_meta(aten.native_batch_norm.default, input, weight, bias, running_mean,
-                      running_var, training, momentum, eps)
-    out, mean, invstd, rm, rv = _batch_norm(input, weight, bias, running_mean, running_var,
-                                            training, momentum, eps)
-    # Outputs, then the new values of the mutated running statistics (schema order).
-    return (out, mean, invstd) + tuple(v for v in (rm, rv) if v is not None)
-
-
-@lowering(aten._native_batch_norm_legit.default, skip_meta=True)
-def _native_batch_norm_legit(input, weight, bias, running_mean, running_var, training,  # noqa: A002
-                             momentum, eps):
-    check_with_meta(aten._native_batch_norm_legit.default, input, weight, bias, running_mean,
-                      running_var, training, momentum, eps)
-    out, mean, invstd, rm, rv = _batch_norm(input, weight, bias, running_mean, running_var,
-                                            training, momentum, eps)
-    return (out, mean, invstd) + tuple(v for v in (rm, rv) if v is not None)
-
-
-@lowering(aten._native_batch_norm_legit.no_stats, skip_meta=True)
-def _native_batch_norm_no_stats(input, weight, bias, training, momentum, eps):  # noqa: A002
-    check_with_meta(aten._native_batch_norm_legit.no_stats, input, weight, bias, training,
-                      momentum, eps)
-    out, mean, invstd, _, _ = _batch_norm(input, weight, bias, None, None, True, momentum, eps)
-    return out, mean, invstd
-
-
-@lowering(aten._native_batch_norm_legit_no_training, skip_meta=True)
-def _native_batch_norm_no_training(input, weight, bias, running_mean, running_var, momentum,  # noqa: A002
-                                   eps):
-    check_with_meta(aten._native_batch_norm_legit_no_training.default, input, weight, bias,
-                      running_mean, running_var, momentum, eps)
-    out, mean, invstd, _, _ = _batch_norm(input, weight, bias, running_mean, running_var, False,
-                                          momentum, eps)
-    return out, mean, invstd
-
-
-@lowering(aten._batch_norm_with_update.default, skip_meta=True)
-def _batch_norm_with_update(input, weight, bias, running_mean, running_var, momentum, eps):  # noqa: A002
-    check_with_meta(aten._batch_norm_with_update.default, input, weight, bias, running_mean,
-                      running_var, momentum, eps)
-    out, mean, invstd, rm, rv = _batch_norm(input, weight, bias, running_mean, running_var,
-                                            True, momentum, eps)
-    reserve = jnp.zeros((0,), jnp.uint8)  # cuDNN's workspace; empty elsewhere
-    return out, mean, invstd, reserve, rm, rv
-
-
-@lowering(aten._batch_norm_no_update, skip_meta=True)
-def _batch_norm_no_update(input, weight, bias, running_mean, running_var, momentum, eps):  # noqa: A002
-    check_with_meta(aten._batch_norm_no_update.default, input, weight, bias, running_mean,
-                      running_var, momentum, eps)
-    training = running_mean is None or running_var is None
-    out, mean, invstd, _, _ = _batch_norm(input, weight, bias, running_mean, running_var,
-                                          training, momentum, eps)
-    return out, mean, invstd, jnp.zeros((0,), jnp.uint8)
-
-
-@lowering(aten.native_batch_norm_backward)
-def _native_batch_norm_backward(grad_out, input, weight, running_mean, running_var,  # noqa: A002
-                                save_mean, save_invstd, train, eps, output_mask):
-    if train:
-        def f(x, w):
-            _, xf, mean, var = _bn_stats(x)
-            return _bn_apply(x, xf, mean, exact_rsqrt(var + eps), w, None)
-    else:
-        def f(x, w):
-            return _bn_apply(x, x, running_mean, exact_rsqrt(running_var + eps), w, None)
-    param_dtype = weight.dtype if weight is not None else input.dtype
-    # CPU accumulates a bfloat16/float16 backward in float32 and rounds each gradient once
-    # (the bias's gradient of bfloat16 activations under autocast is a float32 sum).
-    grad_out, x, w = map(upcast, (grad_out, input, weight if weight is not None
-                                  else jnp.ones((input.shape[1],), input.dtype)))
-    _, vjp = jax.vjp(f, x, w)
-    gx, gw = vjp(grad_out)
-    gb = jnp.sum(grad_out, axis=(0,) + tuple(range(2, input.ndim)))
-    return (gx.astype(input.dtype) if output_mask[0] else None,
-            gw.astype(param_dtype) if output_mask[1] else None,
-            gb.astype(param_dtype) if output_mask[2] else None)
-
 
 
 def _group_norm(x, weight, bias, N, C, HxW, group, eps):

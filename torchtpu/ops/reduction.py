@@ -210,7 +210,7 @@ def _moments(name, self, dim, ddof, keepdim, sqrt=False):
     axes = _axes(dim, self.ndim)
     count = math.prod(self.shape[a] for a in axes) if axes is not None else self.size
     x = float_of(self)
-    acc = x.astype(_cpu_acc(x.dtype))
+    acc = x.astype(cpu_acc(x.dtype))
     if name in ("var", "std") and 0 < x.size <= count and not jnp.iscomplexobj(x):
         # CPU's full reduction (std_var_all_cpu): the mean rounded to the input's dtype, then
         # the squares summed in float64, uncorrected.
@@ -333,7 +333,7 @@ def _masked_softmax_backward(grad_output, output, mask, dim=None):
     return jnp.where(mask, 0, g - output * jnp.sum(g, axis=axis, keepdims=True))
 
 
-def _cpu_acc(dtype):
+def cpu_acc(dtype):
     """The dtype CPU's scans and Welford pass carry their running values in (acc_type):
     float32 for bfloat16/float16, float64 for float32 and complex128 for complex64, where
     XLA's tree-shaped float32 scan left 80% of a 4096-long cumsum a bit off CPU's. TPUs have
@@ -354,7 +354,7 @@ def _scan(fn, self, dim, dtype):
     x = self.astype(out_dtype)
     if not self.ndim:
         return x
-    return fn(x.astype(_cpu_acc(out_dtype)), axis=dim % self.ndim).astype(out_dtype)
+    return fn(x.astype(cpu_acc(out_dtype)), axis=dim % self.ndim).astype(out_dtype)
 
 
 @lowering(aten.cumsum)
@@ -462,12 +462,12 @@ def _logcumsumexp(self, dim):
             total = complex_logaddexp(total, x)
             return total, total
 
-        rows = jnp.moveaxis(self.astype(_cpu_acc(self.dtype)), dim % self.ndim, 0)
+        rows = jnp.moveaxis(self.astype(cpu_acc(self.dtype)), dim % self.ndim, 0)
         _, out = lax.scan(step, rows[0], rows[1:])
         out = jnp.moveaxis(jnp.concatenate([rows[:1], out]), 0, dim % self.ndim)
         return out.astype(self.dtype)
     x = float_of(self)
-    return lax.cumlogsumexp(x.astype(_cpu_acc(x.dtype)), axis=dim % self.ndim).astype(x.dtype)
+    return lax.cumlogsumexp(x.astype(cpu_acc(x.dtype)), axis=dim % self.ndim).astype(x.dtype)
 
 
 def _sorted_along(self, axis):
