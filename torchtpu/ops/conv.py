@@ -16,7 +16,7 @@ from jax import lax
 from .dtypes import LOW_PRECISION, lowest, upcast
 from .elementwise import exact_rsqrt
 from .linalg import _PRECISION
-from .reduction import cpu_acc
+from .reduction import blocked_sum, channel_sum
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -293,11 +293,9 @@ def _adaptive_avg_pool3d_backward(grad_output, self):
 def _group_norm(x, weight, bias, N, C, HxW, group, eps):
     xf = x.astype(jnp.float32) if x.dtype in (jnp.bfloat16, jnp.float16) else x
     g = xf.reshape(N, group, C // group * HxW)  # -1 cannot be inferred for empty inputs
-    # the statistics summed as accurately as CPU's moments: in float64 but on TPU
-    wide = g.astype(cpu_acc(g.dtype))
-    mean = jnp.mean(wide, axis=-1)
-    rstd = exact_rsqrt(jnp.var(wide, axis=-1) + eps).astype(g.dtype)
-    mean = mean.astype(g.dtype)
+    # the mean summed about as accurately as CPU's; the variance of the deviations from it
+    mean = (blocked_sum(g) / g.shape[-1]).astype(g.dtype)
+    rstd = exact_rsqrt(jnp.mean(jnp.square(g - mean[..., None]), axis=-1) + eps)
     out = ((g - mean[..., None]) * rstd[..., None]).reshape(x.shape)
     shape = (1, C) + (1,) * (x.ndim - 2)
     if weight is not None:
@@ -329,13 +327,9 @@ def _native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, 
     n = gg.shape[-1]
     gx = (rstd[..., None] / n) * (n * gg - jnp.sum(gg, -1, keepdims=True)
                                   - xh * jnp.sum(gg * xh, -1, keepdims=True))
-    axes = (0,) + tuple(range(2, input.ndim))
-    acc = cpu_acc(grad_out.dtype)  # (summed as accurately as CPU's: in float64 but on TPU)
     return (gx.reshape(input.shape).astype(input.dtype) if output_mask[0] else None,
-            jnp.sum((grad_out * xhat).astype(acc), axis=axes).astype(param_dtype)
-            if output_mask[1] else None,
-            jnp.sum(grad_out.astype(acc), axis=axes).astype(param_dtype)
-            if output_mask[2] else None)
+            channel_sum(grad_out * xhat).astype(param_dtype) if output_mask[1] else None,
+            channel_sum(grad_out).astype(param_dtype) if output_mask[2] else None)
 
 
 def _nearest_indices(n_in, n_out, scale, exact_sizes):

@@ -3,9 +3,9 @@
 For a float32 input CPU sums the statistics in float64 (acc_type), rounds the mean and the
 sum of squared deviations to float32, takes invstd in float64, and applies ``x * alpha +
 beta`` with ``alpha = invstd * weight`` and ``beta = bias - mean * alpha``; its backward
-works from the saved statistics. Here every sum is in float64 (float32 on TPUs, which have
-none: ``reduction.cpu_acc``), as accurate as CPU's or more (its backward and channels_last
-kernels sum image planes in float32).
+works from the saved statistics. Here every sum is about as accurate as a float64 one
+(``reduction.channel_sum``: blocks in float32, their sums in float64; float32 on TPUs, which
+have none), as CPU's or more (its backward and channels_last kernels sum in float32).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 
 from .dtypes import LOW_PRECISION, check_with_meta, upcast
 from .elementwise import exact_rsqrt
-from .reduction import cpu_acc
+from .reduction import channel_sum, cpu_acc
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -59,12 +59,9 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
         out = _apply(input, xf, upcast(running_mean), invstd, weight, bias)
         empty = jnp.zeros((0,), stats)
         return out, empty, empty, running_mean, running_var
-    axes = (0,) + tuple(range(2, input.ndim))
     n = xf.size // xf.shape[1]
-    acc = cpu_acc(xf.dtype)
-    mean = (jnp.sum(xf.astype(acc), axis=axes) / n).astype(xf.dtype)
-    squares = jnp.square(xf - _per_channel(mean, xf.ndim))
-    var_sum = jnp.sum(squares.astype(acc), axis=axes).astype(xf.dtype)
+    mean = (channel_sum(xf) / n).astype(xf.dtype)
+    var_sum = channel_sum(jnp.square(xf - _per_channel(mean, xf.ndim))).astype(xf.dtype)
     if stats != jnp.float16:  # CPU's float16 kernel keeps float32 statistics until invstd
         mean, var_sum = mean.astype(stats), var_sum.astype(stats)
     invstd = _rsqrt(upcast(var_sum) / n, eps).astype(stats)
@@ -146,7 +143,7 @@ def _native_batch_norm_backward(grad_out, input, weight, running_mean, running_v
                                 save_mean, save_invstd, train, eps, output_mask):
     """CPU's closed form from the saved statistics (the running ones outside training):
     ``dx = (dy - sum/N - (x - mean) * dotp * invstd^2 / N) * invstd * w``, ``dw = dotp *
-    invstd``, ``db = sum``, ``sum`` and ``dotp`` accumulated in float64 (float32 on TPU)."""
+    invstd``, ``db = sum``."""
     param_dtype = weight.dtype if weight is not None else input.dtype
     # CPU accumulates a bfloat16/float16 backward in float32 and rounds each gradient once
     # (the bias's gradient of bfloat16 activations under autocast is a float32 sum).
@@ -157,7 +154,7 @@ def _native_batch_norm_backward(grad_out, input, weight, running_mean, running_v
     else:
         mean, invstd = upcast(running_mean), exact_rsqrt(upcast(running_var) + eps)
     centred = x - _per_channel(mean, x.ndim)
-    total, dotp = _channel_sum(dy), _channel_sum(centred * dy)
+    total, dotp = channel_sum(dy), channel_sum(centred * dy)
     if train:
         n = x.size // x.shape[1]
         k = (dotp * invstd * invstd / n).astype(x.dtype)
@@ -169,8 +166,3 @@ def _native_batch_norm_backward(grad_out, input, weight, running_mean, running_v
     return (gx.astype(input.dtype) if output_mask[0] else None,
             (dotp * invstd).astype(param_dtype) if output_mask[1] else None,
             total.astype(param_dtype) if output_mask[2] else None)
-
-
-def _channel_sum(v):
-    """Per channel, in the accumulation dtype (kept in it)."""
-    return jnp.sum(v.astype(cpu_acc(v.dtype)), axis=(0,) + tuple(range(2, v.ndim)))

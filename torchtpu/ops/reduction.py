@@ -345,6 +345,25 @@ def cpu_acc(dtype):
     return dtype
 
 
+def channel_sum(v):
+    """Per channel (dim 1) of an (N, C, ...) array, as accurately as CPU's float64 (or
+    cascaded) sums and at float32's speed: each row of a channel's elements summed in blocks
+    in v's dtype, the blocks' sums in the accumulation dtype (XLA:CPU reduces float64 several
+    times slower)."""
+    rows = v.reshape(v.shape[0], v.shape[1], -1) if v.ndim != 2 else v[..., None]
+    return jnp.sum(blocked_sum(rows), axis=0)
+
+
+def blocked_sum(v, block: int = 256):
+    """The last axis summed so (channel_sum), in the accumulation dtype."""
+    acc, n = cpu_acc(v.dtype), v.shape[-1]
+    size = math.gcd(n, block)
+    if acc == v.dtype or size < 16:
+        return jnp.sum(v.astype(acc), axis=-1)
+    blocks = jnp.sum(v.reshape(*v.shape[:-1], n // size, size), axis=-1)
+    return jnp.sum(blocks.astype(acc), axis=-1)
+
+
 _WIDER = {jnp.dtype(jnp.float32): jnp.dtype(jnp.float64),
           jnp.dtype(jnp.complex64): jnp.dtype(jnp.complex128)}
 
