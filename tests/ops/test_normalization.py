@@ -72,3 +72,15 @@ def test_eval_batch_norm_is_cpus_bit_for_bit():
     cpu = F.batch_norm(x, mean, var, w, b)
     tpu = F.batch_norm(*(t.to("tpu") for t in (x, mean, var, w, b)))
     assert torch.equal(tpu.cpu(), cpu)
+
+
+def test_group_norm_of_an_empty_batch_has_empty_gradients():
+    def run(device):
+        x = torch.empty(0, 4, 3, 3, device=device, requires_grad=True)
+        w = torch.ones(4, device=device, requires_grad=True)
+        F.group_norm(x, 2, w).sum().backward()
+        return x.grad, w.grad
+
+    (gx, gw), (cx, cw) = run("tpu"), run("cpu")
+    assert gx.shape == cx.shape
+    assert torch.equal(gw.cpu(), cw)

@@ -350,7 +350,7 @@ def channel_sum(v):
     cascaded) sums and at float32's speed: each row of a channel's elements summed in blocks
     in v's dtype, the blocks' sums in the accumulation dtype (XLA:CPU reduces float64 several
     times slower)."""
-    rows = v.reshape(v.shape[0], v.shape[1], -1) if v.ndim != 2 else v[..., None]
+    rows = v.reshape(v.shape[0], v.shape[1], math.prod(v.shape[2:]))  # (-1: not if empty)
     return jnp.sum(blocked_sum(rows), axis=0)
 
 
