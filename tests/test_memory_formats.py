@@ -303,3 +303,24 @@ def test_padding_a_channels_last_input_keeps_its_layout_and_its_gradients(pad, s
     assert [t.stride() for t in tpu] == [t.stride() for t in cpu]
     for t, c in zip(tpu, cpu, strict=True):
         assert_same(t, c)
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("layouts", [("channels_last", "contiguous"), ("channels_last",) * 2,
+                                     ("transposed", "channels_last")])
+def test_log_softmax_backward_is_contiguous_as_cpus(layouts):
+    # CPU's _log_softmax_backward_data allocates its result contiguous whatever the
+    # gradient's layout (cross_entropy with probability targets gives it a channels_last
+    # one); the meta kernel's follows it.
+    lay = {"contiguous": lambda t: t,
+           "channels_last": lambda t: t.to(memory_format=torch.channels_last),
+           "transposed": lambda t: t.transpose(0, 3).contiguous().transpose(0, 3)}
+    grad, out = torch.randn(5, 3, 4, 2), torch.randn(5, 3, 4, 2).log_softmax(1)
+
+    def run(device):
+        return torch.ops.aten._log_softmax_backward_data(
+            lay[layouts[0]](grad.to(device)), lay[layouts[1]](out.to(device)), 1, torch.float32)
+
+    cpu, tpu = run("cpu"), run("tpu")
+    assert tpu.stride() == cpu.stride() == (24, 8, 2, 1)
+    assert_same(tpu, cpu)

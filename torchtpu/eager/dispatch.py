@@ -580,9 +580,11 @@ _PADDING = [getattr(aten, f"{kind}_pad{nd}d{bw}").default for kind in ("reflecti
 _LAID_OUT_BY = {aten.index.Tensor: iterator_layout.index, aten.ldexp.Tensor: iterator_layout.ldexp,
                 **{f: _in_the_inputs_format(f, int("backward" in f.__name__)) for f in _PADDING}}
 # CPU's pow(Scalar, Tensor) allocates its result contiguous before it runs the iterator;
-# rrelu's kernel allocates its result contiguous (LEGACY_CONTIGUOUS_MEMORY_FORMAT).
+# rrelu's kernel and log_softmax's backward allocate theirs contiguous
+# (LEGACY_CONTIGUOUS_MEMORY_FORMAT).
 _CONTIGUOUS_RESULT = {aten.pow.Scalar, aten.rrelu_with_noise.default,
-                      aten.rrelu_with_noise_functional.default}
+                      aten.rrelu_with_noise_functional.default,
+                      aten._log_softmax_backward_data.default}
 
 
 # Factorizations and solves: CPU's results are in LAPACK's column-major order whatever the
