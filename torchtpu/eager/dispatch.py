@@ -459,8 +459,8 @@ def _following_memory_format(func, inner: Handler) -> Handler:
     query is permuted, or always for a factorization (LAPACK's column-major results):
     PyTorch's meta kernel on inputs of the same strides says how. Other inputs take the
     plain path: their results are contiguous."""
-    if func in _CONTIGUOUS_RESULT:
-        return inner
+    if func in _CONTIGUOUS_RESULT:  # (a decomposition's follows its pointwise ops': undone)
+        return inner if func in LOWERINGS else lambda a, k: _contiguous(inner(a, k))
     follows = (_out_of_order if torch.Tag.pointwise in func.tags or func in _FOLLOWING_ORDER
                else _channels_last)
     always = func in _LAPACK_ORDER
@@ -508,6 +508,12 @@ def _following_memory_format(func, inner: Handler) -> Handler:
         return _laid_out_as(out, meta)
 
     return handler
+
+
+def _contiguous(out):
+    if isinstance(out, tuple):
+        return tuple(_contiguous(o) for o in out)
+    return out if out.is_contiguous() else wrap_tensor(read(out))
 
 
 def _follows(func, follows, args) -> bool:
@@ -561,7 +567,7 @@ _ITERATED = {aten.hardswish.default, aten.complex.default, aten.polar.default,
 _FOLLOWING_ORDER = {*_COPIES_OF_INPUT, *_ITERATED, aten.addr.default, aten.sort.default,
                     aten.sort.stable, aten.flip.default, aten.index.Tensor,
                     aten.index_put.default, aten.put.default, aten.native_dropout.default,
-                    aten.fill.Tensor}
+                    aten.fill.Tensor, *iterator_layout.INTO_EMPTY_LIKE}
 
 
 def _in_the_inputs_format(func, at: int):
@@ -578,13 +584,17 @@ _PADDING = [getattr(aten, f"{kind}_pad{nd}d{bw}").default for kind in ("reflecti
             for nd in (2, 3) for bw in ("", "_backward")]
 # Their meta kernels ignore the indices' order (index) or do not say CPU's (ldexp, padding).
 _LAID_OUT_BY = {aten.index.Tensor: iterator_layout.index, aten.ldexp.Tensor: iterator_layout.ldexp,
-                **{f: _in_the_inputs_format(f, int("backward" in f.__name__)) for f in _PADDING}}
+                **{f: _in_the_inputs_format(f, int("backward" in f.__name__)) for f in _PADDING},
+                **{f: iterator_layout.into_empty_like(f, at)
+                   for f, at in iterator_layout.INTO_EMPTY_LIKE.items()}}
 # CPU's pow(Scalar, Tensor) allocates its result contiguous before it runs the iterator;
-# rrelu's kernel and log_softmax's backward allocate theirs contiguous
-# (LEGACY_CONTIGUOUS_MEMORY_FORMAT).
+# rrelu's and log_sigmoid's kernels, log_softmax's backward and the pointwise losses'
+# backwards (into a zeros_like) allocate theirs contiguous.
 _CONTIGUOUS_RESULT = {aten.pow.Scalar, aten.rrelu_with_noise.default,
                       aten.rrelu_with_noise_functional.default,
-                      aten._log_softmax_backward_data.default}
+                      aten._log_softmax_backward_data.default, aten.mse_loss_backward.default,
+                      aten.smooth_l1_loss_backward.default, aten.huber_loss_backward.default,
+                      aten.log_sigmoid_forward.default}
 
 
 # Factorizations and solves: CPU's results are in LAPACK's column-major order whatever the
@@ -631,7 +641,9 @@ def _laid_out_as(out, meta):
             return out
         return with_layout(read(out), stride)
     if isinstance(out, (list, tuple)) and isinstance(meta, (list, tuple)):
-        return type(out)(_laid_out_as(o, m) for o, m in zip(out, meta, strict=True))
+        # (a tuple, as ATen returns, also for a decomposition's namedtuple)
+        laid = (_laid_out_as(o, m) for o, m in zip(out, meta, strict=True))
+        return list(laid) if type(out) is list else tuple(laid)
     return out
 
 
