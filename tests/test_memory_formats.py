@@ -362,3 +362,91 @@ def test_norms_and_upsampling_of_doubly_contiguous_inputs_take_cpus_layout(op, l
     # these strides; its values on a contiguous input are the reference
     for t, c in zip(tpu, run("cpu", torch.empty(layout[0]).stride()), strict=True):
         assert_same(t, c, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("layouts", [("channels_last", "contiguous"), ("channels_last",) * 2,
+                                     ("transposed", "channels_last")])
+def test_log_softmax_backward_is_contiguous_as_cpus(layouts):
+    # CPU's _log_softmax_backward_data allocates its result contiguous whatever the
+    # gradient's layout (cross_entropy with probability targets gives it a channels_last
+    # one); the meta kernel's follows it.
+    lay = {"contiguous": lambda t: t,
+           "channels_last": lambda t: t.to(memory_format=torch.channels_last),
+           "transposed": lambda t: t.transpose(0, 3).contiguous().transpose(0, 3)}
+    grad, out = torch.randn(5, 3, 4, 2), torch.randn(5, 3, 4, 2).log_softmax(1)
+
+    def run(device):
+        return torch.ops.aten._log_softmax_backward_data(
+            lay[layouts[0]](grad.to(device)), lay[layouts[1]](out.to(device)), 1, torch.float32)
+
+    cpu, tpu = run("cpu"), run("tpu")
+    assert tpu.stride() == cpu.stride() == (24, 8, 2, 1)
+    assert_same(tpu, cpu)
+
+
+_LAYOUTS = {"contiguous": lambda t: t,
+            "channels_last": lambda t: t.contiguous(memory_format=torch.channels_last),
+            "transposed": lambda t: t.transpose(0, 3).contiguous().transpose(0, 3)}
+
+
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("loss", [F.mse_loss, F.smooth_l1_loss, F.huber_loss])
+@pytest.mark.parametrize("layout", ["channels_last", "transposed"])
+@pytest.mark.parametrize("reduction", ["none", "mean"])
+def test_pointwise_loss_gradients_are_contiguous_as_cpus(loss, layout, reduction):
+    # CPU's mse/smooth_l1/huber backward write into a zeros_like(input) allocated contiguous
+    # (LEGACY_CONTIGUOUS_MEMORY_FORMAT); the meta kernels follow the input.
+    x, t = torch.randn(2, 3, 4, 5), torch.randn(2, 3, 4, 5)
+
+    def run(device):
+        xx = _LAYOUTS[layout](x.to(device)).requires_grad_()
+        out = loss(xx, _LAYOUTS[layout](t.to(device)), reduction=reduction)
+        return torch.autograd.grad(out, xx, torch.ones_like(out))[0]
+
+    cpu, tpu = run("cpu"), run("tpu")
+    assert tpu.stride() == cpu.stride() == (60, 20, 5, 1)
+    assert_same(tpu, cpu)
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("layouts", [("channels_last", "contiguous"),
+                                     ("contiguous", "channels_last"),
+                                     ("transposed", "channels_last")])
+def test_binary_cross_entropy_and_its_gradient_are_laid_out_as_its_input(layouts):
+    # CPU's kernels write into an empty_like(input) (the loss unreduced, and the gradient).
+    x, t = torch.rand(2, 3, 4, 5) * 0.8 + 0.1, torch.rand(2, 3, 4, 5)
+
+    def run(device):
+        xx = _LAYOUTS[layouts[0]](x.to(device)).requires_grad_()
+        out = F.binary_cross_entropy(xx, _LAYOUTS[layouts[1]](t.to(device)), reduction="none")
+        return out, torch.autograd.grad(out, xx, torch.linspace(0, 1, 120).reshape(x.shape)
+                                        .to(device))[0]
+
+    cpu, tpu = run("cpu"), run("tpu")
+    assert [r.stride() for r in tpu] == [r.stride() for r in cpu]
+    for a, b in zip(tpu, cpu, strict=True):
+        assert_same(a, b)
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("op", [
+    F.logsigmoid, lambda x: F.binary_cross_entropy_with_logits(x, x.flip(1), reduction="none"),
+], ids=["logsigmoid", "bce_with_logits"])
+@pytest.mark.parametrize("layout", ["channels_last", "transposed"])
+def test_log_sigmoid_of_a_permuted_input_is_laid_out_as_cpus(op, layout):
+    # CPU's log_sigmoid kernel allocates its result contiguous; its decomposition here
+    # followed the input (and returns a namedtuple, which the layout pass failed to rebuild:
+    # bce_with_logits of a channels_last input raised a TypeError).
+    x = _LAYOUTS[layout](torch.randn(2, 3, 4, 5))
+
+    def run(device):
+        xx = x.to(device).requires_grad_()
+        out = op(xx)
+        return out, torch.autograd.grad(out, xx, torch.ones_like(out))[0]
+
+    cpu, tpu = run("cpu"), run("tpu")
+    assert [r.stride() for r in tpu] == [r.stride() for r in cpu]
+    for a, b in zip(tpu, cpu, strict=True):
+        assert_same(a, b)

@@ -112,6 +112,24 @@ def _odd_unit_strides(x: TpuTensor) -> bool:
 LIKE_INPUT = {aten.hardtanh.default, aten.relu6.default, aten.nan_to_num.default,
               aten.deg2rad.default, aten.rad2deg.default, aten.frexp.Tensor,
               aten._conj_physical.default}
+
+
+def into_empty_like(func, at: int) -> Callable:
+    """For a kernel that writes an unreduced result into an ``empty_like`` of argument
+    ``at`` (binary_cross_entropy and its backward on CPU): that argument's strides where it
+    is dense; otherwise, and for a reduced result, the meta kernel's layout."""
+    def laid_out(*args, **kwargs):
+        meta, x = func(*args, **kwargs), args[at]
+        if meta.shape != x.shape or not is_dense(x.shape, x.stride()):
+            return meta
+        return torch.empty_strided(x.shape, x.stride(), device="meta")
+
+    return laid_out
+
+
+# Their CPU kernels write into an empty_like of this argument (the input).
+INTO_EMPTY_LIKE = {aten.binary_cross_entropy.default: 0,
+                   aten.binary_cross_entropy_backward.default: 1}
 # Tagged pointwise, but CPU's kernel sums an iterator's result (the meta kernel knows).
 _NOT_ITERATED = {aten.mvlgamma.default}
 # Unary kernels whose number is a parameter, not a (0-dim) operand of the iterator.

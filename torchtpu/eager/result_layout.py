@@ -13,7 +13,8 @@ from collections.abc import Callable
 import torch
 from torch.utils._pytree import tree_map
 
-from ..tensor import TpuTensor, is_dense, overlaps, read, with_layout
+from ..ops.registry import LOWERINGS
+from ..tensor import TpuTensor, is_dense, overlaps, read, with_layout, wrap
 from . import conv_checks, iterator_layout, linalg_layout, views
 
 Handler = Callable[[tuple, dict], object]
@@ -121,8 +122,8 @@ def following_memory_format(func, inner: Handler) -> Handler:
     query is permuted, or always for a factorization (LAPACK's column-major results):
     PyTorch's meta kernel on inputs of the same strides says how. Other inputs take the
     plain path: their results are contiguous."""
-    if func in _CONTIGUOUS_RESULT:
-        return inner
+    if func in _CONTIGUOUS_RESULT:  # (a decomposition's follows its pointwise ops': undone)
+        return inner if func in LOWERINGS else lambda a, k: _contiguous(inner(a, k))
     follows = (_out_of_order if torch.Tag.pointwise in func.tags or func in _FOLLOWING_ORDER
                else _channels_last)
     always = func in _LAPACK_ORDER
@@ -170,6 +171,12 @@ def following_memory_format(func, inner: Handler) -> Handler:
         return _laid_out_as(out, meta)
 
     return handler
+
+
+def _contiguous(out):
+    if isinstance(out, tuple):
+        return tuple(_contiguous(o) for o in out)
+    return out if out.is_contiguous() else wrap(read(out))
 
 
 def _follows(func, follows, args) -> bool:
@@ -223,7 +230,7 @@ _ITERATED = {aten.hardswish.default, aten.complex.default, aten.polar.default,
 _FOLLOWING_ORDER = {*_COPIES_OF_INPUT, *_ITERATED, aten.addr.default, aten.sort.default,
                     aten.sort.stable, aten.flip.default, aten.index.Tensor,
                     aten.index_put.default, aten.put.default, aten.native_dropout.default,
-                    aten.fill.Tensor}
+                    aten.fill.Tensor, *iterator_layout.INTO_EMPTY_LIKE}
 
 
 def _first_result_in(func, format_of):
@@ -288,11 +295,17 @@ _FORMATS = {
 }
 # Their meta kernels ignore the indices' order (index) or do not say CPU's (the others).
 _LAID_OUT_BY = {aten.index.Tensor: iterator_layout.index, aten.ldexp.Tensor: iterator_layout.ldexp,
-                **{f: _first_result_in(f, format_of) for f, format_of in _FORMATS.items()}}
+                **{f: _first_result_in(f, format_of) for f, format_of in _FORMATS.items()},
+                **{f: iterator_layout.into_empty_like(f, at)
+                   for f, at in iterator_layout.INTO_EMPTY_LIKE.items()}}
 # CPU's pow(Scalar, Tensor) allocates its result contiguous before it runs the iterator;
-# rrelu's kernel allocates its result contiguous (LEGACY_CONTIGUOUS_MEMORY_FORMAT).
+# rrelu's and log_sigmoid's kernels, log_softmax's backward and the pointwise losses'
+# backwards (into a zeros_like) allocate theirs contiguous.
 _CONTIGUOUS_RESULT = {aten.pow.Scalar, aten.rrelu_with_noise.default,
-                      aten.rrelu_with_noise_functional.default}
+                      aten.rrelu_with_noise_functional.default,
+                      aten._log_softmax_backward_data.default, aten.mse_loss_backward.default,
+                      aten.smooth_l1_loss_backward.default, aten.huber_loss_backward.default,
+                      aten.log_sigmoid_forward.default}
 
 
 # Factorizations and solves: CPU's results are in LAPACK's column-major order whatever the
@@ -346,7 +359,9 @@ def _laid_out_as(out, meta, gaps: bool = False):
             return out
         return aten.copy_.default(views.fresh_strided(read(out).dtype, out.shape, stride), out)
     if isinstance(out, (list, tuple)) and isinstance(meta, (list, tuple)):
-        return type(out)(_laid_out_as(o, m, gaps) for o, m in zip(out, meta, strict=True))
+        # (a tuple, as ATen returns, also for a decomposition's namedtuple)
+        laid = (_laid_out_as(o, m, gaps) for o, m in zip(out, meta, strict=True))
+        return list(laid) if type(out) is list else tuple(laid)
     return out
 
 
