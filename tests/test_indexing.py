@@ -407,3 +407,30 @@ def test_advanced_indexing_with_a_transposed_index_is_laid_out_as_cpu(index):
     out, expected = index(x.to(TPU), i.to(TPU)), index(x, i)
     assert_same(out, expected)
     assert out.stride() == expected.stride()
+
+
+@pytest.mark.parametrize("size", [(), (3,), (2, 2)])
+def test_take_returns_a_copy_not_a_view_of_its_input(size):
+    # The decomposition's flattened[index] selects a view for a 0-d index; put's
+    # backward then hands the same buffer to self's and source's .grad.
+    def run(device):
+        src = torch.arange(1.0, 1.0 + torch.Size(size).numel(), device=device).reshape(size)
+        out = torch.take(src, torch.tensor(-1, device=device))
+        out.add_(10)
+        return src, out
+
+    for t, c in zip(run("tpu"), run("cpu"), strict=True):
+        assert_same(t, c)
+
+
+def test_put_accumulate_grads_of_self_and_source_are_separate():
+    def run(device):
+        x = torch.tensor(0.5, device=device, requires_grad=True)
+        src = torch.tensor(6.0, device=device, requires_grad=True)
+        idx = torch.tensor(0, device=device)
+        torch.put(x, idx, src, True).sum().abs().backward()
+        torch.put(x.detach(), idx, src, True).sum().abs().backward()
+        return x.grad, src.grad
+
+    for t, c in zip(run("tpu"), run("cpu"), strict=True):
+        assert_same(t, c)

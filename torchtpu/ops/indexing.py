@@ -333,6 +333,14 @@ def _put(self, index, source, accumulate=False):
     return (ref.max(src) if self.dtype == jnp.bool_ else ref.add(src)).reshape(self.shape)
 
 
+@lowering(aten.take)
+def _take(self, index):
+    # A rule of its own: the decomposition's flattened[index] is a view for a 0-d index,
+    # where CPU's take returns a new tensor.
+    flat = self.reshape(-1)
+    return flat[jnp.where(index < 0, index + flat.size, index)]
+
+
 @lowering(aten.cat, skip_meta=True)
 def _cat(tensors, dim=0):
     # The meta kernel fails on a 0-d tensor with an IndexError; CPU raises this first.
