@@ -645,3 +645,18 @@ def test_empty_strided_with_gaps_or_overlaps_as_cpu(size, stride):
     tpu, cpu = run(TPU), run("cpu")
     assert tpu[:2] == cpu[:2] and tpu[3] == cpu[3]
     assert_same(tpu[2], cpu[2])
+
+
+def test_a_decompositions_result_never_aliases_its_input():
+    # An op whose schema returns fresh memory: a decomposition that returns (a view of) its
+    # input, as `flattened[index]` does for a 0-d index, gets a copy.
+    from torchtpu.eager.dispatch import _in_memory_of_its_own
+
+    x = torch.arange(6.0, device="tpu")
+    out = _in_memory_of_its_own(lambda args, kwargs: args[0][2])((x,), {})
+    assert out.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+    x.add_(1)
+    assert out.item() == 2.0
+    pair = _in_memory_of_its_own(lambda args, kwargs: (args[0] * 2, args[0][1:]))((x,), {})
+    assert pair[1].untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+    assert torch.equal(pair[1].cpu(), x[1:].cpu())

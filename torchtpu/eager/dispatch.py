@@ -285,10 +285,32 @@ _CHECKED_BY_META = {aten.pixel_shuffle.default, aten.pixel_unshuffle.default,
 
 def _decomposed(func, decomp) -> Handler:
     if func in _CHECKED_BY_META:
-        return _checked_by_meta(func, decomp)
-    if meta_errors.has_cpu_check(func):
-        return _checked_as_cpu(func, decomp)
-    return lambda args, kwargs: decomp(*args, **kwargs)
+        handler = _checked_by_meta(func, decomp)
+    elif meta_errors.has_cpu_check(func):
+        handler = _checked_as_cpu(func, decomp)
+    else:
+        handler = lambda args, kwargs: decomp(*args, **kwargs)  # noqa: E731
+    if func.is_view or any(r.alias_info is not None for r in func._schema.returns):
+        return handler
+    return _in_memory_of_its_own(handler)
+
+
+def _in_memory_of_its_own(inner: Handler) -> Handler:
+    """A decomposition's results in memory of their own, as its op's kernel gives them: one
+    that indexes with a 0-d tensor (``flattened[index]``) returns a view of its input, which
+    autograd would then share between two gradients."""
+
+    def handler(args, kwargs):
+        out = inner(args, kwargs)
+        results = out if isinstance(out, (list, tuple)) else (out,)
+        shared = {id(x._storage) for x in result_layout.flat(args) if type(x) is TpuTensor}
+        if not any(type(r) is TpuTensor and id(r._storage) in shared for r in results):
+            return out
+        fresh = [aten.clone.default(r) if type(r) is TpuTensor and id(r._storage) in shared
+                 else r for r in results]
+        return fresh[0] if results is not out else type(out)(fresh)
+
+    return handler
 
 
 def _checked_by_meta(func, decomp) -> Handler:

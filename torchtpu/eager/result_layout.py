@@ -182,7 +182,7 @@ def _contiguous(out):
 def _follows(func, follows, args) -> bool:
     if func is aten.index.Tensor:  # its input's order, or its indices'
         return follows(args[0]) or any(i is not None and not i.is_contiguous() for i in args[1])
-    return any(follows(x) for x in _flat(args))
+    return any(follows(x) for x in flat(args))
 
 
 # CPU's 3-d max pooling runs an unbatched input that is channels_last_3d as a batch of one
@@ -206,7 +206,7 @@ def _unbatched_channels_last_3d(x) -> bool:
 _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
 
 
-def _flat(args):
+def flat(args):
     """An op's arguments, a list's items in its place (cat's tensors): ATen's schemas nest no
     deeper. (pytree's walk costs ~10x this on every op.)"""
     for a in args:
