@@ -77,27 +77,26 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
     return out, mean.astype(stats), invstd, new_rm, new_rv
 
 
+def _updating(op):
+    """native_batch_norm's rule (and _native_batch_norm_legit's): the outputs, then the new
+    values of the mutated running statistics (schema order)."""
+    def rule(input, weight, bias, running_mean, running_var, training, momentum, eps):  # noqa: A002
+        check_with_meta(op, input, weight, bias, running_mean, running_var, training, momentum,
+                        eps)
+        out, mean, invstd, rm, rv = _batch_norm(input, weight, bias, running_mean, running_var,
+                                                training, momentum, eps)
+        return (out, mean, invstd) + tuple(v for v in (rm, rv) if v is not None)
+
+    rule.__name__ = f"_{op._schema.name.split('::')[1]}"
+    return rule
+
+
 # The batch norm rules skip the meta kernel's outputs (its saved statistics are float32 and
 # never empty, CPU's are neither) but run it for its argument checks.
-@lowering(aten.native_batch_norm, mutates=("running_mean", "running_var"), skip_meta=True)
-def _native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum,  # noqa: A002
-                       eps):
-    check_with_meta(aten.native_batch_norm.default, input, weight, bias, running_mean,
-                      running_var, training, momentum, eps)
-    out, mean, invstd, rm, rv = _batch_norm(input, weight, bias, running_mean, running_var,
-                                            training, momentum, eps)
-    # Outputs, then the new values of the mutated running statistics (schema order).
-    return (out, mean, invstd) + tuple(v for v in (rm, rv) if v is not None)
-
-
-@lowering(aten._native_batch_norm_legit.default, skip_meta=True)
-def _native_batch_norm_legit(input, weight, bias, running_mean, running_var, training,  # noqa: A002
-                             momentum, eps):
-    check_with_meta(aten._native_batch_norm_legit.default, input, weight, bias, running_mean,
-                      running_var, training, momentum, eps)
-    out, mean, invstd, rm, rv = _batch_norm(input, weight, bias, running_mean, running_var,
-                                            training, momentum, eps)
-    return (out, mean, invstd) + tuple(v for v in (rm, rv) if v is not None)
+lowering(aten.native_batch_norm, mutates=("running_mean", "running_var"), skip_meta=True)(
+    _updating(aten.native_batch_norm.default))
+lowering(aten._native_batch_norm_legit.default, skip_meta=True)(
+    _updating(aten._native_batch_norm_legit.default))
 
 
 @lowering(aten._native_batch_norm_legit.no_stats, skip_meta=True)
