@@ -308,7 +308,9 @@ def _in_memory_of_its_own(inner: Handler) -> Handler:
             return out
         fresh = [aten.clone.default(r) if type(r) is TpuTensor and id(r._storage) in shared
                  else r for r in results]
-        return fresh[0] if results is not out else type(out)(fresh)
+        if results is not out:
+            return fresh[0]
+        return fresh if type(out) is list else tuple(fresh)  # (a namedtuple too)
 
     return handler
 
