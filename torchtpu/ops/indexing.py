@@ -321,11 +321,8 @@ def _index_fill(self, dim, index, value):
 
 @lowering(aten.put)
 def _put(self, index, source, accumulate=False):
-    # Positions into the flattened tensor; negative ones count from its end (as in take).
     flat = self.reshape(-1)
-    idx = index.reshape(-1)
-    idx = jnp.where(idx < 0, idx + flat.size, idx)
-    ref = flat.at[idx]
+    ref = flat.at[_flat_positions(index.reshape(-1), flat.size)]
     src = source.reshape(-1).astype(self.dtype)
     if not accumulate:
         return ref.set(src).reshape(self.shape)
@@ -335,10 +332,16 @@ def _put(self, index, source, accumulate=False):
 
 @lowering(aten.take)
 def _take(self, index):
-    # A rule of its own: the decomposition's flattened[index] is a view for a 0-d index,
-    # where CPU's take returns a new tensor.
+    # (one program; the decomposition's flattened[index] was a view for a 0-d index until
+    # dispatch copied such results: _in_memory_of_its_own)
     flat = self.reshape(-1)
-    return flat[jnp.where(index < 0, index + flat.size, index)]
+    return flat[_flat_positions(index, flat.size)]
+
+
+def _flat_positions(index, size: int):
+    """put's and take's positions into the flattened tensor: negative ones count from its
+    end."""
+    return jnp.where(index < 0, index + size, index)
 
 
 @lowering(aten.cat, skip_meta=True)
