@@ -12,6 +12,10 @@ backend cannot answer (the choice is a C++ dispatch stub), so PyTorch runs its m
 Here it runs ``torchtpu::attention`` (ops/attention.py) wherever CPU would run its flash kernel
 for the same arguments, and the composite wherever CPU would.
 
+``group_norm``'s gradient of a channels_last input is channels_last on CPU: PyTorch's formula
+makes the backward's inputs contiguous on every other device. Here a hook on the node lays the
+input's gradient out as CPU's kernel does (one copy, only for such inputs).
+
 ``ctc_loss`` runs PyTorch's composite on lengths moved to tpu (below).
 
 ``max_pool1d`` on CPU runs a kernel of its own, built for floating dtypes, unless the input
@@ -34,6 +38,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from . import config
 from .eager.nn_checks import ctc_check
+from .eager.result_layout import suggested_format
 from .ops.dtypes import cpp_name, scalar_type_name
 from .runtime import execute
 from .tensor import TpuTensor
@@ -264,6 +269,25 @@ def _max_pool1d(self, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_
     return aten.max_pool1d.default.decompose(self, *args)
 
 
+def _group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
+    out = aten.group_norm.default.decompose(x, num_groups, weight, bias, eps, cudnn_enabled)
+    layout = suggested_format(x)
+    if (layout != torch.contiguous_format and out.grad_fn is not None
+            and torch._C._functorch.maybe_current_level() is None):
+        out.grad_fn.register_hook(_input_grad_in(layout))
+    return out
+
+
+def _input_grad_in(layout: torch.memory_format):
+    def hook(grad_inputs, _grad_outputs):
+        grad_input, *rest = grad_inputs
+        if grad_input is None:
+            return None
+        return grad_input.contiguous(memory_format=layout), *rest
+
+    return hook
+
+
 KERNELS = {
     "silu": _kernel("Silu", aten.silu.default, aten.silu_backward.default, _silu_composite,
                     _silu),
@@ -274,6 +298,7 @@ KERNELS = {
     "ctc_loss.Tensor": _ctc_loss,
     "ctc_loss.IntList": _ctc_loss,
     "max_pool1d": _max_pool1d,
+    "group_norm": _group_norm,
 }
 
 

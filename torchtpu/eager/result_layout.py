@@ -85,7 +85,7 @@ def _strides_like_channels_last(shape, strides) -> bool:
     return True
 
 
-def _suggested_format(x) -> torch.memory_format:
+def suggested_format(x) -> torch.memory_format:
     """c10's suggest_memory_format."""
     if x.dim() in _CHANNELS_LAST and _strides_like_channels_last(x.shape, x.stride()):
         return _CHANNELS_LAST[x.dim()]
@@ -249,7 +249,7 @@ def _first_result_in(func, format_of):
 
 
 def _input_format(at: int):
-    return lambda *args: _suggested_format(args[at])
+    return lambda *args: suggested_format(args[at])
 
 
 def _dense_in_a_format(x) -> bool:
@@ -267,14 +267,14 @@ def _batch_norm_format(x, *params):
     if _dense_in_a_format(x) and all(t.is_contiguous() for t in params[:4]
                                      if isinstance(t, torch.Tensor)):
         return _contiguous_first(x)
-    return _suggested_format(x)
+    return suggested_format(x)
 
 
 def _batch_norm_grad_format(grad, x, *_):
     if (_dense_in_a_format(x) and _dense_in_a_format(grad)
-            and _suggested_format(x) == _suggested_format(grad)):
+            and suggested_format(x) == suggested_format(grad)):
         return _contiguous_first(x)
-    return _suggested_format(x)
+    return suggested_format(x)
 
 
 _PADDING = [getattr(aten, f"{kind}_pad{nd}d{bw}").default for kind in ("reflection", "replication")
