@@ -124,7 +124,12 @@ def test_scaled_float8_matmul_as_cpu(scales, kwargs):
     lambda d: torch._scaled_mm(_float8((4, 8), d), _float8((8, 2), d),
                                torch.tensor(1.0, device=d), torch.tensor(1.0, device=d),
                                scale_result=torch.ones(2, device=d)),
-], ids=["float32_input", "float64_scale", "scale_shapes", "sizes", "rank", "bias", "result"])
+    lambda d: torch._scaled_mm(_float8((4, 8), d), _float8((8, 2), d),
+                               torch.ones(4, 2, device=d)[:, :1], torch.ones(1, 2, device=d)),
+    lambda d: torch._scaled_mm(_float8((4, 8), d), _float8((8, 2), d),
+                               torch.ones(4, 1, device=d), torch.ones(2, 2, device=d)[:, :1].t()),
+], ids=["float32_input", "float64_scale", "scale_shapes", "sizes", "rank", "bias", "result",
+        "strided_row_scales", "strided_column_scales"])
 def test_scaled_float8_matmul_checks_as_cpu(bad):
     # (not cuda's: a row-major mat2 and sizes not divisible by 16 are fine on CPU; the
     # scaling configuration is a ValueError)

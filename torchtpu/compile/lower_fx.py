@@ -25,6 +25,7 @@ from torch import fx
 from torch.utils._pytree import tree_map
 
 from ..debug import counters as metrics
+from ..eager.matmul_checks import CHECKED_ON_TENSORS
 from ..eager.meta_errors import check_as_cpu
 from ..eager.number_checks import NUMBER_OPS, check_number_fits
 from ..ops import random as rng
@@ -153,6 +154,14 @@ def _stays_on_device(node: fx.Node) -> bool:
 # inside a program a value is a dense array, which is its storage only if PyTorch's meta says
 # the tensor is contiguous from offset 0. Otherwise the graph runs eagerly.
 _STORAGE_VIEWS = {aten.as_strided.default, aten.as_strided_scatter.default}
+
+
+def _fakes(node: fx.Node) -> tuple[Any, dict]:
+    """The node's arguments as the graph's fake tensors (with their strides)."""
+    def fake(a):
+        return a.meta.get("val") if isinstance(a, fx.Node) else a
+
+    return tree_map(fake, node.args), tree_map(fake, node.kwargs)
 
 
 def _is_own_storage(node) -> bool:
@@ -287,7 +296,9 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None) -> 
             elif t is aten.slice.Tensor and _traced(args[2:4]):
                 env[node] = _traced_slice(node, *args)
             elif isinstance(t, torch._ops.OpOverload):
-                check_as_cpu(t, args, kwargs)  # the checks eager runs that meta kernels skip
+                # the checks eager runs that meta kernels skip (on the fake tensors where
+                # they read strides, which arrays lack)
+                check_as_cpu(t, *(_fakes(node) if t in CHECKED_ON_TENSORS else (args, kwargs)))
                 if t in NUMBER_OPS:
                     check_number_fits(t, tree_map(
                         lambda a: as_meta(a) if isinstance(a, jax.Array) else a, args), kwargs)

@@ -26,6 +26,7 @@ from . import (
     bounds,
     fallback,
     fft_layout,
+    matmul_checks,
     meta_errors,
     mutation,
     number_checks,
@@ -134,6 +135,8 @@ def _build(func, fused: bool = False) -> Handler:
     handler = _drawing_on_the_host_with_a_generator(func, handler)
     if func in _CHECKS_ERRORS:
         handler = _checking_errors(handler, _CHECKS_ERRORS[func])
+    if func in matmul_checks.CHECKED_ON_TENSORS:
+        handler = _checked_on_tensors(func, handler)
     if func in _UNINITIALIZED:
         handler = _filled_if_deterministic(handler)
     if func in _COPIED_IF_STRIDED:
@@ -156,6 +159,14 @@ def _drawing_on_the_host_with_a_generator(func, inner: Handler) -> Handler:
         if "device" in kwargs:  # a factory (randperm): made on the host, then moved
             kwargs = {**kwargs, "device": torch.device("cpu")}
         return fallback.run_on_cpu(func, args, kwargs, reason="host_draw")
+
+    return handler
+
+
+def _checked_on_tensors(func, inner: Handler) -> Handler:
+    def handler(args, kwargs):
+        meta_errors.check_as_cpu(func, args, kwargs)
+        return inner(args, kwargs)
 
     return handler
 

@@ -30,11 +30,13 @@ def _int_mm_check(self, mat2) -> str | None:
 
 def _scaled_mm_check(self, mat2, scale_a, scale_b, bias=None, scale_result=None,
                      out_dtype=None, use_fast_accum=False) -> Exception | str | None:
-    """CPU's: per-tensor scales on both sides, or per-row of ``self`` and per-column of
-    ``mat2`` (the contiguity of those it cannot see here), then the matrices' shapes."""
+    """CPU's: per-tensor scales on both sides, or contiguous ones per row of ``self`` and
+    per column of ``mat2``, then the matrices' shapes. (A lowering rule's arrays have no
+    strides: dispatch runs this check on the tensors too, ``CHECKED_ON_TENSORS``.)"""
     if not (_scaling(self, scale_a, None) and _scaling(mat2, scale_b, None) or (
             self.ndim == 2 and mat2.ndim == 2 and _scaling(self, scale_a, (self.shape[0], 1))
-            and _scaling(mat2, scale_b, (1, mat2.shape[1])))):
+            and _scaling(mat2, scale_b, (1, mat2.shape[1]))
+            and _contiguous(scale_a) and _contiguous(scale_b))):
         return ValueError(_invalid_scaling(self, mat2, scale_a, scale_b))
     for name, m in (("mat1", self), ("mat2", mat2)):
         if m.ndim != 2:
@@ -57,9 +59,14 @@ def _scaling(m, scale, rows: tuple | None) -> bool:
     return math.prod(scale.shape) == 1 if rows is None else tuple(scale.shape) == rows
 
 
+def _contiguous(scale) -> bool:
+    return scale.is_contiguous() if isinstance(scale, torch.Tensor) else True
+
+
 def _invalid_scaling(a, b, scale_a, scale_b) -> str:
     def described(name, scale):
-        stride = scale.stride() if hasattr(scale, "stride") else contiguous_strides(scale.shape)
+        stride = (scale.stride() if isinstance(scale, torch.Tensor)
+                  else contiguous_strides(scale.shape))
         return (f"{name}.dtype()={scalar_type_name(scale.dtype)}, {name}.size()="
                 f"{_list(scale.shape)}, {name}.stride()={_list(stride)}")
 
@@ -79,3 +86,5 @@ def _list(values) -> str:
 
 
 CHECKS = {_aten._int_mm.default: _int_mm_check, _aten._scaled_mm.default: _scaled_mm_check}
+# Checks that read strides, which only the tensors (not a rule's arrays) carry.
+CHECKED_ON_TENSORS = {_aten._scaled_mm.default}
