@@ -150,10 +150,21 @@ def _inputs(name: str, config) -> dict:
     return {"input_ids": ids, "labels": ids}
 
 
+def _to(value, device: str):
+    """`value` with its tensors, also those in lists and dicts (detection targets), on `device`."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: _to(v, device) for k, v in value.items()}
+    return value
+
+
 def _run(model, inputs: dict, device: str, compiled: bool = False):
     model.to(device)
     forward = torch.compile(model, backend="tpu") if compiled else model
-    out = forward(**{k: v.to(device) for k, v in inputs.items()})
+    out = forward(**_to(inputs, device))
     out.loss.backward()
     grads = {n: p.grad.cpu() for n, p in model.named_parameters() if p.grad is not None}
     return out.loss.detach().cpu(), out.logits.detach().cpu(), grads
@@ -177,10 +188,17 @@ def test_architecture_forward_backward_matches_cpu(name, mode):
     else:
         with torchtpu.set_eager_mode(mode):
             tpu_loss, tpu_logits, tpu_grads = _run(twin, inputs, "tpu")
+    _assert_matches((tpu_loss, tpu_logits, tpu_grads), (loss, logits, grads))
+
+
+def _assert_matches(got, expected, noise: float = 1e-7):
+    """tpu's (loss, logits, gradients) are CPU's within float32 reduction-order tolerances.
+    `noise` bounds the absolute error of a gradient that is zero but for rounding."""
+    (tpu_loss, tpu_logits, tpu_grads), (loss, logits, grads) = got, expected
     assert tpu_grads.keys() == grads.keys() and grads
     torch.testing.assert_close(tpu_loss, loss, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(tpu_logits, logits, rtol=1e-4, atol=1e-5)
     for key, grad in grads.items():
         scale = grad.abs().max().item() if grad.numel() else 1.0
-        torch.testing.assert_close(tpu_grads[key], grad, rtol=1e-3, atol=1e-4 * scale + 1e-7,
+        torch.testing.assert_close(tpu_grads[key], grad, rtol=1e-3, atol=1e-4 * scale + noise,
                                    msg=lambda m, key=key: f"{key}: {m}")
