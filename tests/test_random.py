@@ -137,6 +137,17 @@ def test_dropout_gradient_uses_same_mask():
     assert torch.equal(x.grad.cpu(), (y.detach().cpu() != 0).float() * 2)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_dropout_in_place_draws_the_same_mask(dtype):
+    # CPU's dropout and dropout_ both draw bernoulli_(1 - p): one seed, one mask.
+    x = torch.randn(7, 9, dtype=dtype).to("tpu")
+    torch.manual_seed(42)
+    y = F.dropout(x, 0.3, training=True)
+    torch.manual_seed(42)
+    z = F.dropout(x.clone(), 0.3, training=True, inplace=True)
+    torch.testing.assert_close(z.cpu(), y.cpu())
+
+
 def test_distributions():
     torch.manual_seed(1)
     u = torch.empty(20000, device="tpu").uniform_(-2, 4).cpu()

@@ -195,7 +195,9 @@ def _bernoulli_jit(seed, counter, shape, dtype, p):
 
 @executable()
 def _dropout_jit(seed, counter, x, p):
-    keep = jax.random.uniform(_key(seed, counter), x.shape) >= p
+    # The same draw as bernoulli_(1 - p) on a tensor of x's shape: CPU's dropout_ takes that
+    # path and its dropout the same one, so a seed gives one mask in place or not.
+    keep = jax.random.uniform(_key(seed, counter), x.shape) < 1 - p
     scale = jnp.where(p < 1, 1 / (1 - p), 0).astype(x.dtype)
     return jnp.where(keep, x * scale, 0).astype(x.dtype), keep
 
