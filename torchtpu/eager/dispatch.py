@@ -135,8 +135,8 @@ def _build(func, fused: bool = False) -> Handler:
     handler = _drawing_on_the_host_with_a_generator(func, handler)
     if func in _CHECKS_ERRORS:
         handler = _checking_errors(handler, _CHECKS_ERRORS[func])
-    if func in matmul_checks.CHECKED_ON_TENSORS:
-        handler = _checked_on_tensors(func, handler)
+    if func in matmul_checks.CHECKED_ON_TENSORS:  # (checks of strides, which arrays lack)
+        handler = _checked_as_cpu(func, handler)
     if func in _UNINITIALIZED:
         handler = _filled_if_deterministic(handler)
     if func in _COPIED_IF_STRIDED:
@@ -159,14 +159,6 @@ def _drawing_on_the_host_with_a_generator(func, inner: Handler) -> Handler:
         if "device" in kwargs:  # a factory (randperm): made on the host, then moved
             kwargs = {**kwargs, "device": torch.device("cpu")}
         return fallback.run_on_cpu(func, args, kwargs, reason="host_draw")
-
-    return handler
-
-
-def _checked_on_tensors(func, inner: Handler) -> Handler:
-    def handler(args, kwargs):
-        meta_errors.check_as_cpu(func, args, kwargs)
-        return inner(args, kwargs)
 
     return handler
 
@@ -297,10 +289,10 @@ _CHECKED_BY_META = {aten.pixel_shuffle.default, aten.pixel_unshuffle.default,
 def _decomposed(func, decomp) -> Handler:
     if func in _CHECKED_BY_META:
         handler = _checked_by_meta(func, decomp)
-    elif meta_errors.has_cpu_check(func):
-        handler = _checked_as_cpu(func, decomp)
     else:
         handler = lambda args, kwargs: decomp(*args, **kwargs)  # noqa: E731
+        if meta_errors.has_cpu_check(func):
+            handler = _checked_as_cpu(func, handler)
     if func.is_view or any(r.alias_info is not None for r in func._schema.returns):
         return handler
     return _in_memory_of_its_own(handler)
@@ -338,11 +330,12 @@ def _checked_by_meta(func, decomp) -> Handler:
     return handler
 
 
-def _checked_as_cpu(func, decomp) -> Handler:
-    # CPU's checks only (of dtypes and numbers): running the meta kernel costs each call.
+def _checked_as_cpu(func, inner: Handler) -> Handler:
+    # CPU's checks only (of dtypes, numbers and strides): running the meta kernel costs each
+    # call.
     def handler(args, kwargs):
         meta_errors.check_as_cpu(func, args, kwargs)
-        return decomp(*args, **kwargs)
+        return inner(args, kwargs)
 
     return handler
 

@@ -188,16 +188,20 @@ def _offset_bits_jit(seed, counter, shape, dtype, start, span):
     return out.astype(dtype)
 
 
+def _bernoulli_draw(seed, counter, shape, p):
+    return jax.random.uniform(_key(seed, counter), shape) < p
+
+
 @executable(static_argnums=(2, 3))
 def _bernoulli_jit(seed, counter, shape, dtype, p):
-    return (jax.random.uniform(_key(seed, counter), shape) < p).astype(dtype)
+    return _bernoulli_draw(seed, counter, shape, p).astype(dtype)
 
 
 @executable()
 def _dropout_jit(seed, counter, x, p):
-    # The same draw as bernoulli_(1 - p) on a tensor of x's shape: CPU's dropout_ takes that
-    # path and its dropout the same one, so a seed gives one mask in place or not.
-    keep = jax.random.uniform(_key(seed, counter), x.shape) < 1 - p
+    # bernoulli_(1 - p)'s draw: CPU's dropout_ takes that path and its dropout the same one,
+    # so a seed gives one mask in place or not.
+    keep = _bernoulli_draw(seed, counter, x.shape, 1 - p)
     scale = jnp.where(p < 1, 1 / (1 - p), 0).astype(x.dtype)
     return jnp.where(keep, x * scale, 0).astype(x.dtype), keep
 
