@@ -177,18 +177,22 @@ def test_architecture_forward_backward_matches_cpu(name, mode):
     model, config = _model(name)
     twin = copy.deepcopy(model)
     inputs = _inputs(name, config)
-    loss, logits, grads = _run(model, inputs, "cpu")
-    if mode == "compile":
-        # Past dynamo's recompile limit (transformers' forwards share one wrapper) the rest
-        # would run in eager without a word: each model starts afresh, and must compile.
-        torch._dynamo.reset()
-        torchtpu.reset_metrics()
-        tpu_loss, tpu_logits, tpu_grads = _run(twin, inputs, "tpu", compiled=True)
-        assert torchtpu.metrics()["graph"].get("dynamo_graph", 0) >= 1
-    else:
+    expected = _run(model, inputs, "cpu")
+    _assert_matches(_run_on_tpu(twin, inputs, mode), expected)
+
+
+def _run_on_tpu(model, inputs: dict, mode: str):
+    """_run on tpu in an eager mode, or under torch.compile ("compile")."""
+    if mode != "compile":
         with torchtpu.set_eager_mode(mode):
-            tpu_loss, tpu_logits, tpu_grads = _run(twin, inputs, "tpu")
-    _assert_matches((tpu_loss, tpu_logits, tpu_grads), (loss, logits, grads))
+            return _run(model, inputs, "tpu")
+    # Past dynamo's recompile limit (transformers' forwards share one wrapper) the rest
+    # would run in eager without a word: each model starts afresh, and must compile.
+    torch._dynamo.reset()
+    torchtpu.reset_metrics()
+    out = _run(model, inputs, "tpu", compiled=True)
+    assert torchtpu.metrics()["graph"].get("dynamo_graph", 0) >= 1
+    return out
 
 
 def _assert_matches(got, expected, noise: float = 1e-7):

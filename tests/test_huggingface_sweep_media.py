@@ -10,9 +10,7 @@ import dataclasses
 
 import pytest
 import torch
-from test_huggingface_sweep import _SMALL, _assert_matches, _run
-
-import torchtpu
+from test_huggingface_sweep import _SMALL, _assert_matches, _run, _run_on_tpu
 
 transformers = pytest.importorskip("transformers")
 
@@ -360,15 +358,7 @@ def _run_case(name: str, mode: str, channels_last: bool = False):
             memory_format=torch.channels_last)
     twin = copy.deepcopy(model)
     expected = _run(model, inputs, "cpu")
-    if mode == "compile":
-        torch._dynamo.reset()
-        torchtpu.reset_metrics()
-        got = _run(twin, inputs, "tpu", compiled=True)
-        assert torchtpu.metrics()["graph"].get("dynamo_graph", 0) >= 1
-    else:
-        with torchtpu.set_eager_mode(mode):
-            got = _run(twin, inputs, "tpu")
-    return got, expected
+    return _run_on_tpu(twin, inputs, mode), expected
 
 
 def _noise(expected) -> float:
