@@ -24,8 +24,10 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     "random: channel-wise masks drop whole channels, so the elements of a sample are not independent draws and the KS test on elements sees the two draws' different kept-channel counts (the masks are checked channel-uniform with rate p in test_random.py)": [  # noqa: E501
         ('nn.functional.dropout3d', '', 'bfloat16', 'forward'),
         ('nn.functional.dropout3d', '', 'float32', 'forward'),
+        ('nn.functional.dropout3d', '', 'float64', 'forward'),
         ('nn.functional.feature_alpha_dropout', 'with_train', 'bfloat16', 'forward'),
         ('nn.functional.feature_alpha_dropout', 'with_train', 'float32', 'forward'),
+        ('nn.functional.feature_alpha_dropout', 'with_train', 'float64', 'forward'),
     ],
     "float32 rounding: a sample whose outputs are ~600 differs by 3.4e-5 relative (CPU's fused attention sums in another order)": [  # noqa: E501
         ('nn.functional.multi_head_attention_forward', '', 'float32', 'forward'),
