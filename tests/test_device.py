@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 import os
 import subprocess
 import sys
@@ -673,6 +674,42 @@ def test_torch_accelerator_functions_answer_for_tpu():
     torch.accelerator.memory.reset_peak_memory_stats()
     assert {torch.float32, torch.bfloat16, torch.int64, torch.bool} <= (
         torch.accelerator.get_device_capability()["supported_dtypes"])
+
+
+def test_memory_stats_count_as_cudas_caching_allocator_names_them():
+    # Every counter torch.cuda.memory_stats() has for bytes, per pool (up to 1 MiB: small),
+    # with the totals allocated and freed since reset_accumulated_memory_stats.
+    pools, metrics = ("all", "small_pool", "large_pool"), ("peak", "current", "allocated", "freed")
+    stats = torch.accelerator.memory_stats()
+    for kind in ("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes"):
+        assert all(f"{kind}.{p}.{m}" in stats for p in pools for m in metrics), kind
+    torch.accelerator.reset_accumulated_memory_stats()
+    before = torch.accelerator.memory_stats()
+    assert before["active_bytes.all.allocated"] == before["active_bytes.all.freed"] == 0
+    small, large = torch.empty(256, device="tpu"), torch.empty(2**19, device="tpu")  # 1 KiB, 2 MiB
+    stats = torch.accelerator.memory_stats()
+    assert stats["active_bytes.all.current"] == before["active_bytes.all.current"] + 1024 + 2**21
+    small_before = before["active_bytes.small_pool.current"]
+    assert stats["active_bytes.small_pool.current"] == small_before + 1024
+    assert stats["allocation.large_pool.current"] == before["allocation.large_pool.current"] + 1
+    assert stats["active_bytes.all.freed"] == 0
+    del small, large
+    gc.collect()
+    stats = torch.accelerator.memory_stats()
+    assert stats["active_bytes.all.current"] == before["active_bytes.all.current"]
+    assert stats["active_bytes.all.freed"] == stats["active_bytes.all.allocated"] == 1024 + 2**21
+    assert stats["active_bytes.large_pool.peak"] >= 2**21
+    torch.accelerator.reset_peak_memory_stats()
+    assert torch.accelerator.memory_stats()["active_bytes.large_pool.peak"] == (
+        stats["active_bytes.large_pool.current"])
+
+
+def test_empty_host_cache_has_nothing_to_release():
+    # PyTorch's own call read the host-allocator slot a Python backend cannot fill: it
+    # segfaulted once a tensor had been on tpu.
+    x = torch.ones(3, device="tpu")
+    torch.accelerator.empty_host_cache()
+    assert x.sum().item() == 3
 
 
 def test_torch_accelerator_refuses_a_device_index_that_does_not_exist():

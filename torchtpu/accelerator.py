@@ -1,6 +1,6 @@
 """``torch.accelerator``'s functions that need C++ device hooks a Python backend cannot
 register (they raised "Backend doesn't support synchronizing all streams" or an allocator
-INTERNAL ASSERT): with 'tpu' the process's accelerator, torch.tpu's answer them. And
+INTERNAL ASSERT, or a segfault): with 'tpu' the process's accelerator, torch.tpu's answer them. And
 ``save_on_cpu(pin_memory=True, device_type="tpu")``, whose pinned host tensors need such a
 hook (a pinned allocator), saves to plain host memory. And the legacy
 ``torch.autograd.profiler.profile(use_device="tpu")`` records through Kineto, as
@@ -22,6 +22,12 @@ def _capability() -> dict:
     return {"supported_dtypes": set(TORCH_TO_JAX)}
 
 
+def _empty_host_cache() -> None:
+    """Nothing to release: tpu's host copies are plain host memory, never a pinned cache.
+    (PyTorch's own call read the host-allocator slot no Python backend can fill: a
+    segfault once a tensor had been on tpu.)"""
+
+
 # torch.accelerator's name -> what answers it for tpu
 _ROUTES = {
     **{name: getattr(device_module, name) for name in (
@@ -30,6 +36,7 @@ _ROUTES = {
         "reset_accumulated_memory_stats")},
     "get_memory_info": device_module.mem_get_info,
     "get_device_capability": _capability,
+    "empty_host_cache": _empty_host_cache,
 }
 
 

@@ -220,7 +220,7 @@ def reset_max_memory_allocated(device=None) -> None:
 
 
 def reset_accumulated_memory_stats(device=None) -> None:
-    memory.reset_peak_memory_stats()
+    memory.reset_accumulated_memory_stats()
 
 
 def memory_reserved(device=None) -> int:

@@ -17,6 +17,8 @@ import torch
 from . import tensor
 from .runtime import execute, platform
 
+_CStream, _CEvent = torch.Stream, torch.Event  # PyTorch's own (install() replaces the names)
+
 
 def _last_queued():
     """The value the device computes last of everything queued so far (recorded fused ops
@@ -25,7 +27,7 @@ def _last_queued():
     return tensor.last_value()
 
 
-class Stream(torch.Stream):
+class Stream(_CStream):
     """The device's queue. ``torch.tpu.Stream()`` makes another name for it. A torch.Stream,
     so ``tensor.record_stream`` and other APIs typed for streams take it."""
 
@@ -53,17 +55,22 @@ class Stream(torch.Stream):
         event.record(self)
         return event
 
+    # Every tpu stream has the one queue's ids, so PyTorch's comparison of ids finds them
+    # equal to each other and to torch.accelerator.current_stream(). Only streams are
+    # compared: torch 2.13's C++ read a non-stream as one (``stream != None`` was False).
     def __eq__(self, other) -> bool:
-        return isinstance(other, Stream)
+        return _CStream.__eq__(self, other) if isinstance(other, _CStream) else NotImplemented
 
-    def __hash__(self) -> int:
-        return hash(Stream)
+    def __ne__(self, other) -> bool:
+        return _CStream.__ne__(self, other) if isinstance(other, _CStream) else NotImplemented
+
+    __hash__ = _CStream.__hash__
 
     def __repr__(self) -> str:
         return f"<torch.tpu.Stream device={self.device} priority={self.priority}>"
 
 
-class Event(torch.Event):
+class Event(_CEvent):
     """A point in the device's queue; with ``enable_timing``, the time the device reached it.
     A torch.Event, as cuda's is: generic code hands it to ``torch.Stream.wait_event`` (FSDP2),
     whose C++ reads it as one."""
@@ -99,12 +106,12 @@ class Event(torch.Event):
         """Nothing to order: the device runs its queue in order."""
 
     def elapsed_time(self, end_event: Event) -> float:
-        """Milliseconds from this event to ``end_event``."""
+        """Milliseconds from this event to ``end_event``. (Its errors are ValueErrors, as
+        cuda's and PyTorch's generic events' are.)"""
         if not (self.enable_timing and end_event.enable_timing):
-            raise RuntimeError(
-                "Both events must be created with argument 'enable_timing=True'.")
+            raise ValueError("Both events must be created with argument 'enable_timing=True'.")
         if not (self._recorded and end_event._recorded):
-            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+            raise ValueError("Both events must be recorded before calculating elapsed time.")
         return (end_event._time - self._time) * 1e3
 
     def __repr__(self) -> str:
@@ -138,9 +145,6 @@ class StreamContext:
 
 def stream(stream: Stream | None) -> StreamContext:
     return StreamContext(stream)
-
-
-_CStream, _CEvent = torch.Stream, torch.Event
 
 
 def _on_tpu(device) -> bool:
