@@ -12,49 +12,45 @@ import torch
 from .platform import init
 
 _SMALL = 1 << 20  # cuda's caching allocator serves requests up to 1 MiB from its small pool
-_POOLS = ("all", "small_pool", "large_pool")
 
 
-class _Stat:
-    """One of ``torch.cuda.memory_stats()``'s counters: current, peak, and the totals
-    allocated and freed since ``reset_accumulated_memory_stats``."""
+class _Pool:
+    """One pool's counters for ``torch.cuda.memory_stats()``: the bytes and storages held now
+    and at the peak, and the totals allocated and freed since
+    ``reset_accumulated_memory_stats``."""
 
-    __slots__ = ("current", "peak", "allocated", "freed")
+    __slots__ = ("bytes", "bytes_peak", "bytes_allocated", "bytes_freed",
+                 "count", "count_peak", "count_allocated", "count_freed")
 
     def __init__(self):
-        self.current = self.peak = self.allocated = self.freed = 0
-
-    def add(self, n: int) -> None:
-        self.current += n
-        self.allocated += n
-        if self.current > self.peak:
-            self.peak = self.current
-
-    def sub(self, n: int) -> None:
-        self.current -= n
-        self.freed += n
+        for name in self.__slots__:
+            setattr(self, name, 0)
 
 
-# Bytes and storages held by tpu tensors, per pool (the pool a cuda allocation of that size
-# would come from).
-_bytes = {pool: _Stat() for pool in _POOLS}
-_counts = {pool: _Stat() for pool in _POOLS}
+# The pool a cuda allocation of each size would come from, and all of them.
+_all, _small, _large = _Pool(), _Pool(), _Pool()
+_POOLS = {"all": _all, "small_pool": _small, "large_pool": _large}
 
 
 def add(nbytes: int) -> None:
-    pool = "small_pool" if nbytes <= _SMALL else "large_pool"
-    _bytes["all"].add(nbytes)
-    _bytes[pool].add(nbytes)
-    _counts["all"].add(1)
-    _counts[pool].add(1)
+    # (every storage made passes here: inline, no method calls)
+    for p in (_all, _small if nbytes <= _SMALL else _large):
+        p.bytes += nbytes
+        p.bytes_allocated += nbytes
+        p.count += 1
+        p.count_allocated += 1
+        if p.bytes > p.bytes_peak:
+            p.bytes_peak = p.bytes
+        if p.count > p.count_peak:
+            p.count_peak = p.count
 
 
 def sub(nbytes: int) -> None:
-    pool = "small_pool" if nbytes <= _SMALL else "large_pool"
-    _bytes["all"].sub(nbytes)
-    _bytes[pool].sub(nbytes)
-    _counts["all"].sub(1)
-    _counts[pool].sub(1)
+    for p in (_all, _small if nbytes <= _SMALL else _large):
+        p.bytes -= nbytes
+        p.bytes_freed += nbytes
+        p.count -= 1
+        p.count_freed += 1
 
 
 def _device_stats() -> dict | None:
@@ -66,24 +62,24 @@ def _device_stats() -> dict | None:
 
 def memory_allocated() -> int:
     stats = _device_stats()
-    return stats["bytes_in_use"] if stats and "bytes_in_use" in stats else _bytes["all"].current
+    return stats["bytes_in_use"] if stats and "bytes_in_use" in stats else _all.bytes
 
 
 def max_memory_allocated() -> int:
     stats = _device_stats()
     if stats and "peak_bytes_in_use" in stats:
         return stats["peak_bytes_in_use"]
-    return _bytes["all"].peak
+    return _all.bytes_peak
 
 
 def reset_peak_memory_stats() -> None:
-    for stat in (*_bytes.values(), *_counts.values()):
-        stat.peak = stat.current
+    for p in _POOLS.values():
+        p.bytes_peak, p.count_peak = p.bytes, p.count
 
 
 def reset_accumulated_memory_stats() -> None:
-    for stat in (*_bytes.values(), *_counts.values()):
-        stat.allocated = stat.freed = 0
+    for p in _POOLS.values():
+        p.bytes_allocated = p.bytes_freed = p.count_allocated = p.count_freed = 0
 
 
 def memory_reserved() -> int:
@@ -118,18 +114,19 @@ def memory_stats() -> dict[str, int]:
     requested bytes are the allocated ones). Where PJRT reports the device's own use (GPU,
     TPU), the current and peak of all allocated and reserved bytes are its numbers."""
     stats: dict[str, int] = {}
-    for kind, table in (("allocation", _counts), ("active", _counts), ("segment", _counts),
-                        ("allocated_bytes", _bytes), ("active_bytes", _bytes),
-                        ("requested_bytes", _bytes), ("reserved_bytes", _bytes)):
-        for pool, stat in table.items():
-            for metric in _Stat.__slots__:
-                stats[f"{kind}.{pool}.{metric}"] = getattr(stat, metric)
+    metrics = {"current": "", "peak": "_peak", "allocated": "_allocated", "freed": "_freed"}
+    for kind, counter in (("allocation", "count"), ("active", "count"), ("segment", "count"),
+                          ("allocated_bytes", "bytes"), ("active_bytes", "bytes"),
+                          ("requested_bytes", "bytes"), ("reserved_bytes", "bytes")):
+        for pool, p in _POOLS.items():
+            for metric, suffix in metrics.items():
+                stats[f"{kind}.{pool}.{metric}"] = getattr(p, counter + suffix)
     stats["allocated_bytes.all.current"] = memory_allocated()
     stats["allocated_bytes.all.peak"] = max_memory_allocated()
     stats["reserved_bytes.all.current"] = memory_reserved()
     stats["reserved_bytes.all.peak"] = max_memory_reserved()
     stats.update(num_alloc_retries=0, num_ooms=0, num_sync_all_streams=0,
-                 num_device_alloc=_counts["all"].allocated, num_device_free=_counts["all"].freed)
+                 num_device_alloc=_all.count_allocated, num_device_free=_all.count_freed)
     return dict(sorted(stats.items()))
 
 
