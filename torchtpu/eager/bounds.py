@@ -2,8 +2,9 @@
 
 XLA clamps out-of-range gather/scatter indices where PyTorch's CPU kernels raise. Checking
 needs the index values on the host: strict and debug eager wait for the index (flag
-``check_indices``); fused eager and torch.compile never do, and there an out-of-range index
-is clamped, as on PyTorch/XLA. Each op raises CPU's exception type and message, and accepts
+``check_indices``); fused eager records the check and raises at the sync point that runs it
+(``deferred``, deferred_checks.py); torch.compile never checks, and there an out-of-range
+index is clamped, as on PyTorch/XLA. Each op raises CPU's exception type and message, and accepts
 CPU's range (some ops take negative indices, some do not). binary_cross_entropy's
 probabilities are checked so too (logits passed to BCELoss gave NaN where CPU raises),
 masked_scatter's count of source elements, integer divisors (by zero), max_unpool's indices,
@@ -25,8 +26,10 @@ from torch.utils._pytree import tree_map
 from .. import config
 from ..runtime.execute import executable
 from ..tensor import TpuTensor, read
+from . import deferred_checks
 from .pooling_checks import CHECKS as POOLING_CHECKS
 from .reduction_checks import histc_range_error
+from .values import unwrap
 from .views import meta_like
 
 aten = torch.ops.aten
@@ -60,7 +63,7 @@ def _indices_list(args, kwargs):
         if idx is None:
             dim += 1
             continue
-        if idx.dtype == torch.bool:
+        if idx.dtype in (torch.bool, torch.uint8):  # masks (uint8: deprecated, still one)
             dim, pos = dim + idx.dim(), pos + idx.dim()
             continue
         if dim < self.dim():
@@ -425,6 +428,27 @@ def check(func, args, kwargs) -> None:
 
 
 _BEFORE_SHAPES = {aten.normal.Tensor_Tensor, aten.normal.float_Tensor}
+
+
+def deferred(func, handler):
+    """Fused eager's ``handler``: ``func``'s index bounds checked at the sync point that runs
+    it (deferred_checks.py), if it has indices to check."""
+    spec = _SPECS.get(func)
+    if spec is None or not config.get("check_indices"):
+        return handler
+
+    def run(args, kwargs):
+        out = handler(args, kwargs)  # (its shape errors first, as CPU's)
+        s = spec.path(args) or spec if spec.path is not None else spec
+        for index, dim, size, ignore in s.pairs(args, kwargs):
+            if isinstance(index, TpuTensor) and index.numel() and not index.is_floating_point():
+                deferred_checks.record(
+                    unwrap(index), size, -size if s.negative else 0, ignore,
+                    lambda value, at, s=s, dim=dim, size=size: s.error(
+                        s.message(value, dim, size, at)))
+        return out
+
+    return run
 
 
 def checked(func, handler):

@@ -119,7 +119,7 @@ def resolve(func) -> Handler:
 
         return attributed(func, _strict_handler(func))
     if _table is _FUSED:
-        return _with_host_indices(func, _build(func, fused=True))
+        return _with_host_indices(func, bounds.deferred(func, _build(func, fused=True)))
     return _strict_handler(func)
 
 

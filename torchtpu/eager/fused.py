@@ -45,6 +45,7 @@ from ..runtime import code_limit, execute, memory, program_store
 from ..runtime.execute import Executable, Pending
 from ..runtime.program_store import Unstable, stable
 from ..tensor import forget_pending_views, note_last_program
+from . import deferred_checks
 
 
 class _Trace:
@@ -326,13 +327,18 @@ def flush(target: Pending | None = None, *, cut: bool = False) -> None:
     if not cut:
         _steps_pending = 0
     if not t.nodes:
+        if not cut:
+            deferred_checks.raise_failed(wait=target is None)
         return
     missed_before = _misses
     _trace = _Trace()
     t.leaf_index.clear()
     first = _ancestors(t.nodes, target.src[0]) if target is not None and _split_forced else None
+    if first is not None:
+        first |= _checks_of(t.nodes, first)
     if first is None or len(t.nodes) - len(first) < _MIN_TAIL:
         _, error = _run_or_each(t)
+        first = None if target is None else set(range(len(t.nodes)))  # (all forced)
     else:
         head, tail, links = _split(t, first)
         del t
@@ -345,6 +351,7 @@ def flush(target: Pending | None = None, *, cut: bool = False) -> None:
             _, error = _run_or_each(tail)
         else:  # the links the head failed to compute fail the ops that read them
             _run_each(tail)
+    deferred_checks.dispatched(first)
     if _new_shapes:
         program_store.save_shapes(_new_shapes)
         _new_shapes.clear()
@@ -352,6 +359,15 @@ def flush(target: Pending | None = None, *, cut: bool = False) -> None:
         _note_misses(missed_before)
     if error is not None:
         raise error
+    if not cut:  # (a cut falls inside some op's call: its checks wait for a sync point)
+        deferred_checks.raise_failed(wait=target is None)
+
+
+def _checks_of(nodes: list[tuple], first: set[int]) -> set[int]:
+    """The index checks that read only what ``first`` computes: they run in its program, so
+    the sync point forcing it reports them."""
+    return {i for i in deferred_checks.recorded_nodes()
+            if i not in first and _ancestors(nodes, i) - {i} <= first}
 
 
 # Sync points in a row that each needed a new program: the recorded ops change every time.

@@ -1,0 +1,101 @@
+"""Fused eager checks an op's index values at the sync point that runs it: CPU's exception
+and message, where XLA alone would clamp the index (or read NaN) in silence."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import TPU
+
+import torchtpu
+
+
+@pytest.fixture
+def fused():
+    with torchtpu.set_eager_mode("fused"):
+        yield
+
+
+def _cpu_error(fn, *args):
+    with pytest.raises(Exception) as caught:
+        fn(*args)
+    return type(caught.value), str(caught.value)
+
+
+CASES = {
+    "embedding id past the vocabulary": (
+        lambda w, i: F.embedding(i, w).sum(), torch.randn(10, 4), torch.tensor([[1, 2, 12]])),
+    "cross_entropy target past the classes": (
+        lambda x, t: F.cross_entropy(x, t), torch.randn(3, 5), torch.tensor([1, 7, 2])),
+    "gather": (lambda x, i: x.gather(1, i).sum(), torch.randn(3, 5),
+               torch.tensor([[0], [9], [1]])),
+    "advanced index below -size": (lambda x, i: x[i].sum(), torch.arange(10.0),
+                                   torch.tensor([3, -11])),
+    "index_select": (lambda x, i: x.index_select(0, i).sum(), torch.randn(4, 3),
+                     torch.tensor([0, 4])),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_an_out_of_range_index_raises_cpus_error_at_the_sync_point(fused, name):
+    fn, x, index = CASES[name]
+    error, message = _cpu_error(fn, x, index)
+    result = fn(x.to(TPU), index.to(TPU))  # recorded: nothing has run yet
+    with pytest.raises(error) as caught:
+        result.item()
+    assert str(caught.value) == message
+    # raised once; the device goes on
+    assert fn(x.to(TPU), index.clamp(-1, 1).to(TPU)).item() == pytest.approx(
+        fn(x, index.clamp(-1, 1)).item(), rel=1e-5)
+
+
+def test_indices_in_range_masks_and_ignored_targets_raise_nothing(fused):
+    x = torch.arange(6.0).reshape(2, 3)
+    assert x.to(TPU)[torch.tensor([-1, 0]).to(TPU)].sum().item() == 15  # -1: the last row
+    with pytest.warns(UserWarning, match="uint8"):
+        assert x.to(TPU)[torch.tensor([1, 0], dtype=torch.uint8).to(TPU)].sum().item() == 3
+    logits, target = torch.randn(3, 5), torch.tensor([1, -100, 4])
+    assert F.cross_entropy(logits.to(TPU), target.to(TPU)).item() == pytest.approx(
+        F.cross_entropy(logits, target).item(), rel=1e-5)
+
+
+def test_a_check_outside_the_forced_value_is_raised_by_synchronize(fused):
+    weight = torch.randn(10, 4).to(TPU)
+    bad = F.embedding(torch.tensor([11]).to(TPU), weight)
+    with pytest.raises(IndexError, match="index out of range in self"):
+        torch.tpu.synchronize()
+    del bad
+    torch.tpu.synchronize()  # reported once
+    # In the part of the trace a forced value does not need (run after it, without
+    # waiting): that sync point reports it if its program has finished, else the next.
+    total = weight.sum()
+    rest = F.embedding(torch.tensor([5]).to(TPU) + 6, weight)  # (an index `total` never reads)
+    for _ in range(80):
+        rest = rest * 1.5
+    raised = 0
+    for sync in (total.item, torch.tpu.synchronize):
+        try:
+            sync()
+        except IndexError:
+            raised += 1
+    assert raised == 1
+
+
+def test_a_training_loop_with_checks_compiles_one_program_per_step_shape(fused):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(50, 8), torch.nn.Linear(8, 50)).to(TPU)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    gen = torch.Generator().manual_seed(0)
+    losses = []
+    for _ in range(4):
+        ids = torch.randint(0, 50, (4, 6), generator=gen).to(TPU)
+        loss = F.cross_entropy(model(ids).flatten(0, 1), ids.flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+        if len(losses) == 2:
+            torchtpu.reset_metrics()
+    assert torchtpu.metrics()["cache_hit"].get("fused_program", 0) >= 2
+    assert "fused_program" not in torchtpu.metrics()["compile"]

@@ -1,0 +1,78 @@
+"""Fused eager's index checks: CPU's error for an out-of-range index, raised at a sync point.
+
+Strict eager reads an op's indices on the host before running it (bounds.py). Fused eager
+cannot wait there, so beside the op it records a check: whether the indices leave the
+valid range, and the first value that does and where. The check is one more output of the
+program. The sync point that runs the op reads it and raises CPU's exception, so an
+embedding id past the vocabulary or a target past the classes is an error, not a clamped
+row read in silence. A check that only needs what the forced value needs runs in the forced
+value's program (``loss.item()`` raises); one that runs in the rest of the step, dispatched
+without waiting, is read at a later sync point once its program has finished (or at once by
+``torch.tpu.synchronize()``). The ops recorded with it have run by then, with the index
+clamped, as XLA does.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from ..runtime.execute import executable
+
+
+@executable(static_argnums=(1, 2, 3))
+def first_out_of_range(index, size: int, low: int, ignore: int | None):
+    """Whether ``index`` holds a value outside ``[low, size)`` (``ignore`` aside); the first
+    such value and its flat position."""
+    flat = index.reshape(-1)
+    bad = flat >= size
+    if not jnp.issubdtype(flat.dtype, jnp.unsignedinteger):  # (-2 would wrap to 254)
+        bad = bad | (flat < low)
+    if ignore is not None:
+        bad = bad & (flat != ignore)
+    at = jnp.argmax(bad)
+    return jnp.any(bad), flat[at], at
+
+
+# Checks as (flags, make_error), make_error(value, position) building CPU's exception:
+# recorded in the trace not yet run; running (with whether the sync point reads it) in
+# programs already dispatched.
+_recorded: list[tuple] = []
+_running: list[tuple] = []
+
+
+def record(index, size: int, low: int, ignore: int | None, make_error) -> None:
+    """In fused eager: check ``index`` (an array or a pending value) at the sync point."""
+    _recorded.append((first_out_of_range(index, size, low, ignore), make_error))
+
+
+def recorded_nodes() -> list[int]:
+    """The current trace's check nodes."""
+    return [flags[0].src[0] for flags, _ in _recorded]
+
+
+def dispatched(forced: set[int] | None) -> None:
+    """The flushed trace's checks have been dispatched; ``forced``: its nodes that ran with
+    the forced value, whose checks the sync point reads."""
+    global _recorded
+    for flags, make_error in _recorded:
+        now = forced is not None and flags[0].src[0] in forced
+        _running.append((flags, make_error, now))
+    _recorded = []
+
+
+def raise_failed(wait: bool) -> None:
+    """At a sync point: raise the first failed check among those whose program ran with
+    the forced value or has finished (``wait``: every one, waiting for its program)."""
+    global _running
+    unread, failure = [], None
+    for check in _running:
+        (ran, value, at), make_error, now = check
+        if ran.array is None:  # its op failed (that error is raised) or it was dropped
+            continue
+        if not (wait or now or ran.array.is_ready()):
+            unread.append(check)
+        elif failure is None and bool(ran.array):
+            failure = make_error(int(value.array), int(at.array))
+    _running = unread
+    if failure is not None:
+        raise failure
