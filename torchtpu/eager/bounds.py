@@ -212,12 +212,6 @@ def _outside_unit(x):
     return jnp.any(~((x >= 0) & (x <= 1)))  # NaN too
 
 
-def _probabilities(args, kwargs) -> None:
-    for name, t in (("input", args[0]), ("target", args[1])):
-        if isinstance(t, TpuTensor) and t.numel() and bool(_outside_unit(read(t))):
-            raise RuntimeError(f"all elements of {name} should be between 0 and 1")
-
-
 @executable(static_argnums=(1,))
 def _ones(mask, shape):
     return jnp.sum(jnp.broadcast_to(mask, shape), dtype=jnp.int64)
@@ -263,12 +257,23 @@ def _below_zero(x):
     return jnp.any(~(x >= 0))  # NaN too
 
 
-def _parameter(position: int, outside, message: str):
-    """A random op's parameter tensor (args[position]) checked as CPU's sampler checks it."""
-    def check_values(args, kwargs) -> None:
+def _flagged_arguments(func, args) -> list:
+    """``func``'s tensor arguments that a flag checks: [(tensor, flag, CPU's message)]."""
+    out = []
+    for position, flag, message in _FLAGGED.get(func, ()):
         t = args[position] if len(args) > position else None
-        if isinstance(t, TpuTensor) and t.numel() and bool(outside(read(t))):
-            raise RuntimeError(message)
+        if isinstance(t, TpuTensor) and t.numel():
+            out.append((t, flag, message))
+    return out
+
+
+def _flagged(func):
+    """Checks of whole tensors by one flag each (binary_cross_entropy's probabilities, a
+    random op's parameter tensor as CPU's sampler checks it)."""
+    def check_values(args, kwargs) -> None:
+        for t, flag, message in _flagged_arguments(func, args):
+            if bool(flag(read(t))):
+                raise RuntimeError(message)
 
     return check_values
 
@@ -276,6 +281,18 @@ def _parameter(position: int, outside, message: str):
 _P_IN = ("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error message "
          "be improved?  If so, please report an enhancement request to PyTorch.)")
 _STD = "normal expects all elements of std >= 0.0"
+# op -> [(argument position, executable flagging a bad value, CPU's message)]
+_FLAGGED = {
+    aten.binary_cross_entropy.default: [
+        (0, _outside_unit, "all elements of input should be between 0 and 1"),
+        (1, _outside_unit, "all elements of target should be between 0 and 1")],
+    aten.bernoulli.default: [(0, _outside_unit, _P_IN)],
+    aten.bernoulli_.Tensor: [(1, _outside_unit, _P_IN)],
+    aten.normal.Tensor_Tensor: [(1, _below_zero, _STD)],
+    aten.normal.float_Tensor: [(1, _below_zero, _STD)],
+    aten.poisson.default: [
+        (0, _below_zero, "invalid Poisson rate, expected rate to be non-negative")],
+}
 
 
 def _distribution(args, kwargs) -> None:
@@ -380,14 +397,8 @@ def _segment_lengths(args, kwargs) -> None:
 
 
 # Ops whose values (not indices) CPU checks: (args, kwargs) -> None, or raise.
-_VALUES = {aten.binary_cross_entropy.default: _probabilities,
+_VALUES = {**{op: _flagged(op) for op in _FLAGGED},
            aten.multinomial.default: _distribution,
-           aten.bernoulli.default: _parameter(0, _outside_unit, _P_IN),
-           aten.bernoulli_.Tensor: _parameter(1, _outside_unit, _P_IN),
-           aten.normal.Tensor_Tensor: _parameter(1, _below_zero, _STD),
-           aten.normal.float_Tensor: _parameter(1, _below_zero, _STD),
-           aten.poisson.default: _parameter(
-               0, _below_zero, "invalid Poisson rate, expected rate to be non-negative"),
            aten.masked_scatter.default: _enough_source,
            aten.histc.default: _histc_data_range,
            aten.searchsorted.Tensor: _sorter_in_range,
@@ -431,14 +442,20 @@ _BEFORE_SHAPES = {aten.normal.Tensor_Tensor, aten.normal.float_Tensor}
 
 
 def deferred(func, handler):
-    """Fused eager's ``handler``: ``func``'s index bounds checked at the sync point that runs
-    it (deferred_checks.py), if it has indices to check."""
+    """Fused eager's ``handler``: ``func``'s index bounds and flagged values checked at the
+    sync point that runs it (deferred_checks.py), if it has them."""
     spec = _SPECS.get(func)
-    if spec is None or not config.get("check_indices"):
+    if (spec is None and func not in _FLAGGED) or not config.get("check_indices"):
         return handler
 
     def run(args, kwargs):
-        out = handler(args, kwargs)  # (its shape errors first, as CPU's)
+        # (values as the op reads them; checked once it has recorded: its shape errors first)
+        flagged = [(unwrap(t), flag, m) for t, flag, m in _flagged_arguments(func, args)]
+        out = handler(args, kwargs)
+        for value, flag, message in flagged:
+            deferred_checks.record_flag(flag(value), RuntimeError(message))
+        if spec is None:
+            return out
         s = spec.path(args) or spec if spec.path is not None else spec
         for index, dim, size, ignore in s.pairs(args, kwargs):
             if isinstance(index, TpuTensor) and index.numel() and not index.is_floating_point():

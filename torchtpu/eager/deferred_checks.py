@@ -33,7 +33,8 @@ def first_out_of_range(index, size: int, low: int, ignore: int | None):
     return jnp.any(bad), flat[at], at
 
 
-# Checks as (flags, make_error), make_error(value, position) building CPU's exception:
+# Checks as (outputs, make_error): the first output says whether it failed, make_error(the
+# other outputs) builds CPU's exception;
 # recorded in the trace not yet run; running (with whether the sync point reads it) in
 # programs already dispatched.
 _recorded: list[tuple] = []
@@ -41,8 +42,15 @@ _running: list[tuple] = []
 
 
 def record(index, size: int, low: int, ignore: int | None, make_error) -> None:
-    """In fused eager: check ``index`` (an array or a pending value) at the sync point."""
+    """In fused eager: check ``index`` (an array or a pending value) at the sync point;
+    ``make_error(value, position)`` builds the exception."""
     _recorded.append((first_out_of_range(index, size, low, ignore), make_error))
+
+
+def record_flag(flag, error: Exception) -> None:
+    """In fused eager: raise ``error`` at the sync point if ``flag`` (a recorded executable's
+    boolean output) is true."""
+    _recorded.append(((flag,), lambda: error))
 
 
 def recorded_nodes() -> list[int]:
@@ -66,13 +74,13 @@ def raise_failed(wait: bool) -> None:
     global _running
     unread, failure = [], None
     for check in _running:
-        (ran, value, at), make_error, now = check
+        (ran, *found), make_error, now = check
         if ran.array is None:  # its op failed (that error is raised) or it was dropped
             continue
         if not (wait or now or ran.array.is_ready()):
             unread.append(check)
         elif failure is None and bool(ran.array):
-            failure = make_error(int(value.array), int(at.array))
+            failure = make_error(*(int(v.array) for v in found))
     _running = unread
     if failure is not None:
         raise failure
