@@ -164,6 +164,12 @@ def test_resize_keeps_elements_and_grows_storage():
     assert t.sum().item() == 12
 
 
+@pytest.mark.parametrize("size", [[8, 8, 2**29, 2**29], [2, 4, 2**29, 2**29], [-1], [2, -3]])
+def test_resize_refuses_sizes_in_cpus_order(size):
+    # The element count overflows (a negative size counts as huge) before the byte count.
+    raises_as_cpu(lambda d: torch.empty((), device=d).resize_(size))
+
+
 def test_out_argument_of_another_shape_is_resized():
     a = torch.randn(2, 3)
     out = torch.empty(0, device=TPU)

@@ -103,6 +103,9 @@ def _resize_(args, kwargs):
     fmt = kwargs.get("memory_format", args[2] if len(args) > 2 else None)
     if fmt is None and tuple(self.shape) == size:
         return self  # ATen's resize_impl_: the same sizes keep their strides
+    # The meta kernel's resize_ counts elements as CPU's does, refusing an overflowing count
+    # (a negative size included) before empty's byte count below can word it otherwise.
+    torch.empty(0, device="meta").resize_(size)
     stride = torch.empty(size, device="meta", memory_format=fmt or torch.contiguous_format).stride()
     if tuple(self.shape) != size or self.stride() != stride:
         views.resize(self, size, stride)
