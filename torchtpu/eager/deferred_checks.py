@@ -1,16 +1,17 @@
-"""Fused eager's index checks: CPU's error for an out-of-range index, raised at a sync point.
+"""Fused eager's value checks: CPU's error for an out-of-range index (or a value CPU refuses),
+raised at a sync point.
 
 Strict eager reads an op's indices on the host before running it (bounds.py). Fused eager
 cannot wait there, so beside the op it records a check: whether the indices leave the
-valid range, and the first value that does and where. The check is one more output of the
-program. The sync point that runs the op reads it and raises CPU's exception, so an
-embedding id past the vocabulary or a target past the classes is an error, not a clamped
-row read in silence. A check that only needs what the forced value needs runs in the forced
-value's program (``loss.item()`` raises); one that runs in the rest of the step, dispatched
-without waiting, is read at a later sync point once its program has finished (or at once by
-``torch.tpu.synchronize()``). The ops recorded with it have run by then, with the index
-clamped, as XLA does.
-"""
+valid range, and the first value that does and where (or, for binary_cross_entropy's
+probabilities and random ops' parameter tensors, whether any value is invalid). The check
+is one more output of the program. The sync point that runs the op reads it and raises
+CPU's exception, so an embedding id past the vocabulary or a target past the classes is an
+error, not a clamped row read in silence. A check that only needs what the forced value
+needs runs in the forced value's program (``loss.item()`` raises); one that runs in the
+rest of the step, dispatched without waiting, is read at a later sync point once its
+program has finished (or at once by ``torch.tpu.synchronize()``). The ops recorded with it
+have run by then, with the index clamped, as XLA does."""
 
 from __future__ import annotations
 
@@ -34,9 +35,8 @@ def first_out_of_range(index, size: int, low: int, ignore: int | None):
 
 
 # Checks as (outputs, make_error): the first output says whether it failed, make_error(the
-# other outputs) builds CPU's exception;
-# recorded in the trace not yet run; running (with whether the sync point reads it) in
-# programs already dispatched.
+# other outputs) builds CPU's exception. Recorded: in the trace not yet run; running (with
+# whether the sync point reads it): in programs already dispatched.
 _recorded: list[tuple] = []
 _running: list[tuple] = []
 
