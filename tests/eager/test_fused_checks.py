@@ -1,6 +1,6 @@
 """Fused eager checks an op's index values (and BCE's probabilities, random ops' parameter
-tensors) at the sync point that runs it: CPU's exception and message, where XLA alone would
-clamp the index (or give NaN) in silence."""
+tensors, integer divisors) at the sync point that runs it: CPU's exception and message, where
+XLA alone would clamp the index (or give NaN, or a value) in silence."""
 
 from __future__ import annotations
 
@@ -44,6 +44,17 @@ CASES = {
         torch.zeros(1)),
     "normal with a negative std": (
         lambda m, s: torch.normal(m, s).sum(), torch.zeros(2), torch.tensor([1.0, -1.0])),
+    "multinomial of NaN": (lambda p, n: torch.multinomial(p, 1).sum() + n.sum(),
+                           torch.tensor([[0.2, float("nan"), 0.3]]), torch.zeros(1)),
+    "multinomial drawing with replacement, a negative entry": (
+        lambda p, n: torch.multinomial(p, 3, replacement=True).sum() + n.sum(),
+        torch.tensor([[0.2, 0.3], [0.5, -0.1]]), torch.zeros(1)),
+    "multinomial of an all-zero row": (lambda p, n: torch.multinomial(p, 1).sum() + n.sum(),
+                                       torch.tensor([[0.2, 0.3], [0.0, 0.0]]), torch.zeros(1)),
+    "integer floor division by zero": (lambda a, b: (a // b).sum(), torch.tensor([5, 7]),
+                                       torch.tensor([1, 0])),
+    "integer remainder by a zero tensor": (lambda a, b: (a % b).sum(), torch.tensor([5, 7]),
+                                           torch.tensor([0, 2])),
 }
 
 
@@ -108,3 +119,10 @@ def test_a_training_loop_with_checks_compiles_one_program_per_step_shape(fused):
             torchtpu.reset_metrics()
     assert torchtpu.metrics()["cache_hit"].get("fused_program", 0) >= 2
     assert "fused_program" not in torchtpu.metrics()["compile"]
+
+
+def test_a_division_by_the_number_zero_raises_at_once(fused):
+    # no value to wait for: the op refuses as it records, as CPU's does
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        torch.tensor([5, 7]).to(TPU) // 0
+    assert (torch.tensor([5.0]).to(TPU) // 0).item() == float("inf")  # a float division

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import jax.numpy as jnp
 import numpy as np
@@ -230,24 +231,29 @@ def _any_zero(x):
     return jnp.any(x == 0)
 
 
-def _integer_divisor(args, kwargs) -> None:
-    """Integer //, %, fmod and div(rounding_mode=...) by zero: CPU's error (XLA gives a
-    value)."""
+def _integer_divisor(args, kwargs):
+    """Integer //, %, fmod and div(rounding_mode=...): the divisor as CPU's kernel sees it,
+    converted to the result's dtype (int8 by 256 or by 2**31 divides by a wrapped 0), when
+    the division is an integer one; else None. (By zero CPU raises; XLA gives a value.)"""
     self, other = args[0], args[1]
     if "rounding_mode" in kwargs and kwargs["rounding_mode"] is None:
-        return  # true division: a float result
+        return None  # true division: a float result
     result = torch.result_type(self, other)
     if result.is_floating_point or result.is_complex or result == torch.bool:
-        return  # no integer division (bool: CPU's kernels refuse it, before any value)
-    # The divisor as CPU's kernel sees it, converted to the result's dtype: int8 by 256 or
-    # by 2**31 divides by a wrapped 0.
-    if isinstance(other, TpuTensor):
-        other = other if other.dtype == result else other.to(result)
-        zero = other.numel() and bool(_any_zero(read(other)))
-    elif isinstance(other, torch.Tensor):
-        zero = bool((other.to(result) == 0).any())
+        return None  # no integer division (bool: CPU's kernels refuse it, before any value)
+    if isinstance(other, torch.Tensor):
+        return other if other.dtype == result else other.to(result)
+    return int(other) % 2 ** torch.iinfo(result).bits
+
+
+def _no_zero_divisor(args, kwargs) -> None:
+    divisor = _integer_divisor(args, kwargs)
+    if isinstance(divisor, TpuTensor):
+        zero = divisor.numel() and bool(_any_zero(read(divisor)))
+    elif isinstance(divisor, torch.Tensor):
+        zero = bool((divisor == 0).any())
     else:
-        zero = int(other) % 2 ** torch.iinfo(result).bits == 0
+        zero = divisor == 0
     if zero:
         raise RuntimeError("ZeroDivisionError")
 
@@ -295,34 +301,57 @@ _FLAGGED = {
 }
 
 
-def _distribution(args, kwargs) -> None:
-    """multinomial's probabilities, checked as CPU's two paths check them (after its argument
-    checks, which the rule makes): one draw or none replaced looks at the whole tensor, then
-    at zero-sum rows; more draws with replacement go row by row, element by element."""
+def _multinomial_probs(args, kwargs):
+    """multinomial's probabilities when CPU checks their values (after its argument checks,
+    which the rule makes), and whether its one-pass path does (one draw, or none replaced)."""
     probs, n = args[0], args[1] if len(args) > 1 else kwargs["num_samples"]
     replacement = args[2] if len(args) > 2 else kwargs.get("replacement", False)
     if (not isinstance(probs, TpuTensor) or probs.dim() not in (1, 2) or probs.numel() == 0
             or not probs.is_floating_point() or n <= 0 or probs.shape[-1] > 2 ** 24
             or (not replacement and n > probs.shape[-1])):
-        return
-    rows = np.asarray(read(probs)).astype(np.float64).reshape(-1, probs.shape[-1])
+        return None
+    return probs, not replacement or n == 1
+
+
+@executable()
+def _distribution_faults(probs):
+    """Whether the probabilities break CPU's rules; the first invalid entry's flat position
+    (-1: none), whether it is negative, and the first all-zero row (-1: none)."""
+    rows = probs.reshape(-1, probs.shape[-1])
     negative = ~(rows >= 0)  # NaN too
-    invalid = negative | ~np.isfinite(rows)
+    invalid = negative | ~jnp.isfinite(rows)
     zero_sum = ~invalid.any(axis=1) & (rows == 0).all(axis=1)
-    sum_error = "invalid multinomial distribution (sum of probabilities <= 0)"
-    if not replacement or n == 1:
-        if invalid.any():
-            raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
-        if zero_sum.any():
-            raise RuntimeError(sum_error)
-        return
-    bad, zero = np.flatnonzero(invalid)[:1], np.flatnonzero(zero_sum)[:1]
-    if zero.size and (not bad.size or zero[0] < bad[0] // rows.shape[1]):
-        raise RuntimeError(sum_error)
-    if bad.size:
-        what = "< 0" if negative.flat[bad[0]] else "= infinity or NaN"
-        raise RuntimeError(
+    bad = jnp.where(invalid.any(), jnp.argmax(invalid.reshape(-1)), -1)
+    zero = jnp.where(zero_sum.any(), jnp.argmax(zero_sum), -1)
+    return invalid.any() | zero_sum.any(), bad, negative.reshape(-1)[jnp.maximum(bad, 0)], zero
+
+
+def _distribution_error(one_pass: bool, width: int, bad: int, negative: int,
+                        zero: int) -> RuntimeError | None:
+    """CPU's error for those faults: its one-pass path looks at the whole tensor, then at
+    zero-sum rows; more draws with replacement go row by row, element by element."""
+    sum_error = RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    if one_pass:
+        if bad >= 0:
+            return RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+        return sum_error if zero >= 0 else None
+    if zero >= 0 and (bad < 0 or zero < bad // width):
+        return sum_error
+    if bad >= 0:
+        what = "< 0" if negative else "= infinity or NaN"
+        return RuntimeError(
             f"invalid multinomial distribution (encountering probability entry {what})")
+    return None
+
+
+def _distribution(args, kwargs) -> None:
+    found = _multinomial_probs(args, kwargs)
+    if found is not None:
+        probs, one_pass = found
+        _, *faults = (int(v) for v in _distribution_faults(read(probs)))
+        error = _distribution_error(one_pass, probs.shape[-1], *faults)
+        if error is not None:
+            raise error
 
 
 @executable()
@@ -397,6 +426,12 @@ def _segment_lengths(args, kwargs) -> None:
 
 
 # Ops whose values (not indices) CPU checks: (args, kwargs) -> None, or raise.
+_DIVISIONS = (
+    aten.floor_divide.default, aten.floor_divide.Scalar, aten.floor_divide_.Tensor,
+    aten.floor_divide_.Scalar, aten.remainder.Tensor, aten.remainder.Scalar,
+    aten.remainder_.Tensor, aten.remainder_.Scalar, aten.remainder.Scalar_Tensor,
+    aten.fmod.Tensor, aten.fmod.Scalar, aten.fmod_.Tensor, aten.fmod_.Scalar,
+    aten.div.Tensor_mode, aten.div.Scalar_mode, aten.div_.Tensor_mode, aten.div_.Scalar_mode)
 _VALUES = {**{op: _flagged(op) for op in _FLAGGED},
            aten.multinomial.default: _distribution,
            aten.masked_scatter.default: _enough_source,
@@ -407,13 +442,7 @@ _VALUES = {**{op: _flagged(op) for op in _FLAGGED},
            aten.masked_scatter_.default: _enough_source,
            aten.max_unpool2d.default: _unpool_indices(aten.max_unpool2d.default),
            aten.max_unpool3d.default: _unpool_indices(aten.max_unpool3d.default),
-           **{op: _integer_divisor for op in (
-               aten.floor_divide.default, aten.floor_divide.Scalar, aten.floor_divide_.Tensor,
-               aten.floor_divide_.Scalar, aten.remainder.Tensor, aten.remainder.Scalar,
-               aten.remainder_.Tensor, aten.remainder_.Scalar, aten.remainder.Scalar_Tensor,
-               aten.fmod.Tensor, aten.fmod.Scalar, aten.fmod_.Tensor, aten.fmod_.Scalar,
-               aten.div.Tensor_mode, aten.div.Scalar_mode, aten.div_.Tensor_mode,
-               aten.div_.Scalar_mode)}}
+           **{op: _no_zero_divisor for op in _DIVISIONS}}
 
 
 def check(func, args, kwargs) -> None:
@@ -441,28 +470,69 @@ def check(func, args, kwargs) -> None:
 _BEFORE_SHAPES = {aten.normal.Tensor_Tensor, aten.normal.float_Tensor}
 
 
-def deferred(func, handler):
-    """Fused eager's ``handler``: ``func``'s index bounds and flagged values checked at the
-    sync point that runs it (deferred_checks.py), if it has them."""
-    spec = _SPECS.get(func)
-    if (spec is None and func not in _FLAGGED) or not config.get("check_indices"):
-        return handler
+@executable(static_argnums=(1, 2, 3))
+def _first_out_of_range(index, size: int, low: int, ignore: int | None):
+    """Whether ``index`` holds a value outside ``[low, size)`` (``ignore`` aside); the first
+    such value and its flat position."""
+    flat = index.reshape(-1)
+    bad = flat >= size
+    if not jnp.issubdtype(flat.dtype, jnp.unsignedinteger):  # (-2 would wrap to 254)
+        bad = bad | (flat < low)
+    if ignore is not None:
+        bad = bad & (flat != ignore)
+    at = jnp.argmax(bad)
+    return jnp.any(bad), flat[at], at
 
-    def run(args, kwargs):
-        # (values as the op reads them; checked once it has recorded: its shape errors first)
-        flagged = [(unwrap(t), flag, m) for t, flag, m in _flagged_arguments(func, args)]
-        out = handler(args, kwargs)
-        for value, flag, message in flagged:
-            deferred_checks.record_flag(flag(value), RuntimeError(message))
-        if spec is None:
-            return out
+
+def _fused_checks(func, args, kwargs) -> list:
+    """The checks fused eager records for this call: [(executable, its arguments, make_error)]
+    with the values as the op reads them (taken before it runs); the executable's first
+    output says whether the check failed, ``make_error(its other outputs)`` builds CPU's
+    exception."""
+    checks = [(flag, (unwrap(t),), partial(RuntimeError, message))
+              for t, flag, message in _flagged_arguments(func, args)]
+    if func is aten.multinomial.default and (found := _multinomial_probs(args, kwargs)):
+        probs, one_pass = found
+        checks.append((_distribution_faults, (unwrap(probs),),
+                       partial(_distribution_error, one_pass, probs.shape[-1])))
+    if func in _DIVISIONS:
+        divisor = _integer_divisor(args, kwargs)
+        if not isinstance(divisor, TpuTensor):
+            _no_zero_divisor(args, kwargs)  # a number, or a host tensor: nothing to wait for
+        elif divisor.numel():
+            checks.append((_any_zero, (unwrap(divisor),),
+                           partial(RuntimeError, "ZeroDivisionError")))
+    spec = _SPECS.get(func)
+    if spec is not None:
         s = spec.path(args) or spec if spec.path is not None else spec
         for index, dim, size, ignore in s.pairs(args, kwargs):
             if isinstance(index, TpuTensor) and index.numel() and not index.is_floating_point():
-                deferred_checks.record(
-                    unwrap(index), size, -size if s.negative else 0, ignore,
-                    lambda value, at, s=s, dim=dim, size=size: s.error(
-                        s.message(value, dim, size, at)))
+                low = -size if s.negative else 0
+                checks.append((_first_out_of_range, (unwrap(index), size, low, ignore),
+                               partial(_index_error, s, dim, size)))
+    return checks
+
+
+def _index_error(spec: _Spec, dim: int, size: int, value: int, at: int) -> Exception:
+    return spec.error(spec.message(value, dim, size, at))
+
+
+_DEFERRED = {*_SPECS, *_FLAGGED, aten.multinomial.default, *_DIVISIONS}
+
+
+def deferred(func, handler):
+    """Fused eager's ``handler``: ``func``'s index bounds and values checked at the sync point
+    that runs it (deferred_checks.py), if it has them."""
+    if func not in _DEFERRED or not config.get("check_indices"):
+        return handler
+
+    def run(args, kwargs):
+        checks = _fused_checks(func, args, kwargs)
+        out = handler(args, kwargs)  # (recorded once it has: its shape errors first)
+        for exe, exe_args, make_error in checks:
+            outputs = exe(*exe_args)
+            deferred_checks.record(
+                outputs if isinstance(outputs, tuple) else (outputs,), make_error)
         return out
 
     return run

@@ -4,7 +4,8 @@ raised at a sync point.
 Strict eager reads an op's indices on the host before running it (bounds.py). Fused eager
 cannot wait there, so beside the op it records a check: whether the indices leave the
 valid range, and the first value that does and where (or, for binary_cross_entropy's
-probabilities and random ops' parameter tensors, whether any value is invalid). The check
+probabilities, random ops' parameter tensors and integer divisors, whether any value is
+invalid and what CPU's message needs). The check
 is one more output of the program. The sync point that runs the op reads it and raises
 CPU's exception, so an embedding id past the vocabulary or a target past the classes is an
 error, not a clamped row read in silence. A check that only needs what the forced value
@@ -15,25 +16,6 @@ have run by then, with the index clamped, as XLA does."""
 
 from __future__ import annotations
 
-import jax.numpy as jnp
-
-from ..runtime.execute import executable
-
-
-@executable(static_argnums=(1, 2, 3))
-def first_out_of_range(index, size: int, low: int, ignore: int | None):
-    """Whether ``index`` holds a value outside ``[low, size)`` (``ignore`` aside); the first
-    such value and its flat position."""
-    flat = index.reshape(-1)
-    bad = flat >= size
-    if not jnp.issubdtype(flat.dtype, jnp.unsignedinteger):  # (-2 would wrap to 254)
-        bad = bad | (flat < low)
-    if ignore is not None:
-        bad = bad & (flat != ignore)
-    at = jnp.argmax(bad)
-    return jnp.any(bad), flat[at], at
-
-
 # Checks as (outputs, make_error): the first output says whether it failed, make_error(the
 # other outputs) builds CPU's exception. Recorded: in the trace not yet run; running (with
 # whether the sync point reads it): in programs already dispatched.
@@ -41,16 +23,11 @@ _recorded: list[tuple] = []
 _running: list[tuple] = []
 
 
-def record(index, size: int, low: int, ignore: int | None, make_error) -> None:
-    """In fused eager: check ``index`` (an array or a pending value) at the sync point;
-    ``make_error(value, position)`` builds the exception."""
-    _recorded.append((first_out_of_range(index, size, low, ignore), make_error))
-
-
-def record_flag(flag, error: Exception) -> None:
-    """In fused eager: raise ``error`` at the sync point if ``flag`` (a recorded executable's
-    boolean output) is true."""
-    _recorded.append(((flag,), lambda: error))
+def record(outputs: tuple, make_error) -> None:
+    """In fused eager: check at the sync point. ``outputs``: a recorded executable's pending
+    outputs, the first true when the check fails; ``make_error(the others, as ints)`` builds
+    the exception."""
+    _recorded.append((outputs, make_error))
 
 
 def recorded_nodes() -> list[int]:
