@@ -1,6 +1,7 @@
 """Fused eager checks an op's index values (and BCE's probabilities, random ops' parameter
-tensors, integer divisors) at the sync point that runs it: CPU's exception and message, where
-XLA alone would clamp the index (or give NaN, or a value) in silence."""
+tensors, integer divisors, masked_scatter's source, searchsorted's sorter, max_unpool's
+indices) at the sync point that runs it: CPU's exception and message, where XLA alone would
+clamp the index (or give NaN, or a value) in silence."""
 
 from __future__ import annotations
 
@@ -55,6 +56,15 @@ CASES = {
                                        torch.tensor([1, 0])),
     "integer remainder by a zero tensor": (lambda a, b: (a % b).sum(), torch.tensor([5, 7]),
                                            torch.tensor([0, 2])),
+    "masked_scatter with too short a source": (
+        lambda x, m: x.masked_scatter(m, torch.ones(2, device=x.device)).sum(), torch.zeros(4),
+        torch.tensor([True, True, False, True])),
+    "searchsorted with a sorter out of range": (
+        lambda s, v: torch.searchsorted(s, v, sorter=torch.tensor([2, 0, 5]).to(s.device)).sum(),
+        torch.tensor([3.0, 1.0, 2.0]), torch.tensor([2.5])),
+    "max_unpool2d index outside the output": (
+        lambda x, i: F.max_unpool2d(x, i, 2).sum(), torch.ones(1, 1, 2, 2),
+        torch.tensor([[[[0, 3], [8, 16]]]])),
 }
 
 

@@ -213,17 +213,28 @@ def _outside_unit(x):
     return jnp.any(~((x >= 0) & (x <= 1)))  # NaN too
 
 
-@executable(static_argnums=(1,))
-def _ones(mask, shape):
-    return jnp.sum(jnp.broadcast_to(mask, shape), dtype=jnp.int64)
+@executable(static_argnums=(1, 2))
+def _more_ones_than(mask, shape, n: int):
+    return jnp.sum(jnp.broadcast_to(mask, shape), dtype=jnp.int64) > n
+
+
+_SHORT_SOURCE = "Number of elements of source < number of ones in mask"
+
+
+def _source_count(args) -> tuple | None:
+    """masked_scatter's (mask, its broadcast shape, the source's element count) when CPU
+    counts the mask's ones against the source."""
+    self, mask, source = args[0], args[1], args[2]
+    if isinstance(mask, TpuTensor) and mask.dtype == torch.bool:
+        return mask, tuple(torch.broadcast_shapes(self.shape, mask.shape)), source.numel()
+    return None
 
 
 def _enough_source(args, kwargs) -> None:
-    self, mask, source = args[0], args[1], args[2]
-    if isinstance(mask, TpuTensor) and mask.dtype == torch.bool:
-        shape = torch.broadcast_shapes(self.shape, mask.shape)
-        if int(_ones(read(mask), tuple(shape))) > source.numel():
-            raise RuntimeError("Number of elements of source < number of ones in mask")
+    if (found := _source_count(args)) is not None:
+        mask, shape, n = found
+        if bool(_more_ones_than(read(mask), shape, n)):
+            raise RuntimeError(_SHORT_SOURCE)
 
 
 @executable()
@@ -381,32 +392,50 @@ def _outside_last_dim(sorter):
     return jnp.any((sorter < 0) | (sorter >= sorter.shape[-1]))
 
 
-def _sorter_in_range(args, kwargs) -> None:
+_SORTER = "torch.searchsorted(): sorter index out of range"
+
+
+def _sorter(kwargs):
     sorter = kwargs.get("sorter")
-    if isinstance(sorter, TpuTensor) and sorter.numel() and bool(_outside_last_dim(read(sorter))):
-        raise RuntimeError("torch.searchsorted(): sorter index out of range")
+    return sorter if isinstance(sorter, TpuTensor) and sorter.numel() else None
+
+
+def _sorter_in_range(args, kwargs) -> None:
+    if (sorter := _sorter(kwargs)) is not None and bool(_outside_last_dim(read(sorter))):
+        raise RuntimeError(_SORTER)
 
 
 @executable(static_argnums=(1,))
 def _last_outside(indices, size):
+    """Whether an index falls outside ``[0, size)``, and the last such index's value."""
     bad = (indices < 0) | (indices >= size)
     flat = jnp.arange(indices.size).reshape(indices.shape)
     at = jnp.max(jnp.where(bad, flat, -1))
-    return at, indices.reshape(-1)[jnp.maximum(at, 0)]
+    return at >= 0, indices.reshape(-1)[jnp.maximum(at, 0)]
+
+
+def _unpool_plane(op, args) -> tuple | None:
+    """max_unpool's indices and output size when CPU checks the indices' values (after its
+    other checks)."""
+    indices, output_size = args[1], args[2]
+    if isinstance(indices, TpuTensor) and indices.numel() and not POOLING_CHECKS[op](*args):
+        return indices, output_size
+    return None
+
+
+def _unpool_error(output_size, value: int) -> RuntimeError:
+    # (CPU's kernel names the last index outside)
+    return RuntimeError(f"Found an invalid max index: {value} (output volumes are of size "
+                        f"{'x'.join(str(n) for n in output_size)})")
 
 
 def _unpool_indices(op):
-    """max_unpool's indices within the output plane, after CPU's other checks (its kernel
-    names the last index outside)."""
     def check_values(args, kwargs) -> None:
-        indices, output_size = args[1], args[2]
-        if (not isinstance(indices, TpuTensor) or indices.numel() == 0
-                or POOLING_CHECKS[op](*args)):
-            return
-        at, value = (int(v) for v in _last_outside(read(indices), math.prod(output_size)))
-        if at >= 0:
-            raise RuntimeError(f"Found an invalid max index: {value} (output volumes are of "
-                               f"size {'x'.join(str(n) for n in output_size)})")
+        if (found := _unpool_plane(op, args)) is not None:
+            indices, output_size = found
+            bad, value = _last_outside(read(indices), math.prod(output_size))
+            if bool(bad):
+                raise _unpool_error(output_size, int(value))
 
     return check_values
 
@@ -432,16 +461,16 @@ _DIVISIONS = (
     aten.remainder_.Tensor, aten.remainder_.Scalar, aten.remainder.Scalar_Tensor,
     aten.fmod.Tensor, aten.fmod.Scalar, aten.fmod_.Tensor, aten.fmod_.Scalar,
     aten.div.Tensor_mode, aten.div.Scalar_mode, aten.div_.Tensor_mode, aten.div_.Scalar_mode)
+_MASKED_SCATTERS = (aten.masked_scatter.default, aten.masked_scatter_.default)
+_SEARCHSORTED = (aten.searchsorted.Tensor, aten.searchsorted.Scalar)
+_UNPOOLS = (aten.max_unpool2d.default, aten.max_unpool3d.default)
 _VALUES = {**{op: _flagged(op) for op in _FLAGGED},
            aten.multinomial.default: _distribution,
-           aten.masked_scatter.default: _enough_source,
+           **{op: _enough_source for op in _MASKED_SCATTERS},
            aten.histc.default: _histc_data_range,
-           aten.searchsorted.Tensor: _sorter_in_range,
+           **{op: _sorter_in_range for op in _SEARCHSORTED},
            aten.segment_reduce.default: _segment_lengths,
-           aten.searchsorted.Scalar: _sorter_in_range,
-           aten.masked_scatter_.default: _enough_source,
-           aten.max_unpool2d.default: _unpool_indices(aten.max_unpool2d.default),
-           aten.max_unpool3d.default: _unpool_indices(aten.max_unpool3d.default),
+           **{op: _unpool_indices(op) for op in _UNPOOLS},
            **{op: _no_zero_divisor for op in _DIVISIONS}}
 
 
@@ -502,6 +531,16 @@ def _fused_checks(func, args, kwargs) -> list:
         elif divisor.numel():
             checks.append((_any_zero, (unwrap(divisor),),
                            partial(RuntimeError, "ZeroDivisionError")))
+    if func in _MASKED_SCATTERS and (found := _source_count(args)) is not None:
+        mask, shape, n = found
+        checks.append((_more_ones_than, (unwrap(mask), shape, n),
+                       partial(RuntimeError, _SHORT_SOURCE)))
+    if func in _SEARCHSORTED and (sorter := _sorter(kwargs)) is not None:
+        checks.append((_outside_last_dim, (unwrap(sorter),), partial(RuntimeError, _SORTER)))
+    if func in _UNPOOLS and (found := _unpool_plane(func, args)) is not None:
+        indices, output_size = found
+        checks.append((_last_outside, (unwrap(indices), math.prod(output_size)),
+                       partial(_unpool_error, output_size)))
     spec = _SPECS.get(func)
     if spec is not None:
         s = spec.path(args) or spec if spec.path is not None else spec
@@ -517,7 +556,8 @@ def _index_error(spec: _Spec, dim: int, size: int, value: int, at: int) -> Excep
     return spec.error(spec.message(value, dim, size, at))
 
 
-_DEFERRED = {*_SPECS, *_FLAGGED, aten.multinomial.default, *_DIVISIONS}
+_DEFERRED = {*_SPECS, *_FLAGGED, aten.multinomial.default, *_DIVISIONS, *_MASKED_SCATTERS,
+             *_SEARCHSORTED, *_UNPOOLS}
 
 
 def deferred(func, handler):
