@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from ..ops.dtypes import cpp_name, result_type, scalar_type_name, to_jax_dtype, to_torch_dtype
+from ..ops.dtypes import cpp_name, scalar_type_name, to_torch_dtype
 from ..ops.reduction import check_nonempty
 from . import (
     conv_checks,
@@ -30,7 +30,7 @@ from . import (
     pooling_checks,
 )
 from .clamp_checks import CLAMP_CHECKS
-from .kernel_dtypes import KERNEL_DTYPE_CHECKS, kernel_refuses
+from .kernel_dtypes import KERNEL_DTYPE_CHECKS, kernel_refuses, result_refuses
 from .number_checks import overflow_error
 from .reduction_checks import (
     arg_reduction_check,
@@ -463,26 +463,10 @@ def _norm_dtypes(*at: int):
     return check
 
 
-def _result_refuses(kernel: str, kinds: str):
-    """As ``_kernel_refuses``, for a binary op's result type (``1 << x`` of a float x)."""
-
-    def check(self, other, *_, **__) -> NotImplementedError | None:
-        if isinstance(self, torch.Tensor) or isinstance(other, torch.Tensor):  # decomposed ops'
-            dtype = np.dtype(to_jax_dtype(torch.result_type(self, other)))
-        else:
-            dtype = result_type(self, other)
-        if dtype.kind in kinds:
-            return NotImplementedError(
-                f'"{kernel}" not implemented for \'{scalar_type_name(dtype)}\'')
-        return None
-
-    return check
-
-
 def _division_refuses(self, other, rounding_mode=None) -> NotImplementedError | None:
     if rounding_mode is None:
         return None
-    return _result_refuses(f"div_{rounding_mode}_cpu", "b")(self, other)
+    return result_refuses(f"div_{rounding_mode}_cpu", "bc")(self, other)
 
 
 def _order_statistic_check(name: str, kernel: str | None, dim_kernel: str | None):
@@ -689,7 +673,7 @@ _CPU_CHECKS = {
     _aten.cummin.default: kernel_refuses("cummin_cpu", "c"),
     **{getattr(_aten, name).default: _unordered_complex_pair(name)
        for name in ("maximum", "minimum", "fmax", "fmin")},
-    **{getattr(getattr(_aten, name), overload): _result_refuses(f"{name}_cpu", "c")
+    **{getattr(getattr(_aten, name), overload): result_refuses(f"{name}_cpu", "c")
        for name in ("lt", "le", "gt", "ge") for overload in ("Tensor", "Scalar")},
     _aten.lerp.Scalar: kernel_refuses("lerp_kernel_scalar", "biu"),
     _aten.lerp.Tensor: kernel_refuses("lerp_kernel_tensor", "biu"),
@@ -702,19 +686,7 @@ _CPU_CHECKS = {
     **dict.fromkeys((_aten.where.self, _aten.where.ScalarSelf, _aten.where.ScalarOther,
                      _aten.where.Scalar), _where_check),
     **matmul_checks.CHECKS,
-    _aten.logaddexp2.default: _result_refuses("logaddexp2_cpu", "c"),
-    _aten.floor_divide.default: _result_refuses("div_floor_cpu", "b"),
-    _aten.floor_divide.Scalar: _result_refuses("div_floor_cpu", "b"),
     **{op: _division_refuses for op in _DIVISIONS},
-    **{op: _result_refuses("remainder_cpu", "b") for op in (
-        _aten.remainder.Tensor, _aten.remainder.Scalar, _aten.remainder.Scalar_Tensor)},
-    **{op: _result_refuses("fmod_cpu", "b") for op in (_aten.fmod.Tensor, _aten.fmod.Scalar)},
-    # (named as the integer ops' own rules name their kernels: bitwise_and_tpu, gcd_tpu)
-    **{getattr(getattr(_aten, name), overload): _result_refuses(f"{kind}_tpu", "bfc")
-       for kind, names in (("lshift", ("bitwise_left_shift", "__lshift__")),
-                           ("rshift", ("bitwise_right_shift", "__rshift__")))
-       for name in names for overload in getattr(_aten, name).overloads()
-       if not overload.endswith("out")},
 }
 _CPU_CHECKS |= {**foreach_checks.each_tensor(_CPU_CHECKS),
                 **foreach_checks.each_tensor(_CPU_CHECKS, in_place=True),
