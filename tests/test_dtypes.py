@@ -62,6 +62,20 @@ def test_zero_dim_tensor_does_not_promote_dimensioned():
              torch.tensor(3.0, dtype=torch.float64))
 
 
+@pytest.mark.parametrize("dtypes", [(torch.int32, torch.float16), (torch.uint8, torch.bfloat16),
+                                    (torch.float32, torch.float64), (torch.bool, torch.int64)],
+                         ids=str)
+def test_ldexp_by_a_0d_exponent_promotes_as_cpu(dtypes):
+    # an integer self by a 0-d half exponent is half on CPU (int-to-float promotion of both)
+    run_both(torch.ldexp, torch.arange(1, 4).to(dtypes[0]), torch.tensor(3).to(dtypes[1]))
+
+
+def test_ldexp_into_an_integer_refuses_as_cpu():
+    ints = lambda device: torch.arange(1, 4, dtype=torch.int32, device=device)  # noqa: E731
+    raises_as_cpu(lambda device: ints(device).ldexp_(ints(device)))
+    raises_as_cpu(lambda device: torch.ldexp(ints(device), ints(device), out=ints(device)))
+
+
 def test_inplace_cannot_narrow_type():
     x = torch.ones(3, dtype=torch.int64, device="tpu")
     with pytest.raises(RuntimeError, match="can't be cast"):

@@ -59,6 +59,7 @@ CASES = [
     ("zeta", c64, lambda x: torch.special.zeta(x, 2.0)),
     ("chebyshev_polynomial_t", c64, lambda x: torch.special.chebyshev_polynomial_t(x, 2)),
     ("hermite_polynomial_h", torch.bfloat16, lambda x: torch.special.hermite_polynomial_h(x, x)),
+    ("ldexp by a bool exponent", torch.float32, lambda x: torch.ldexp(x, x > 0.3)),
 ]
 
 

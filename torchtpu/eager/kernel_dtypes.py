@@ -113,6 +113,14 @@ def _heaviside(self, values) -> str | None:
     return None
 
 
+def _ldexp(self, other) -> NotImplementedError | None:
+    """CPU's ldexp of a floating self runs a kernel dispatched on the exponent's dtype, which
+    is not built for bool (an integer self takes a bool exponent: it multiplies by a power)."""
+    if _kind(self.dtype) in "fhB" and _kind(other.dtype) == "b":
+        return NotImplementedError('"ldexp_cpu_exp" not implemented for \'Bool\'')
+    return None
+
+
 def _inplace_scan(kernel: str):
     """cumsum_/cumprod_: CPU's kernel writes self in its own dtype, which a dtype must match."""
     def check(self, dim, *, dtype=None) -> Exception | None:
@@ -269,6 +277,7 @@ KERNEL_DTYPE_CHECKS = {
     _aten.nansum.default: _refuses("c", RuntimeError(
         "nansum on CPU does not support complex inputs")),
     _aten.heaviside.default: _heaviside,
+    _aten.ldexp.Tensor: _ldexp,
     _aten.cumsum.default: _result_refused("cumsum_out_cpu", "b"),
     _aten.cumprod.default: _result_refused("cumprod_out_cpu", "b"),
     _aten.cumsum_.default: _inplace_scan("cumsum_out_cpu"),

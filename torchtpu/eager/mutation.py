@@ -99,6 +99,8 @@ _DRAWS_INTO_OUT = frozenset({aten.bernoulli.out})
 
 
 _ABS_IN_PLACE = (aten.abs_.default, aten._foreach_abs_.default)
+# Kernels that check the cast into an integral output with words of their own.
+_CAST_NAMED = {aten.ldexp_.default: "ldexp", aten.ldexp.out: "ldexp"}
 
 
 def _check_cast(result_dtype, target: torch.Tensor, op) -> None:
@@ -107,10 +109,10 @@ def _check_cast(result_dtype, target: torch.Tensor, op) -> None:
         raise RuntimeError("In-place abs is not supported for complex tensors.")
     if (src != target.dtype and not torch.can_cast(src, target.dtype)
             and op not in _DRAWS_INTO_OUT):
+        integral = not (target.is_floating_point() or target.is_complex())
+        what = integral and _CAST_NAMED.get(op) or f"result type {scalar_type_name(src)}"
         raise RuntimeError(
-            f"result type {scalar_type_name(src)} can't be cast to the desired output type "
-            f"{scalar_type_name(target.dtype)}"
-        )
+            f"{what} can't be cast to the desired output type {scalar_type_name(target.dtype)}")
 
 
 # Out= kernels that resize their out with resize_, not resize_output (no deprecation
