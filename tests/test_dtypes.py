@@ -76,6 +76,21 @@ def test_ldexp_into_an_integer_refuses_as_cpu():
     raises_as_cpu(lambda device: torch.ldexp(ints(device), ints(device), out=ints(device)))
 
 
+def test_shifting_bools_promotes_as_cpu():
+    # bools << 1 are int64 on CPU (the meta kernel of __lshift__ refuses any bool tensor)
+    run_both(lambda b: [b << 1, b >> 1, b << torch.tensor(2, dtype=torch.int8), 1 << b],
+             torch.tensor([True, False, True]))
+
+
+@pytest.mark.parametrize("op", [
+    lambda x: x.fmod_(1j), lambda x: x.bitwise_and_(torch.ones_like(x, dtype=torch.float32)),
+    lambda x: x.floor_divide_(torch.ones_like(x, dtype=torch.complex64)),
+    lambda x: x.__ilshift__(1.5), lambda x: x.atan2_(torch.ones_like(x, dtype=torch.complex64)),
+], ids=["fmod_", "bitwise_and_", "floor_divide_", "ilshift", "atan2_"])
+def test_inplace_cast_is_refused_before_the_kernels_dtypes_as_cpu(op):
+    raises_as_cpu(lambda device: op(torch.arange(1, 4, device=device)))
+
+
 def test_inplace_cannot_narrow_type():
     x = torch.ones(3, dtype=torch.int64, device="tpu")
     with pytest.raises(RuntimeError, match="can't be cast"):

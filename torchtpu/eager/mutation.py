@@ -115,6 +115,20 @@ def _check_cast(result_dtype, target: torch.Tensor, op) -> None:
             f"{what} can't be cast to the desired output type {scalar_type_name(target.dtype)}")
 
 
+# TensorIterator kernels PyTorch does not tag pointwise.
+_UNTAGGED_POINTWISE = frozenset({"floor_divide_"})
+
+
+def _refuse_cast_first(func, args) -> None:
+    """A pointwise in-place op whose kernel refuses its dtype: CPU's TensorIterator checks the
+    cast of its result into self first (``int_t.fmod_(1j)`` cannot be cast before fmod
+    refuses a complex). Checked once the op has failed, to cost nothing when it works."""
+    self, other = args[0], args[1] if len(args) > 1 else None
+    if isinstance(self, torch.Tensor) and isinstance(other, (torch.Tensor, bool, int, float,
+                                                            complex)):
+        _check_cast(torch.result_type(self, other), self, func)
+
+
 # Out= kernels that resize their out with resize_, not resize_output (no deprecation
 # warning), for the arguments given: mode's for a 0-d input only.
 _RESIZES_QUIETLY = {
@@ -389,7 +403,12 @@ def _inplace_handler(func, compute, checks_overlap: bool = False, pointwise: boo
                 refuse_partial_overlap(args[0], (*args[1:], *kwargs.values()))
         if meta_errors.has_cpu_check(func):  # (the functional form's checks differ)
             meta_errors.check_as_cpu(func, args, kwargs)
-        out = compute(args, kwargs)
+        try:
+            out = compute(args, kwargs)
+        except NotImplementedError:
+            if pointwise or name in _UNTAGGED_POINTWISE:
+                _refuse_cast_first(func, args)
+            raise
         if len(written) > 1:  # _fused_adam_, _amp_update_scale_: the functional returns
             for i, values in zip(written, out, strict=True):  # each written argument in order
                 if isinstance(args[i], (list, tuple)):

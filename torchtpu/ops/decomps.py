@@ -381,3 +381,11 @@ def _ldexp(self, other):
 
 
 DECOMPOSITIONS[aten.ldexp.Tensor] = _ldexp
+
+
+# x << n is bitwise_left_shift on CPU, which shifts a bool tensor promoted by its shift (bools
+# << 1 are int64); the meta kernel of __lshift__ refuses any bool tensor.
+for _shift, _name in ((aten.__lshift__, "bitwise_left_shift"),
+                      (aten.__rshift__, "bitwise_right_shift")):
+    DECOMPOSITIONS[_shift.Tensor] = getattr(aten, _name).Tensor
+    DECOMPOSITIONS[_shift.Scalar] = getattr(aten, _name).Tensor_Scalar
