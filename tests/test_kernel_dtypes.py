@@ -60,6 +60,10 @@ CASES = [
     ("chebyshev_polynomial_t", c64, lambda x: torch.special.chebyshev_polynomial_t(x, 2)),
     ("hermite_polynomial_h", torch.bfloat16, lambda x: torch.special.hermite_polynomial_h(x, x)),
     ("ldexp by a bool exponent", torch.float32, lambda x: torch.ldexp(x, x > 0.3)),
+    ("addcmul of bools", b, lambda x: torch.addcmul(x, x, x)),
+    # (bools are integers to CPU's check, and its words have two spaces the meta's lack)
+    ("addcdiv by bools", torch.float32, lambda x: torch.addcdiv(x, x > 0.3, x > 0.5)),
+    ("addcdiv of integers", i64, lambda x: torch.addcdiv(x, x, x)),
 ]
 
 

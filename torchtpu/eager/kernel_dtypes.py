@@ -121,6 +121,29 @@ def _ldexp(self, other) -> NotImplementedError | None:
     return None
 
 
+def _addcmul(self, tensor1, tensor2, *_, **__) -> NotImplementedError | None:
+    if all(_kind(t.dtype) == "b" for t in (self, tensor1, tensor2)):
+        return NotImplementedError('"addcmul_cpu_out" not implemented for \'Bool\'')
+    return None
+
+
+# CPU's words: C++'s, with the two spaces the meta kernel's message lacks.
+_ADDCDIV_OF_INTEGERS = (
+    "Integer division with addcdiv is no longer supported, and in a future  release addcdiv "
+    "will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be "
+    "implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for "
+    "integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future "
+    "addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), "
+    "for all dtypes.")
+
+
+def _addcdiv(self, tensor1, tensor2, *_, **__) -> RuntimeError | None:
+    """Integer tensors (bools too, for CPU) divided: refused."""
+    if all(_kind(t.dtype) in "biu" for t in (tensor1, tensor2)):
+        return RuntimeError(_ADDCDIV_OF_INTEGERS)
+    return None
+
+
 def _inplace_scan(kernel: str):
     """cumsum_/cumprod_: CPU's kernel writes self in its own dtype, which a dtype must match."""
     def check(self, dim, *, dtype=None) -> Exception | None:
@@ -278,6 +301,8 @@ KERNEL_DTYPE_CHECKS = {
         "nansum on CPU does not support complex inputs")),
     _aten.heaviside.default: _heaviside,
     _aten.ldexp.Tensor: _ldexp,
+    _aten.addcmul.default: _addcmul,
+    _aten.addcdiv.default: _addcdiv,
     _aten.cumsum.default: _result_refused("cumsum_out_cpu", "b"),
     _aten.cumprod.default: _result_refused("cumprod_out_cpu", "b"),
     _aten.cumsum_.default: _inplace_scan("cumsum_out_cpu"),
