@@ -254,7 +254,7 @@ def _mm_check(self, mat2):
     for name, m in (("self", self), ("mat2", mat2)):
         if m.ndim != 2:
             return f"{name} must be a matrix"
-    return _not_for_bool("addmm_impl_cpu_", self, mat2) or _same_mm_dtypes(self, mat2)
+    return _same_mm_dtypes(self, mat2) or _not_for_bool("addmm_impl_cpu_", self, mat2)
 
 
 def _addmm_check(self, mat1, mat2, *_):
@@ -269,14 +269,12 @@ def _addmm_check(self, mat1, mat2, *_):
 
 
 def _addmv_dtypes(result, mat, vec):
-    if error := _not_for_bool("addmv_impl_cpu", mat, vec):
-        return error
     dtypes = [to_torch_dtype(d) for d in (result, mat.dtype, vec.dtype)]
     if len(set(dtypes)) > 1:
         names = [scalar_type_name(d) for d in dtypes]
         return f"addmv input tensors must have the same dtype, but got {names[0]}, " \
                f"{names[1]}, and {names[2]}"
-    return None
+    return _not_for_bool("addmv_impl_cpu", mat, vec)
 
 
 def _bmm_check(self, mat2):
@@ -467,6 +465,14 @@ def _division_refuses(self, other, rounding_mode=None) -> NotImplementedError | 
     if rounding_mode is None:
         return None
     return result_refuses(f"div_{rounding_mode}_cpu", "bc")(self, other)
+
+
+def _lerp_dtypes(self, end, weight=None) -> str | None:
+    for name, t in (("end", end), ("weight", weight)):
+        if hasattr(t, "dtype") and np.dtype(t.dtype) != np.dtype(self.dtype):
+            return (f"expected dtype {cpp_name(self.dtype)} for `{name}` but got dtype "
+                    f"{cpp_name(t.dtype)}")
+    return None
 
 
 def _order_statistic_check(name: str, kernel: str | None, dim_kernel: str | None):
@@ -675,8 +681,10 @@ _CPU_CHECKS = {
        for name in ("maximum", "minimum", "fmax", "fmin")},
     **{getattr(getattr(_aten, name), overload): result_refuses(f"{name}_cpu", "c")
        for name in ("lt", "le", "gt", "ge") for overload in ("Tensor", "Scalar")},
-    _aten.lerp.Scalar: kernel_refuses("lerp_kernel_scalar", "biu"),
-    _aten.lerp.Tensor: kernel_refuses("lerp_kernel_tensor", "biu"),
+    # (the meta kernel's dtype checks first, as CPU's)
+    _aten.lerp.Scalar: _first(lambda self, end, weight: _lerp_dtypes(self, end),
+                              kernel_refuses("lerp_kernel_scalar", "biu")),
+    _aten.lerp.Tensor: _first(_lerp_dtypes, kernel_refuses("lerp_kernel_tensor", "biu")),
     _aten.median.default: _order_statistic_check("median", "median_cpu", None),
     _aten.nanmedian.default: _order_statistic_check("median", "median_cpu", None),
     _aten.median.dim: _order_statistic_check("median", None, "median_out"),
