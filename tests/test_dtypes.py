@@ -86,7 +86,9 @@ def test_shifting_bools_promotes_as_cpu():
     lambda x: x.fmod_(1j), lambda x: x.bitwise_and_(torch.ones_like(x, dtype=torch.float32)),
     lambda x: x.floor_divide_(torch.ones_like(x, dtype=torch.complex64)),
     lambda x: x.__ilshift__(1.5), lambda x: x.atan2_(torch.ones_like(x, dtype=torch.complex64)),
-], ids=["fmod_", "bitwise_and_", "floor_divide_", "ilshift", "atan2_"])
+    # a comparison gives bools, whatever it compares in: its kernel's refusal stands
+    lambda x: x.float().lt_(1j), lambda x: torch.ge(x, 1j, out=torch.empty_like(x, dtype=float)),
+], ids=["fmod_", "bitwise_and_", "floor_divide_", "ilshift", "atan2_", "lt_", "ge_out"])
 def test_inplace_cast_is_refused_before_the_kernels_dtypes_as_cpu(op):
     raises_as_cpu(lambda device: op(torch.arange(1, 4, device=device)))
 

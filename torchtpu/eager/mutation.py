@@ -123,10 +123,16 @@ _UNTAGGED_POINTWISE = frozenset({"floor_divide_"})
 _DISPATCH_REFUSAL = re.compile(r'"\w+" not implemented for \'\w+\'')
 
 
-def _iterated_dtype(args):
-    """The dtype a pointwise kernel of (self, other) or of self computes in."""
+# Comparisons compute in their operands' dtype but give bools: nothing to cast before.
+_COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne", "less", "less_equal", "greater",
+                          "greater_equal", "not_equal"})
+
+
+def _iterated_dtype(func, args):
+    """The dtype a pointwise kernel of (self, other) or of self computes in and returns."""
     self, other = args[0], args[1] if len(args) > 1 else None
-    if not isinstance(self, torch.Tensor):
+    if (not isinstance(self, torch.Tensor)
+            or func._schema.name.removeprefix("aten::").rstrip("_") in _COMPARISONS):
         return None
     if isinstance(other, (torch.Tensor, bool, int, float, complex)):
         return torch.result_type(self, other)
@@ -137,7 +143,7 @@ def _refuse_cast_first(func, args) -> None:
     """A pointwise in-place op whose kernel refuses its dtype: CPU's TensorIterator checks the
     cast of its result into self first (``int_t.fmod_(1j)`` cannot be cast before fmod
     refuses a complex). Checked once the op has failed, to cost nothing when it works."""
-    dtype = _iterated_dtype(args)
+    dtype = _iterated_dtype(func, args)
     if dtype is not None and isinstance(args[1] if len(args) > 1 else None,
                                         (torch.Tensor, bool, int, float, complex)):
         _check_cast(dtype, args[0], func)
@@ -145,7 +151,7 @@ def _refuse_cast_first(func, args) -> None:
 
 def _refuse_out_first(func, args, out: torch.Tensor) -> None:
     """The same for an out= form: its out's dtype is checked before the kernel's."""
-    dtype = _iterated_dtype(args)
+    dtype = _iterated_dtype(func, args)
     if dtype is not None:
         refuse_out_dtype(func, True, args[0].dtype, out, dtype)
         _check_cast(dtype, out, func)
