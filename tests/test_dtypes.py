@@ -62,6 +62,37 @@ def test_zero_dim_tensor_does_not_promote_dimensioned():
              torch.tensor(3.0, dtype=torch.float64))
 
 
+@pytest.mark.parametrize("dtypes", [(torch.int32, torch.float16), (torch.uint8, torch.bfloat16),
+                                    (torch.float32, torch.float64), (torch.bool, torch.int64)],
+                         ids=str)
+def test_ldexp_by_a_0d_exponent_promotes_as_cpu(dtypes):
+    # an integer self by a 0-d half exponent is half on CPU (int-to-float promotion of both)
+    run_both(torch.ldexp, torch.arange(1, 4).to(dtypes[0]), torch.tensor(3).to(dtypes[1]))
+
+
+def test_ldexp_into_an_integer_refuses_as_cpu():
+    ints = lambda device: torch.arange(1, 4, dtype=torch.int32, device=device)  # noqa: E731
+    raises_as_cpu(lambda device: ints(device).ldexp_(ints(device)))
+    raises_as_cpu(lambda device: torch.ldexp(ints(device), ints(device), out=ints(device)))
+
+
+def test_shifting_bools_promotes_as_cpu():
+    # bools << 1 are int64 on CPU (the meta kernel of __lshift__ refuses any bool tensor)
+    run_both(lambda b: [b << 1, b >> 1, b << torch.tensor(2, dtype=torch.int8), 1 << b],
+             torch.tensor([True, False, True]))
+
+
+@pytest.mark.parametrize("op", [
+    lambda x: x.fmod_(1j), lambda x: x.bitwise_and_(torch.ones_like(x, dtype=torch.float32)),
+    lambda x: x.floor_divide_(torch.ones_like(x, dtype=torch.complex64)),
+    lambda x: x.__ilshift__(1.5), lambda x: x.atan2_(torch.ones_like(x, dtype=torch.complex64)),
+    # a comparison gives bools, whatever it compares in: its kernel's refusal stands
+    lambda x: x.float().lt_(1j), lambda x: torch.ge(x, 1j, out=torch.empty_like(x, dtype=float)),
+], ids=["fmod_", "bitwise_and_", "floor_divide_", "ilshift", "atan2_", "lt_", "ge_out"])
+def test_inplace_cast_is_refused_before_the_kernels_dtypes_as_cpu(op):
+    raises_as_cpu(lambda device: op(torch.arange(1, 4, device=device)))
+
+
 def test_inplace_cannot_narrow_type():
     x = torch.ones(3, dtype=torch.int64, device="tpu")
     with pytest.raises(RuntimeError, match="can't be cast"):

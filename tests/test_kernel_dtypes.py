@@ -42,12 +42,39 @@ CASES = [
      lambda x: torch.heaviside(x, x[0, 0].double())),
     ("heaviside into a complex out", torch.float32,
      lambda x: torch.heaviside(x, x, out=torch.empty_like(x, dtype=c64))),
+    # binary kernels, dispatched on the result dtype of both operands
+    ("atan2 of a real and a complex", torch.float32, lambda x: torch.atan2(x, x.to(c64))),
+    ("fmod", c64, lambda x: torch.fmod(x, x)), ("remainder", c64, lambda x: x % 2),
+    ("remainder by a complex number", torch.float32, lambda x: torch.remainder(x, 1j)),
+    ("floor_divide", c64, lambda x: x // x),
+    ("div rounding", c64, lambda x: torch.div(x, 2, rounding_mode="trunc")),
+    ("hypot of ints", i64, lambda x: torch.hypot(x, x)),
+    ("hypot", c64, lambda x: torch.hypot(x, x)), ("copysign", c64, lambda x: x.copysign(x)),
+    ("nextafter of ints", i64, lambda x: torch.nextafter(x, x)),
+    ("logaddexp of ints", i64, lambda x: torch.logaddexp(x, x)),
+    ("logaddexp2 of bools", b, lambda x: torch.logaddexp2(x, x)),
+    ("xlogy by a 0-d complex", torch.float32, lambda x: torch.xlogy(x, x[0, 0].to(c64))),
+    ("xlog1py of a number", c64, lambda x: torch.special.xlog1py(2, x)),
+    ("igamma of ints", i64, lambda x: torch.igamma(x, x)),
+    ("zeta", c64, lambda x: torch.special.zeta(x, 2.0)),
+    ("chebyshev_polynomial_t", c64, lambda x: torch.special.chebyshev_polynomial_t(x, 2)),
+    ("hermite_polynomial_h", torch.bfloat16, lambda x: torch.special.hermite_polynomial_h(x, x)),
+    ("ldexp by a bool exponent", torch.float32, lambda x: torch.ldexp(x, x > 0.3)),
+    ("addcmul of bools", b, lambda x: torch.addcmul(x, x, x)),
+    # (bools are integers to CPU's check, and its words have two spaces the meta's lack)
+    ("addcdiv by bools", torch.float32, lambda x: torch.addcdiv(x, x > 0.3, x > 0.5)),
+    ("addcdiv of integers", i64, lambda x: torch.addcdiv(x, x, x)),
 ]
 
 
 @pytest.mark.parametrize("name, dtype, op", CASES, ids=[c[0] for c in CASES])
 def test_a_dtype_cpus_kernel_is_not_built_for_is_refused_as_cpu(name, dtype, op):
     raises_as_cpu(lambda device: op(_x(device, dtype)), Exception)
+
+
+def test_lcm_of_bools_is_refused_as_cpu():
+    raises_as_cpu(lambda device: torch.lcm(_x(device, b), _x(device, b)), NotImplementedError,
+                  tpu_kernels=True)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])

@@ -88,6 +88,13 @@ CASES = [
      lambda d, o: torch.normal(_x(d), 1.0, out=o.resize_(_x(d).shape))),
     ("normal into bools", torch.bool, lambda d, o: torch.normal(_x(d), _x(d), out=o)),
     ("normal into halves", torch.float16, lambda d, o: torch.normal(_x(d), _x(d) * 0, out=o)),
+    # the out's dtype is checked before the kernel's (which refuses these inputs)
+    ("floor of bools", torch.uint8, lambda d, o: torch.floor(_x(d, torch.bool), out=o)),
+    ("bitwise_not of halves", torch.bool,
+     lambda d, o: torch.bitwise_not(_x(d, torch.float16), out=o)),
+    ("atan2 of a complex", torch.bool,
+     lambda d, o: torch.atan2(_x(d, torch.complex64), _x(d), out=o)),
+    ("remainder of a complex", f32, lambda d, o: torch.remainder(_x(d), 1j, out=o)),
 ]
 
 

@@ -61,6 +61,19 @@ def test_clamp_by_numbers_is_refused_as_cpu(bad, eager_mode):
     raises_as_cpu(bad, Exception)
 
 
+_B = _t(torch.bool)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.clamp(_B(d), _B(d), _B(d)), lambda d: torch.clamp(_B(d), True, False),
+    lambda d: torch.clamp(_B(d), True), lambda d: torch.clamp(_B(d), max=True),
+    lambda d: torch.clamp_max(_B(d), False), lambda d: _B(d).clamp_(_B(d), _B(d)),
+], ids=["by_tensors", "by_numbers", "min", "max", "clamp_max", "in_place"])
+def test_clamping_bools_to_bools_is_refused_as_cpu(bad, eager_mode):
+    # (by one tensor CPU runs maximum or minimum, which take bools; by ints the result is int)
+    raises_as_cpu(bad, NotImplementedError)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_a_floating_tensor_clamped_by_a_real_complex_number_keeps_its_dtype(dtype, eager_mode):
     x = torch.tensor([-1.0, 0.5, 3.0], dtype=dtype)

@@ -78,6 +78,13 @@ import torchtpu
                               torch.ones(2, device=d)), RuntimeError),
         (lambda d: torch.ones(2, dtype=torch.half, device=d).lerp(torch.ones(2, device=d), 0.5),
          RuntimeError),
+        # the dtypes' match before the kernel's dtypes (bools and integers, refused), as CPU
+        (lambda d: torch.ones(2, dtype=torch.bool, device=d).lerp(
+            torch.ones(2, dtype=torch.uint8, device=d), 0.5), RuntimeError),
+        (lambda d: torch.mm(torch.ones(2, 2, dtype=torch.bool, device=d),
+                            torch.ones(2, 2, dtype=torch.uint8, device=d)), RuntimeError),
+        (lambda d: torch.mv(torch.ones(2, 2, dtype=torch.bool, device=d),
+                            torch.ones(2, dtype=torch.uint8, device=d)), RuntimeError),
     ],
 )
 def test_same_exception_as_cpu(bad, exc, eager_mode):

@@ -48,16 +48,20 @@ def _by_numbers(inplace: bool):
                                     f"the desired output type {cpp_name(self.dtype)}")
             if dtype.is_complex:
                 return _complex_error()
+            if dtype == torch.bool:  # (CPU's kernels by numbers are not built for bools)
+                kernel = ("clamp_scalar_cpu" if min is not None and max is not None else
+                          "clamp_min_scalar_cpu" if min is not None else "clamp_max_scalar_cpu")
+                return NotImplementedError(f'"{kernel}" not implemented for \'Bool\'')
         return None
 
     return check
 
 
-def _by_number(inplace: bool):
+def _by_number(inplace: bool, side: str):
     def check(self, bound) -> Exception | None:
         if _is_complex(self) or _is_complex(bound):
             return _complex_error()
-        return _by_numbers(inplace)(self, bound)
+        return _by_numbers(inplace)(self, **{side: bound})
 
     return check
 
@@ -82,9 +86,10 @@ def _by_tensors(inplace: bool, clamp: bool = True, kernel: str = "clamp_cpu"):
         if inplace and not torch.can_cast(dtype, to_torch_dtype(self.dtype)):
             return RuntimeError(f"result type {scalar_type_name(dtype)} can't be cast to the "
                                 f"desired output type {scalar_type_name(self.dtype)}")
-        if dtype.is_complex:
-            name = kernel if not clamp or min is not None and max is not None else (
-                "maximum_cpu" if min is not None else "minimum_cpu")
+        both = not clamp or min is not None and max is not None
+        # (clamp's own kernel, by two tensors, is not built for bools either)
+        if dtype.is_complex or dtype == torch.bool and clamp and both:
+            name = kernel if both else "maximum_cpu" if min is not None else "minimum_cpu"
             return NotImplementedError(f'"{name}" not implemented for '
                                        f"'{scalar_type_name(dtype)}'")
         return None
@@ -100,7 +105,7 @@ def _one_tensor(inplace: bool, kernel: str):
 CLAMP_CHECKS = {
     **{getattr(_aten, "clamp" + tail).default: _by_numbers(bool(tail)) for tail in ("", "_")},
     **{getattr(_aten, "clamp" + tail).Tensor: _by_tensors(bool(tail)) for tail in ("", "_")},
-    **{getattr(_aten, f"clamp_{side}{tail}").default: _by_number(bool(tail))
+    **{getattr(_aten, f"clamp_{side}{tail}").default: _by_number(bool(tail), side)
        for side in ("min", "max") for tail in ("", "_")},
     **{getattr(_aten, f"clamp_{side}{tail}").Tensor: _one_tensor(bool(tail), kernel)
        for side, kernel in (("min", "maximum_cpu"), ("max", "minimum_cpu"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..ops.dtypes import cpp_name, scalar_type_name, to_jax_dtype
+from ..ops.dtypes import cpp_name, result_type, scalar_type_name, to_jax_dtype
 
 _aten = torch.ops.aten
 
@@ -35,6 +35,23 @@ def kernel_refuses(kernel: str, kinds: str):
         if _kind(self.dtype) in kinds:
             return NotImplementedError(
                 f'"{kernel}" not implemented for \'{scalar_type_name(self.dtype)}\'')
+        return None
+
+    return check
+
+
+def result_refuses(kernel: str, kinds: str):
+    """As ``kernel_refuses``, for a binary op's result dtype, which CPU's kernel is dispatched
+    on (``1 << x`` of a float x, atan2 of a real and a complex)."""
+
+    def check(self, other, *_, **__) -> NotImplementedError | None:
+        if isinstance(self, torch.Tensor) or isinstance(other, torch.Tensor):  # decomposed ops'
+            dtype = torch.result_type(self, other)
+        else:
+            dtype = result_type(self, other)
+        if _kind(dtype) in kinds:
+            return NotImplementedError(
+                f'"{kernel}" not implemented for \'{scalar_type_name(dtype)}\'')
         return None
 
     return check
@@ -96,6 +113,37 @@ def _heaviside(self, values) -> str | None:
     return None
 
 
+def _ldexp(self, other) -> NotImplementedError | None:
+    """CPU's ldexp of a floating self runs a kernel dispatched on the exponent's dtype, which
+    is not built for bool (an integer self takes a bool exponent: it multiplies by a power)."""
+    if _kind(self.dtype) in "fhB" and _kind(other.dtype) == "b":
+        return NotImplementedError('"ldexp_cpu_exp" not implemented for \'Bool\'')
+    return None
+
+
+def _addcmul(self, tensor1, tensor2, *_, **__) -> NotImplementedError | None:
+    if all(_kind(t.dtype) == "b" for t in (self, tensor1, tensor2)):
+        return NotImplementedError('"addcmul_cpu_out" not implemented for \'Bool\'')
+    return None
+
+
+# CPU's words: C++'s, with the two spaces the meta kernel's message lacks.
+_ADDCDIV_OF_INTEGERS = (
+    "Integer division with addcdiv is no longer supported, and in a future  release addcdiv "
+    "will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be "
+    "implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for "
+    "integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future "
+    "addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), "
+    "for all dtypes.")
+
+
+def _addcdiv(self, tensor1, tensor2, *_, **__) -> RuntimeError | None:
+    """Integer tensors (bools too, for CPU) divided: refused."""
+    if all(_kind(t.dtype) in "biu" for t in (tensor1, tensor2)):
+        return RuntimeError(_ADDCDIV_OF_INTEGERS)
+    return None
+
+
 def _inplace_scan(kernel: str):
     """cumsum_/cumprod_: CPU's kernel writes self in its own dtype, which a dtype must match."""
     def check(self, dim, *, dtype=None) -> Exception | None:
@@ -137,6 +185,38 @@ _KERNELS = [
         "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
         "spherical_bessel_j0")),
 ]
+
+# Binary ops: (op name, CPU's kernel name, kinds of the result dtype it is not built for); every
+# overload with both operands (the Scalar ones too).
+_BINARY_KERNELS = [
+    ("floor_divide", "div_floor_cpu", "bc"), ("remainder", "remainder_cpu", "bc"),
+    ("fmod", "fmod_cpu", "bc"), ("atan2", "atan2_cpu", "c"), ("hypot", "hypot_cpu", "biuc"),
+    ("copysign", "copysign_cpu", "c"), ("nextafter", "nextafter_cpu", "biuc"),
+    ("logaddexp", "logaddexp_cpu", "biu"), ("logaddexp2", "logaddexp2_cpu", "biuc"),
+    ("xlogy", "xlogy_cpu", "c"), ("special_xlog1py", "xlog1py_cpu", "c"),
+    ("igamma", "igamma_cpu", "biuc"), ("igammac", "igammac_cpu", "biuc"),
+    ("special_zeta", "zeta_cpu", "hBc"),
+    *((f"special_{p}", f"{p}_cpu", "hBc") for p in (
+        "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+        "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+        "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+        "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+        "laguerre_polynomial_l", "legendre_polynomial_p")),
+    # (named as the integer ops' own rules name their kernels: lshift_tpu)
+    ("gcd", "gcd_tpu", "bfhBc"), ("lcm", "lcm_tpu", "bfhBc"),
+    *((name, f"{kind}_tpu", "bfhBc") for kind, names in (
+        ("lshift", ("bitwise_left_shift", "__lshift__")),
+        ("rshift", ("bitwise_right_shift", "__rshift__"))) for name in names),
+]
+
+
+def _binary_overloads(name: str) -> list:
+    """The functional overloads on tensors (not out=, nor those of Python numbers)."""
+    packet = getattr(_aten, name)
+    ops = [getattr(packet, overload) for overload in packet.overloads()]
+    return [op for op in ops
+            if not op._schema.is_mutable and str(op._schema.returns[0].type) == "Tensor"]
+
 
 def resizing_refuses(kernel: str, uint8: bool = True):
     """CPU's resizing kernels: floats only, and uint8 (images) but for the linear ones. (Half
@@ -188,6 +268,8 @@ _POOLING = {
 
 KERNEL_DTYPE_CHECKS = {
     **{getattr(_aten, op).default: kernel_refuses(kernel, kinds) for op, kernel, kinds in _KERNELS},
+    **{op: result_refuses(kernel, kinds) for name, kernel, kinds in _BINARY_KERNELS
+       for op in _binary_overloads(name)},
     _aten.round.decimals: lambda self, decimals=0: kernel_refuses(
         "round_vml_cpu" if decimals == 0 else "round_cpu", "biuc")(self),
     _aten.rrelu_with_noise.default: _rrelu,
@@ -218,6 +300,9 @@ KERNEL_DTYPE_CHECKS = {
     _aten.nansum.default: _refuses("c", RuntimeError(
         "nansum on CPU does not support complex inputs")),
     _aten.heaviside.default: _heaviside,
+    _aten.ldexp.Tensor: _ldexp,
+    _aten.addcmul.default: _addcmul,
+    _aten.addcdiv.default: _addcdiv,
     _aten.cumsum.default: _result_refused("cumsum_out_cpu", "b"),
     _aten.cumprod.default: _result_refused("cumprod_out_cpu", "b"),
     _aten.cumsum_.default: _inplace_scan("cumsum_out_cpu"),

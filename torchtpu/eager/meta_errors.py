@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from ..ops.dtypes import cpp_name, result_type, scalar_type_name, to_jax_dtype, to_torch_dtype
+from ..ops.dtypes import cpp_name, scalar_type_name, to_torch_dtype
 from ..ops.reduction import check_nonempty
 from . import (
     conv_checks,
@@ -30,7 +30,7 @@ from . import (
     pooling_checks,
 )
 from .clamp_checks import CLAMP_CHECKS
-from .kernel_dtypes import KERNEL_DTYPE_CHECKS, kernel_refuses
+from .kernel_dtypes import KERNEL_DTYPE_CHECKS, kernel_refuses, result_refuses
 from .number_checks import overflow_error
 from .reduction_checks import (
     arg_reduction_check,
@@ -254,7 +254,7 @@ def _mm_check(self, mat2):
     for name, m in (("self", self), ("mat2", mat2)):
         if m.ndim != 2:
             return f"{name} must be a matrix"
-    return _not_for_bool("addmm_impl_cpu_", self, mat2) or _same_mm_dtypes(self, mat2)
+    return _same_mm_dtypes(self, mat2) or _not_for_bool("addmm_impl_cpu_", self, mat2)
 
 
 def _addmm_check(self, mat1, mat2, *_):
@@ -269,14 +269,12 @@ def _addmm_check(self, mat1, mat2, *_):
 
 
 def _addmv_dtypes(result, mat, vec):
-    if error := _not_for_bool("addmv_impl_cpu", mat, vec):
-        return error
     dtypes = [to_torch_dtype(d) for d in (result, mat.dtype, vec.dtype)]
     if len(set(dtypes)) > 1:
         names = [scalar_type_name(d) for d in dtypes]
         return f"addmv input tensors must have the same dtype, but got {names[0]}, " \
                f"{names[1]}, and {names[2]}"
-    return None
+    return _not_for_bool("addmv_impl_cpu", mat, vec)
 
 
 def _bmm_check(self, mat2):
@@ -463,26 +461,18 @@ def _norm_dtypes(*at: int):
     return check
 
 
-def _result_refuses(kernel: str, kinds: str):
-    """As ``_kernel_refuses``, for a binary op's result type (``1 << x`` of a float x)."""
-
-    def check(self, other, *_, **__) -> NotImplementedError | None:
-        if isinstance(self, torch.Tensor) or isinstance(other, torch.Tensor):  # decomposed ops'
-            dtype = np.dtype(to_jax_dtype(torch.result_type(self, other)))
-        else:
-            dtype = result_type(self, other)
-        if dtype.kind in kinds:
-            return NotImplementedError(
-                f'"{kernel}" not implemented for \'{scalar_type_name(dtype)}\'')
-        return None
-
-    return check
-
-
 def _division_refuses(self, other, rounding_mode=None) -> NotImplementedError | None:
     if rounding_mode is None:
         return None
-    return _result_refuses(f"div_{rounding_mode}_cpu", "b")(self, other)
+    return result_refuses(f"div_{rounding_mode}_cpu", "bc")(self, other)
+
+
+def _lerp_dtypes(self, end, weight=None) -> str | None:
+    for name, t in (("end", end), ("weight", weight)):
+        if hasattr(t, "dtype") and np.dtype(t.dtype) != np.dtype(self.dtype):
+            return (f"expected dtype {cpp_name(self.dtype)} for `{name}` but got dtype "
+                    f"{cpp_name(t.dtype)}")
+    return None
 
 
 def _order_statistic_check(name: str, kernel: str | None, dim_kernel: str | None):
@@ -689,10 +679,12 @@ _CPU_CHECKS = {
     _aten.cummin.default: kernel_refuses("cummin_cpu", "c"),
     **{getattr(_aten, name).default: _unordered_complex_pair(name)
        for name in ("maximum", "minimum", "fmax", "fmin")},
-    **{getattr(getattr(_aten, name), overload): _result_refuses(f"{name}_cpu", "c")
+    **{getattr(getattr(_aten, name), overload): result_refuses(f"{name}_cpu", "c")
        for name in ("lt", "le", "gt", "ge") for overload in ("Tensor", "Scalar")},
-    _aten.lerp.Scalar: kernel_refuses("lerp_kernel_scalar", "biu"),
-    _aten.lerp.Tensor: kernel_refuses("lerp_kernel_tensor", "biu"),
+    # (the meta kernel's dtype checks first, as CPU's)
+    _aten.lerp.Scalar: _first(lambda self, end, weight: _lerp_dtypes(self, end),
+                              kernel_refuses("lerp_kernel_scalar", "biu")),
+    _aten.lerp.Tensor: _first(_lerp_dtypes, kernel_refuses("lerp_kernel_tensor", "biu")),
     _aten.median.default: _order_statistic_check("median", "median_cpu", None),
     _aten.nanmedian.default: _order_statistic_check("median", "median_cpu", None),
     _aten.median.dim: _order_statistic_check("median", None, "median_out"),
@@ -702,19 +694,7 @@ _CPU_CHECKS = {
     **dict.fromkeys((_aten.where.self, _aten.where.ScalarSelf, _aten.where.ScalarOther,
                      _aten.where.Scalar), _where_check),
     **matmul_checks.CHECKS,
-    _aten.logaddexp2.default: _result_refuses("logaddexp2_cpu", "c"),
-    _aten.floor_divide.default: _result_refuses("div_floor_cpu", "b"),
-    _aten.floor_divide.Scalar: _result_refuses("div_floor_cpu", "b"),
     **{op: _division_refuses for op in _DIVISIONS},
-    **{op: _result_refuses("remainder_cpu", "b") for op in (
-        _aten.remainder.Tensor, _aten.remainder.Scalar, _aten.remainder.Scalar_Tensor)},
-    **{op: _result_refuses("fmod_cpu", "b") for op in (_aten.fmod.Tensor, _aten.fmod.Scalar)},
-    # (named as the integer ops' own rules name their kernels: bitwise_and_tpu, gcd_tpu)
-    **{getattr(getattr(_aten, name), overload): _result_refuses(f"{kind}_tpu", "bfc")
-       for kind, names in (("lshift", ("bitwise_left_shift", "__lshift__")),
-                           ("rshift", ("bitwise_right_shift", "__rshift__")))
-       for name in names for overload in getattr(_aten, name).overloads()
-       if not overload.endswith("out")},
 }
 _CPU_CHECKS |= {**foreach_checks.each_tensor(_CPU_CHECKS),
                 **foreach_checks.each_tensor(_CPU_CHECKS, in_place=True),

@@ -7,6 +7,7 @@ runs ``_foreach_add.List`` and writes each result into its ``self[i]``.
 
 from __future__ import annotations
 
+import re
 import warnings
 from functools import partial
 
@@ -99,6 +100,8 @@ _DRAWS_INTO_OUT = frozenset({aten.bernoulli.out})
 
 
 _ABS_IN_PLACE = (aten.abs_.default, aten._foreach_abs_.default)
+# Kernels that check the cast into an integral output with words of their own.
+_CAST_NAMED = {aten.ldexp_.default: "ldexp", aten.ldexp.out: "ldexp"}
 
 
 def _check_cast(result_dtype, target: torch.Tensor, op) -> None:
@@ -107,10 +110,51 @@ def _check_cast(result_dtype, target: torch.Tensor, op) -> None:
         raise RuntimeError("In-place abs is not supported for complex tensors.")
     if (src != target.dtype and not torch.can_cast(src, target.dtype)
             and op not in _DRAWS_INTO_OUT):
+        integral = not (target.is_floating_point() or target.is_complex())
+        what = integral and _CAST_NAMED.get(op) or f"result type {scalar_type_name(src)}"
         raise RuntimeError(
-            f"result type {scalar_type_name(src)} can't be cast to the desired output type "
-            f"{scalar_type_name(target.dtype)}"
-        )
+            f"{what} can't be cast to the desired output type {scalar_type_name(target.dtype)}")
+
+
+# TensorIterator kernels PyTorch does not tag pointwise.
+_UNTAGGED_POINTWISE = frozenset({"floor_divide_"})
+# A kernel's dtype dispatch refusing (AT_DISPATCH's words), which comes after the iterator's
+# checks; an op's own checks ("floor is not supported for complex inputs") come before them.
+_DISPATCH_REFUSAL = re.compile(r'"\w+" not implemented for \'\w+\'')
+
+
+# Comparisons compute in their operands' dtype but give bools: nothing to cast before.
+_COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne", "less", "less_equal", "greater",
+                          "greater_equal", "not_equal"})
+
+
+def _iterated_dtype(func, args):
+    """The dtype a pointwise kernel of (self, other) or of self computes in and returns."""
+    self, other = args[0], args[1] if len(args) > 1 else None
+    if (not isinstance(self, torch.Tensor)
+            or func._schema.name.removeprefix("aten::").rstrip("_") in _COMPARISONS):
+        return None
+    if isinstance(other, (torch.Tensor, bool, int, float, complex)):
+        return torch.result_type(self, other)
+    return self.dtype
+
+
+def _refuse_cast_first(func, args) -> None:
+    """A pointwise in-place op whose kernel refuses its dtype: CPU's TensorIterator checks the
+    cast of its result into self first (``int_t.fmod_(1j)`` cannot be cast before fmod
+    refuses a complex). Checked once the op has failed, to cost nothing when it works."""
+    dtype = _iterated_dtype(func, args)
+    if dtype is not None and isinstance(args[1] if len(args) > 1 else None,
+                                        (torch.Tensor, bool, int, float, complex)):
+        _check_cast(dtype, args[0], func)
+
+
+def _refuse_out_first(func, args, out: torch.Tensor) -> None:
+    """The same for an out= form: its out's dtype is checked before the kernel's."""
+    dtype = _iterated_dtype(func, args)
+    if dtype is not None:
+        refuse_out_dtype(func, True, args[0].dtype, out, dtype)
+        _check_cast(dtype, out, func)
 
 
 # Out= kernels that resize their out with resize_, not resize_output (no deprecation
@@ -387,7 +431,12 @@ def _inplace_handler(func, compute, checks_overlap: bool = False, pointwise: boo
                 refuse_partial_overlap(args[0], (*args[1:], *kwargs.values()))
         if meta_errors.has_cpu_check(func):  # (the functional form's checks differ)
             meta_errors.check_as_cpu(func, args, kwargs)
-        out = compute(args, kwargs)
+        try:
+            out = compute(args, kwargs)
+        except NotImplementedError as e:
+            if (pointwise or name in _UNTAGGED_POINTWISE) and _DISPATCH_REFUSAL.match(str(e)):
+                _refuse_cast_first(func, args)
+            raise
         if len(written) > 1:  # _fused_adam_, _amp_update_scale_: the functional returns
             for i, values in zip(written, out, strict=True):  # each written argument in order
                 if isinstance(args[i], (list, tuple)):
@@ -516,6 +565,7 @@ def _out_handler(func, compute, laid_out, out_names, in_out_dtype, pointwise: bo
     column_major = out_layout(func, out_names)  # LAPACK kernels' outs
     restride_empty = restrides_empty(func)
     quietly = _RESIZES_QUIETLY.get(func._schema.name)
+    untagged_pointwise = func._schema.name.removeprefix("aten::") + "_" in _UNTAGGED_POINTWISE
 
     def handler(args, kwargs):
         kwargs = dict(kwargs)
@@ -538,7 +588,13 @@ def _out_handler(func, compute, laid_out, out_names, in_out_dtype, pointwise: bo
             kwargs.setdefault("dtype", outs[0].dtype)
         leaves = tree_leaves((args, kwargs))
         resizing = laid_out is not None and any(t.numel() == 0 for t in outs)
-        result = (laid_out if resizing else compute)(args, kwargs)
+        try:
+            result = (laid_out if resizing else compute)(args, kwargs)
+        except NotImplementedError as e:
+            if (len(outs) == 1 and (pointwise or untagged_pointwise)
+                    and _DISPATCH_REFUSAL.match(str(e))):
+                _refuse_out_first(func, args, outs[0])
+            raise
         if not isinstance(result, (list, tuple)):
             result = [result]
         for i, (t, v) in enumerate(zip(outs, result, strict=True)):

@@ -12,8 +12,10 @@ import math
 import torch
 import torch.nn.functional as F
 from torch._decomp import core_aten_decompositions, decomposition_table
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
 aten = torch.ops.aten
+_INT_TO_FLOAT = ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT
 
 # Decompositions that would loop back into themselves or into ops we handle better directly.
 _EXCLUDED = {
@@ -367,3 +369,23 @@ def _block_diag(tensors):
 
 
 DECOMPOSITIONS[aten.block_diag.default] = _block_diag
+
+
+def _ldexp(self, other):
+    """self * 2 ** other in the int-to-float result dtype of both, as CPU's ldexp. (PyTorch's
+    decomposition raises a float32 2 for an integer self, so a 0-d half exponent gave float32
+    where CPU gives half.)"""
+    _, dtype = elementwise_dtypes(self, other, type_promotion_kind=_INT_TO_FLOAT)
+    two = self.new_full((), 2.0, dtype=dtype)
+    return self.to(dtype) * torch.pow(two, other.to(dtype))
+
+
+DECOMPOSITIONS[aten.ldexp.Tensor] = _ldexp
+
+
+# x << n is bitwise_left_shift on CPU, which shifts a bool tensor promoted by its shift (bools
+# << 1 are int64); the meta kernel of __lshift__ refuses any bool tensor.
+for _shift, _name in ((aten.__lshift__, "bitwise_left_shift"),
+                      (aten.__rshift__, "bitwise_right_shift")):
+    DECOMPOSITIONS[_shift.Tensor] = getattr(aten, _name).Tensor
+    DECOMPOSITIONS[_shift.Scalar] = getattr(aten, _name).Tensor_Scalar

@@ -267,8 +267,8 @@ for _ops, _fn, _kernel, _bools in [
     ((aten.bitwise_and, aten.__and__), jnp.bitwise_and, "bitwise_and", True),
     ((aten.bitwise_or, aten.__or__), jnp.bitwise_or, "bitwise_or", True),
     ((aten.bitwise_xor, aten.__xor__), jnp.bitwise_xor, "bitwise_xor", True),
-    ((aten.bitwise_left_shift, aten.__lshift__), jnp.left_shift, "lshift", False),
-    ((aten.bitwise_right_shift, aten.__rshift__), jnp.right_shift, "rshift", False),
+    ((aten.bitwise_left_shift,), jnp.left_shift, "lshift", False),
+    ((aten.bitwise_right_shift,), jnp.right_shift, "rshift", False),
     ((aten.gcd,), _gcd, "gcd", False), ((aten.lcm,), _lcm, "lcm", False),
 ]:
     for _op in _ops:
