@@ -69,6 +69,8 @@ def each_tensor(checks: dict, in_place: bool = False) -> dict:
     (clamp_min_'s cast, before the functional op's checks)."""
     found = {}
     for op in _foreach_ops(in_place):
+        if any(a.name == "scalars" for a in op._schema.arguments) and op._overloadname == "Tensor":
+            continue  # (numbers packed in a tensor: checked first, then the ScalarList overload)
         single = _single_op(op)
         if single in checks and op not in checks:
             found[op] = _each(checks[single])
