@@ -58,6 +58,8 @@ _F, _C, _B, _L = (_t(3, dtype=dt) for dt in (torch.float32, torch.complex64, tor
     lambda d: torch._foreach_maximum_([_B(d)], [True]),
     lambda d: torch._foreach_minimum([_B(d)], False),
     # lists of other lengths: the foreach op's own error
+    lambda d: torch._foreach_pow([_C(d), _C(d)], [True, 1, 2.0]),
+    lambda d: torch._foreach_pow_([_F(d), _F(d)], [True]),
     lambda d: torch._foreach_sub([_L(d)], [_L(d), _L(d)]),
     lambda d: torch._foreach_sub_([_L(d), _L(d)], [_L(d)]),
 ])
