@@ -46,7 +46,20 @@ _F, _C, _B, _L = (_t(3, dtype=dt) for dt in (torch.float32, torch.complex64, tor
     lambda d: torch._foreach_pow([_L(d)], -1),
     lambda d: torch._foreach_addcmul([_L(d)], [_L(d)], [_L(d)], 0.5j),
     lambda d: torch._foreach_addcdiv_([_F(d).half()], [_F(d).half()], [_F(d).half()], [1e300]),
+    # kernels not built for bool: addcmul's, clamp_min/max's by numbers; addcdiv's integer
+    # division counts bool as integer
+    lambda d: torch._foreach_addcmul([_B(d)], [_B(d)], [_B(d)]),
+    lambda d: torch._foreach_addcmul_([_B(d)], [_B(d)], [_B(d)], [2]),
+    lambda d: torch._foreach_addcdiv([_B(d)], [_B(d)], [_B(d)]),
+    lambda d: torch._foreach_addcdiv_([_L(d)], [_L(d)], [_L(d)], [2]),
+    lambda d: torch._foreach_addcdiv([_L(d)], [_L(d)], [_L(d)], torch.tensor([2])),
+    lambda d: torch._foreach_addcmul([_B(d)], [_B(d)], [_B(d)], torch.tensor(2)),
+    lambda d: torch._foreach_clamp_min([_B(d)], True),
+    lambda d: torch._foreach_maximum_([_B(d)], [True]),
+    lambda d: torch._foreach_minimum([_B(d)], False),
     # lists of other lengths: the foreach op's own error
+    lambda d: torch._foreach_pow([_C(d), _C(d)], [True, 1, 2.0]),
+    lambda d: torch._foreach_pow_([_F(d), _F(d)], [True]),
     lambda d: torch._foreach_sub([_L(d)], [_L(d), _L(d)]),
     lambda d: torch._foreach_sub_([_L(d), _L(d)], [_L(d)]),
 ])

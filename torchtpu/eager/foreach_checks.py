@@ -69,10 +69,27 @@ def each_tensor(checks: dict, in_place: bool = False) -> dict:
     (clamp_min_'s cast, before the functional op's checks)."""
     found = {}
     for op in _foreach_ops(in_place):
+        if any(a.name == "scalars" for a in op._schema.arguments) and op._overloadname == "Tensor":
+            continue  # (numbers packed in a tensor: checked first, then the ScalarList overload)
         single = _single_op(op)
         if single in checks and op not in checks:
             found[op] = _each(checks[single])
+        if op in _COUNT_UNCHECKED:
+            found[op] = _counted(found.get(op))
     return found
+
+
+# pow's numbers reach its meta kernel as tensors (strict.py), which leaves their count unchecked
+_COUNT_UNCHECKED = {_aten._foreach_pow.ScalarList, _aten._foreach_pow_.ScalarList}
+
+
+def _counted(check):
+    def counted(self, scalars, *args, **kwargs):
+        if len(scalars) != len(self):
+            return RuntimeError("Tensor list must have same number of elements as scalar list.")
+        return check(self, scalars, *args, **kwargs) if check else None
+
+    return counted
 
 
 def _vector_norm(self, ord=2, dtype=None) -> str | None:  # noqa: A002
