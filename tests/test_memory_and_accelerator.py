@@ -9,8 +9,6 @@ import gc
 import pytest
 import torch
 
-import torchtpu  # noqa: F401
-
 
 def test_memory_stats_track_allocations():
     torch.tpu.synchronize()
