@@ -230,13 +230,6 @@ def _source_count(args) -> tuple | None:
     return None
 
 
-def _enough_source(args, kwargs) -> None:
-    if (found := _source_count(args)) is not None:
-        mask, shape, n = found
-        if bool(_more_ones_than(read(mask), shape, n)):
-            raise RuntimeError(_SHORT_SOURCE)
-
-
 @executable()
 def _any_zero(x):
     return jnp.any(x == 0)
@@ -257,14 +250,9 @@ def _integer_divisor(args, kwargs):
     return int(other) % 2 ** torch.iinfo(result).bits
 
 
-def _no_zero_divisor(args, kwargs) -> None:
-    divisor = _integer_divisor(args, kwargs)
-    if isinstance(divisor, TpuTensor):
-        zero = divisor.numel() and bool(_any_zero(read(divisor)))
-    elif isinstance(divisor, torch.Tensor):
-        zero = bool((divisor == 0).any())
-    else:
-        zero = divisor == 0
+def _no_zero_divisor(divisor) -> None:
+    """A divisor that is a number or a host tensor, checked at once."""
+    zero = bool((divisor == 0).any()) if isinstance(divisor, torch.Tensor) else divisor == 0
     if zero:
         raise RuntimeError("ZeroDivisionError")
 
@@ -282,17 +270,6 @@ def _flagged_arguments(func, args) -> list:
         if isinstance(t, TpuTensor) and t.numel():
             out.append((t, flag, message))
     return out
-
-
-def _flagged(func):
-    """Checks of whole tensors by one flag each (binary_cross_entropy's probabilities, a
-    random op's parameter tensor as CPU's sampler checks it)."""
-    def check_values(args, kwargs) -> None:
-        for t, flag, message in _flagged_arguments(func, args):
-            if bool(flag(read(t))):
-                raise RuntimeError(message)
-
-    return check_values
 
 
 _P_IN = ("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error message "
@@ -355,16 +332,6 @@ def _distribution_error(one_pass: bool, width: int, bad: int, negative: int,
     return None
 
 
-def _distribution(args, kwargs) -> None:
-    found = _multinomial_probs(args, kwargs)
-    if found is not None:
-        probs, one_pass = found
-        _, *faults = (int(v) for v in _distribution_faults(read(probs)))
-        error = _distribution_error(one_pass, probs.shape[-1], *faults)
-        if error is not None:
-            raise error
-
-
 @executable()
 def _extrema(x):
     return jnp.min(x), jnp.max(x)
@@ -400,11 +367,6 @@ def _sorter(kwargs):
     return sorter if isinstance(sorter, TpuTensor) and sorter.numel() else None
 
 
-def _sorter_in_range(args, kwargs) -> None:
-    if (sorter := _sorter(kwargs)) is not None and bool(_outside_last_dim(read(sorter))):
-        raise RuntimeError(_SORTER)
-
-
 @executable(static_argnums=(1,))
 def _last_outside(indices, size):
     """Whether an index falls outside ``[0, size)``, and the last such index's value."""
@@ -429,17 +391,6 @@ def _unpool_error(output_size, value: int) -> RuntimeError:
                         f"{'x'.join(str(n) for n in output_size)})")
 
 
-def _unpool_indices(op):
-    def check_values(args, kwargs) -> None:
-        if (found := _unpool_plane(op, args)) is not None:
-            indices, output_size = found
-            bad, value = _last_outside(read(indices), math.prod(output_size))
-            if bool(bad):
-                raise _unpool_error(output_size, int(value))
-
-    return check_values
-
-
 def _segment_lengths(args, kwargs) -> None:
     """segment_reduce's lengths, checked as CPU checks them unless ``unsafe`` (offsets never
     are)."""
@@ -454,7 +405,7 @@ def _segment_lengths(args, kwargs) -> None:
                            "data.size(lengths.dim()-1) when !unsafe.")
 
 
-# Ops whose values (not indices) CPU checks: (args, kwargs) -> None, or raise.
+# Ops whose values (not indices) CPU checks.
 _DIVISIONS = (
     aten.floor_divide.default, aten.floor_divide.Scalar, aten.floor_divide_.Tensor,
     aten.floor_divide_.Scalar, aten.remainder.Tensor, aten.remainder.Scalar,
@@ -464,30 +415,70 @@ _DIVISIONS = (
 _MASKED_SCATTERS = (aten.masked_scatter.default, aten.masked_scatter_.default)
 _SEARCHSORTED = (aten.searchsorted.Tensor, aten.searchsorted.Scalar)
 _UNPOOLS = (aten.max_unpool2d.default, aten.max_unpool3d.default)
-_VALUES = {**{op: _flagged(op) for op in _FLAGGED},
-           aten.multinomial.default: _distribution,
-           **{op: _enough_source for op in _MASKED_SCATTERS},
-           aten.histc.default: _histc_data_range,
-           **{op: _sorter_in_range for op in _SEARCHSORTED},
-           aten.segment_reduce.default: _segment_lengths,
-           **{op: _unpool_indices(op) for op in _UNPOOLS},
-           **{op: _no_zero_divisor for op in _DIVISIONS}}
+# Values CPU reads on the host in ways kept on the host here.
+_HOST_VALUES = {aten.histc.default: _histc_data_range,
+                aten.segment_reduce.default: _segment_lengths}
 
 
-def check(func, args, kwargs) -> None:
-    """Raise CPU's error if an index tensor of ``func`` holds an out-of-range value."""
-    if (values := _VALUES.get(func)) is not None:
-        return values(args, kwargs)
+def _value_checks(func, args, kwargs) -> list:
+    """The checks of ``func``'s values (its indices aside) for this call, as
+    [(executable, its arguments, make_error)]: the executable's first output says whether the
+    check failed, ``make_error(its other outputs)`` builds CPU's exception. Strict eager runs
+    them before the op; fused eager records them (the values as the op reads them)."""
+    checks = [(flag, (unwrap(t),), partial(RuntimeError, message))
+              for t, flag, message in _flagged_arguments(func, args)]
+    if func is aten.multinomial.default and (found := _multinomial_probs(args, kwargs)):
+        probs, one_pass = found
+        checks.append((_distribution_faults, (unwrap(probs),),
+                       partial(_distribution_error, one_pass, probs.shape[-1])))
+    if func in _DIVISIONS:
+        divisor = _integer_divisor(args, kwargs)
+        if divisor is not None and not isinstance(divisor, TpuTensor):
+            _no_zero_divisor(divisor)  # nothing to wait for
+        elif isinstance(divisor, TpuTensor) and divisor.numel():
+            checks.append((_any_zero, (unwrap(divisor),),
+                           partial(RuntimeError, "ZeroDivisionError")))
+    if func in _MASKED_SCATTERS and (found := _source_count(args)) is not None:
+        mask, shape, n = found
+        checks.append((_more_ones_than, (unwrap(mask), shape, n),
+                       partial(RuntimeError, _SHORT_SOURCE)))
+    if func in _SEARCHSORTED and (sorter := _sorter(kwargs)) is not None:
+        checks.append((_outside_last_dim, (unwrap(sorter),), partial(RuntimeError, _SORTER)))
+    if func in _UNPOOLS and (found := _unpool_plane(func, args)) is not None:
+        indices, output_size = found
+        checks.append((_last_outside, (unwrap(indices), math.prod(output_size)),
+                       partial(_unpool_error, output_size)))
+    return checks
+
+
+def _outputs(exe, exe_args) -> tuple:
+    outputs = exe(*exe_args)
+    return outputs if isinstance(outputs, tuple) else (outputs,)
+
+
+def _index_pairs(func, args, kwargs):
+    """``func``'s integer index tensors to check: (spec, index, dim, size, low, ignore)."""
     spec = _SPECS.get(func)
     if spec is None:
         return
     if spec.path is not None:
         spec = spec.path(args) or spec
     for index, dim, size, ignore in spec.pairs(args, kwargs):
-        if not isinstance(index, TpuTensor) or index.numel() == 0 or index.is_floating_point():
-            continue
-        values = np.asarray(read(index))
-        low = -size if spec.negative else 0
+        if isinstance(index, TpuTensor) and index.numel() and not index.is_floating_point():
+            yield spec, index, dim, size, -size if spec.negative else 0, ignore
+
+
+def check(func, args, kwargs) -> None:
+    """Raise CPU's error if an index tensor of ``func`` holds an out-of-range value, or a
+    value CPU checks is invalid."""
+    if (host := _HOST_VALUES.get(func)) is not None:
+        return host(args, kwargs)
+    for exe, exe_args, make_error in _value_checks(func, args, kwargs):
+        failed, *found = _outputs(exe, exe_args)
+        if bool(failed):
+            raise make_error(*(int(v) for v in found))
+    for spec, index, dim, size, low, ignore in _index_pairs(func, args, kwargs):
+        values = np.asarray(read(index))  # (on the host: index shapes vary, no compile each)
         bad = (values >= size) | (values < low)
         if ignore is not None:
             bad &= values != ignore
@@ -496,6 +487,9 @@ def check(func, args, kwargs) -> None:
             raise spec.error(spec.message(int(values.flat[at]), dim, size, at))
 
 
+# Every op whose indices or values are checked.
+_CHECKED = {*_SPECS, *_HOST_VALUES, *_FLAGGED, aten.multinomial.default, *_DIVISIONS,
+            *_MASKED_SCATTERS, *_SEARCHSORTED, *_UNPOOLS}
 _BEFORE_SHAPES = {aten.normal.Tensor_Tensor, aten.normal.float_Tensor}
 
 
@@ -513,66 +507,30 @@ def _first_out_of_range(index, size: int, low: int, ignore: int | None):
     return jnp.any(bad), flat[at], at
 
 
-def _fused_checks(func, args, kwargs) -> list:
-    """The checks fused eager records for this call: [(executable, its arguments, make_error)]
-    with the values as the op reads them (taken before it runs); the executable's first
-    output says whether the check failed, ``make_error(its other outputs)`` builds CPU's
-    exception."""
-    checks = [(flag, (unwrap(t),), partial(RuntimeError, message))
-              for t, flag, message in _flagged_arguments(func, args)]
-    if func is aten.multinomial.default and (found := _multinomial_probs(args, kwargs)):
-        probs, one_pass = found
-        checks.append((_distribution_faults, (unwrap(probs),),
-                       partial(_distribution_error, one_pass, probs.shape[-1])))
-    if func in _DIVISIONS:
-        divisor = _integer_divisor(args, kwargs)
-        if not isinstance(divisor, TpuTensor):
-            _no_zero_divisor(args, kwargs)  # a number, or a host tensor: nothing to wait for
-        elif divisor.numel():
-            checks.append((_any_zero, (unwrap(divisor),),
-                           partial(RuntimeError, "ZeroDivisionError")))
-    if func in _MASKED_SCATTERS and (found := _source_count(args)) is not None:
-        mask, shape, n = found
-        checks.append((_more_ones_than, (unwrap(mask), shape, n),
-                       partial(RuntimeError, _SHORT_SOURCE)))
-    if func in _SEARCHSORTED and (sorter := _sorter(kwargs)) is not None:
-        checks.append((_outside_last_dim, (unwrap(sorter),), partial(RuntimeError, _SORTER)))
-    if func in _UNPOOLS and (found := _unpool_plane(func, args)) is not None:
-        indices, output_size = found
-        checks.append((_last_outside, (unwrap(indices), math.prod(output_size)),
-                       partial(_unpool_error, output_size)))
-    spec = _SPECS.get(func)
-    if spec is not None:
-        s = spec.path(args) or spec if spec.path is not None else spec
-        for index, dim, size, ignore in s.pairs(args, kwargs):
-            if isinstance(index, TpuTensor) and index.numel() and not index.is_floating_point():
-                low = -size if s.negative else 0
-                checks.append((_first_out_of_range, (unwrap(index), size, low, ignore),
-                               partial(_index_error, s, dim, size)))
-    return checks
+def _index_checks(func, args, kwargs) -> list:
+    """Fused eager's checks of ``func``'s indices, as ``_value_checks`` gives them."""
+    return [(_first_out_of_range, (unwrap(index), size, low, ignore),
+             partial(_index_error, spec, dim, size))
+            for spec, index, dim, size, low, ignore in _index_pairs(func, args, kwargs)]
 
 
 def _index_error(spec: _Spec, dim: int, size: int, value: int, at: int) -> Exception:
     return spec.error(spec.message(value, dim, size, at))
 
 
-_DEFERRED = {*_SPECS, *_FLAGGED, aten.multinomial.default, *_DIVISIONS, *_MASKED_SCATTERS,
-             *_SEARCHSORTED, *_UNPOOLS}
 
 
 def deferred(func, handler):
     """Fused eager's ``handler``: ``func``'s index bounds and values checked at the sync point
     that runs it (deferred_checks.py), if it has them."""
-    if func not in _DEFERRED or not config.get("check_indices"):
+    if func not in _CHECKED or func in _HOST_VALUES or not config.get("check_indices"):
         return handler
 
     def run(args, kwargs):
-        checks = _fused_checks(func, args, kwargs)
+        checks = _value_checks(func, args, kwargs) + _index_checks(func, args, kwargs)
         out = handler(args, kwargs)  # (recorded once it has: its shape errors first)
         for exe, exe_args, make_error in checks:
-            outputs = exe(*exe_args)
-            deferred_checks.record(
-                outputs if isinstance(outputs, tuple) else (outputs,), make_error)
+            deferred_checks.record(_outputs(exe, exe_args), make_error)
         return out
 
     return run
@@ -580,7 +538,7 @@ def deferred(func, handler):
 
 def checked(func, handler):
     """``handler`` with ``func``'s index bounds checked first, if it has indices to check."""
-    if (func not in _SPECS and func not in _VALUES) or not config.get("check_indices"):
+    if func not in _CHECKED or not config.get("check_indices"):
         return handler
 
     def run(args, kwargs):
