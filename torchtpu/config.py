@@ -41,7 +41,8 @@ FLAGS: dict[str, Flag] = {
              "binary_cross_entropy's probabilities outside [0, 1], masked_scatter's source "
              "count, integer division by zero and random ops' parameter tensors "
              "(multinomial, bernoulli, normal, poisson); each such op waits for those values. "
-             "Fused eager and torch.compile never check."),
+             "Fused eager and torch.compile check them without waiting and raise at a later "
+             "sync point. 0: no checks."),
         Flag("cpu_fallback", False, "Run ops that have no lowering on the CPU (counted)."),
         Flag(
             "cpu_async",

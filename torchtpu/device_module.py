@@ -93,11 +93,13 @@ class device_of(device):  # noqa: N801
 def synchronize(device=None) -> None:
     """Wait until every queued op on the device has finished."""
     from . import tensor
+    from .eager import deferred_checks
 
     execute.flush_pending()
     last = tensor.last_value()
     if last is not None:
         jax.block_until_ready(last)
+    deferred_checks.raise_failed(wait=True)  # a compiled program's failed check
 
 
 def manual_seed(seed: int) -> None:

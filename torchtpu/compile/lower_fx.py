@@ -25,6 +25,7 @@ from torch import fx
 from torch.utils._pytree import tree_map
 
 from ..debug import counters as metrics
+from ..eager import bounds, deferred_checks
 from ..eager.matmul_checks import CHECKED_ON_TENSORS
 from ..eager.meta_errors import check_as_cpu
 from ..eager.number_checks import NUMBER_OPS, check_number_fits
@@ -249,10 +250,13 @@ def _traced_slice(node: fx.Node, x, dim=0, start=None, end=None, step=1):
     return lax.slice_in_dim(span, 0, None, step, dim)
 
 
-def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None) -> list:
+def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None,
+              checks: list | None = None) -> list:
     """Evaluate the graph on jax values (inside a trace): the graph's outputs, flattened.
     ``copy_`` into an input (AOTAutograd keeps an inference graph's input mutations in it)
-    records the input's new value in ``written``, by placeholder."""
+    records the input's new value in ``written``, by placeholder. ``checks`` collects the
+    value checks of its nodes that CPU's kernels make (an index in range), as
+    (their traced outputs, make_error)."""
     env: dict[fx.Node, Any] = {}
     it = iter(inputs)
 
@@ -303,6 +307,8 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None) -> 
                     check_number_fits(t, tree_map(
                         lambda a: as_meta(a) if isinstance(a, jax.Array) else a, args), kwargs)
                 env[node] = _conform(node, LOWERINGS[t].fn(*args, **kwargs))
+                if checks is not None:
+                    checks += bounds.traced_checks(t, _fakes(node), (args, kwargs))
             elif t in CONTROL_FLOW:
                 env[node] = CONTROL_FLOW[t](interpret, *args, **kwargs)
             elif t is _SAVE_RNG:
@@ -422,6 +428,7 @@ class Program:
         # Per static-argument signature: the draws the program makes, its non-array outputs.
         self._draws: dict[tuple, int] = {}
         self._layout: dict[tuple, list] = {}
+        self._checks: dict[tuple, list] = {}
         self._jit = jax.jit(self._trace, static_argnums=(1,))
 
     def _trace(self, arrays: list, statics: tuple, stream: tuple | None):
@@ -431,13 +438,15 @@ class Program:
         inputs = [next(it_statics) if k == "static" else next(it_arrays) for k in self.kinds]
         inputs += list(it_arrays)  # the constants
         written: dict = {}
+        checks: list = []
         with unrecorded():
             if stream is not None:
                 with rng.traced_stream(*stream) as draws:
-                    outs = interpret(self.gm, inputs, written)
+                    outs = interpret(self.gm, inputs, written, checks)
                 self._draws[statics] = draws[2]
             else:
-                outs = interpret(self.gm, inputs, written)
+                outs = interpret(self.gm, inputs, written, checks)
+        self._checks[statics] = [(len(found), make_error) for found, make_error in checks]
         # A program returns arrays only; ints and Nones in the output are fixed per signature.
         # An output that is an input, unchanged (a weight a forward saves for its backward),
         # is that input tensor itself, as inductor returns it: as a program output XLA
@@ -455,7 +464,8 @@ class Program:
                 layout.append(None)
                 arrays_out.append(o)
         self._layout[statics] = layout
-        return arrays_out + [written[self._placeholders[i]] for i in self.mutated]
+        return (arrays_out + [written[self._placeholders[i]] for i in self.mutated]
+                + [a for found, _ in checks for a in found])
 
     # AOTAutograd's boxed convention: one list argument, which we may clear early. Its
     # backward wrapper (Dynamo's ``disable``) hides the flag and passes inputs unboxed.
@@ -495,6 +505,8 @@ class Program:
             return self(inputs)
         if stream is not None:
             rng.advance(self._draws[statics])
+        if checks := self._checks[statics]:
+            outs = _launch_checks(outs, checks)
         if targets:  # the inputs the graph wrote: their new values are the last outputs
             for t, value in zip(targets, outs[len(outs) - len(targets):], strict=True):
                 _write_input(t, value)
@@ -519,6 +531,16 @@ class Program:
             if type(results[i]) is TpuTensor and _is_wrapped(results[view[0]]):
                 results[i] = make_view(results[view[0]]._storage, read(results[i]), *view[1])
         return results[:self._returned]
+
+
+def _launch_checks(outs: list, checks: list) -> list:
+    """Hand the program's check outputs (its last) to the sync points that read them; the
+    rest of its outputs."""
+    n = sum(count for count, _ in checks)
+    found = iter(outs[len(outs) - n:])
+    for count, make_error in checks:
+        deferred_checks.launched([next(found) for _ in range(count)], make_error)
+    return outs[:len(outs) - n]
 
 
 def _returned_input(t: torch.Tensor, layout: tuple | None, host: bool) -> torch.Tensor:

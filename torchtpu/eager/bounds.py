@@ -1,15 +1,16 @@
-"""Index bounds checks for the per-op executors (strict and debug).
+"""Index bounds and value checks: PyTorch's CPU errors where XLA would compute a value.
 
 XLA clamps out-of-range gather/scatter indices where PyTorch's CPU kernels raise. Checking
 needs the index values on the host: strict and debug eager wait for the index (flag
 ``check_indices``); fused eager records the check and raises at the sync point that runs it
-(``deferred``, deferred_checks.py); torch.compile never checks, and there an out-of-range
-index is clamped, as on PyTorch/XLA. Each op raises CPU's exception type and message, and accepts
-CPU's range (some ops take negative indices, some do not). binary_cross_entropy's
-probabilities are checked so too (logits passed to BCELoss gave NaN where CPU raises),
-masked_scatter's count of source elements, integer divisors (by zero), max_unpool's indices,
-and the parameter tensors of random ops (multinomial's weights, bernoulli's p, normal's std,
-poisson's rate), and segment_reduce's lengths.
+(``deferred``, deferred_checks.py); a torch.compile graph computes its checks in its program
+(``traced_checks``) and raises at a later sync point, as fused eager does. Each op raises
+CPU's exception type and message, and accepts CPU's range (some ops take negative indices,
+some do not). binary_cross_entropy's probabilities are checked so too (logits passed to
+BCELoss gave NaN where CPU raises), masked_scatter's count of source elements, integer
+divisors (by zero), max_unpool's indices, and the parameter tensors of random ops
+(multinomial's weights, bernoulli's p, normal's std, poisson's rate), and segment_reduce's
+lengths.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from functools import partial
 import jax.numpy as jnp
 import numpy as np
 import torch
-from torch.utils._pytree import tree_map
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._pytree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 from .. import config
+from ..ops.dtypes import to_jax_dtype
 from ..runtime.execute import executable
 from ..tensor import TpuTensor, read
 from . import deferred_checks
@@ -34,6 +37,11 @@ from .values import unwrap
 from .views import meta_like
 
 aten = torch.ops.aten
+
+
+def _on_device(x) -> bool:
+    """A tpu tensor: a TpuTensor in eager, a fake one in a compiled graph (traced_checks)."""
+    return isinstance(x, torch.Tensor) and x.device.type == "tpu"
 
 
 @dataclass(frozen=True)
@@ -225,19 +233,19 @@ def _source_count(args) -> tuple | None:
     """masked_scatter's (mask, its broadcast shape, the source's element count) when CPU
     counts the mask's ones against the source."""
     self, mask, source = args[0], args[1], args[2]
-    if isinstance(mask, TpuTensor) and mask.dtype == torch.bool:
+    if _on_device(mask) and mask.dtype == torch.bool:
         return mask, tuple(torch.broadcast_shapes(self.shape, mask.shape)), source.numel()
     return None
 
 
-@executable()
-def _any_zero(x):
-    return jnp.any(x == 0)
+@executable(static_argnums=(1,))
+def _any_zero(x, dtype):
+    return jnp.any(x.astype(dtype) == 0)
 
 
 def _integer_divisor(args, kwargs):
-    """Integer //, %, fmod and div(rounding_mode=...): the divisor as CPU's kernel sees it,
-    converted to the result's dtype (int8 by 256 or by 2**31 divides by a wrapped 0), when
+    """Integer //, %, fmod and div(rounding_mode=...): the divisor and the result's dtype,
+    which CPU's kernel converts it to (int8 by 256 or by 2**31 divides by a wrapped 0), when
     the division is an integer one; else None. (By zero CPU raises; XLA gives a value.)"""
     self, other = args[0], args[1]
     if "rounding_mode" in kwargs and kwargs["rounding_mode"] is None:
@@ -245,14 +253,15 @@ def _integer_divisor(args, kwargs):
     result = torch.result_type(self, other)
     if result.is_floating_point or result.is_complex or result == torch.bool:
         return None  # no integer division (bool: CPU's kernels refuse it, before any value)
-    if isinstance(other, torch.Tensor):
-        return other if other.dtype == result else other.to(result)
-    return int(other) % 2 ** torch.iinfo(result).bits
+    return other, result
 
 
-def _no_zero_divisor(divisor) -> None:
+def _no_zero_divisor(divisor, dtype: torch.dtype) -> None:
     """A divisor that is a number or a host tensor, checked at once."""
-    zero = bool((divisor == 0).any()) if isinstance(divisor, torch.Tensor) else divisor == 0
+    if isinstance(divisor, torch.Tensor):
+        zero = bool((divisor.to(dtype) == 0).any())
+    else:
+        zero = int(divisor) % 2 ** torch.iinfo(dtype).bits == 0
     if zero:
         raise RuntimeError("ZeroDivisionError")
 
@@ -267,7 +276,7 @@ def _flagged_arguments(func, args) -> list:
     out = []
     for position, flag, message in _FLAGGED.get(func, ()):
         t = args[position] if len(args) > position else None
-        if isinstance(t, TpuTensor) and t.numel():
+        if _on_device(t) and t.numel():
             out.append((t, flag, message))
     return out
 
@@ -294,7 +303,7 @@ def _multinomial_probs(args, kwargs):
     which the rule makes), and whether its one-pass path does (one draw, or none replaced)."""
     probs, n = args[0], args[1] if len(args) > 1 else kwargs["num_samples"]
     replacement = args[2] if len(args) > 2 else kwargs.get("replacement", False)
-    if (not isinstance(probs, TpuTensor) or probs.dim() not in (1, 2) or probs.numel() == 0
+    if (not _on_device(probs) or probs.dim() not in (1, 2) or probs.numel() == 0
             or not probs.is_floating_point() or n <= 0 or probs.shape[-1] > 2 ** 24
             or (not replacement and n > probs.shape[-1])):
         return None
@@ -364,7 +373,7 @@ _SORTER = "torch.searchsorted(): sorter index out of range"
 
 def _sorter(kwargs):
     sorter = kwargs.get("sorter")
-    return sorter if isinstance(sorter, TpuTensor) and sorter.numel() else None
+    return sorter if _on_device(sorter) and sorter.numel() else None
 
 
 @executable(static_argnums=(1,))
@@ -380,7 +389,7 @@ def _unpool_plane(op, args) -> tuple | None:
     """max_unpool's indices and output size when CPU checks the indices' values (after its
     other checks)."""
     indices, output_size = args[1], args[2]
-    if isinstance(indices, TpuTensor) and indices.numel() and not POOLING_CHECKS[op](*args):
+    if _on_device(indices) and indices.numel() and not POOLING_CHECKS[op](*args):
         return indices, output_size
     return None
 
@@ -420,7 +429,7 @@ _HOST_VALUES = {aten.histc.default: _histc_data_range,
                 aten.segment_reduce.default: _segment_lengths}
 
 
-def _value_checks(func, args, kwargs) -> list:
+def _value_checks(func, args, kwargs, unwrap=unwrap) -> list:
     """The checks of ``func``'s values (its indices aside) for this call, as
     [(executable, its arguments, make_error)]: the executable's first output says whether the
     check failed, ``make_error(its other outputs)`` builds CPU's exception. Strict eager runs
@@ -431,12 +440,12 @@ def _value_checks(func, args, kwargs) -> list:
         probs, one_pass = found
         checks.append((_distribution_faults, (unwrap(probs),),
                        partial(_distribution_error, one_pass, probs.shape[-1])))
-    if func in _DIVISIONS:
-        divisor = _integer_divisor(args, kwargs)
-        if divisor is not None and not isinstance(divisor, TpuTensor):
-            _no_zero_divisor(divisor)  # nothing to wait for
-        elif isinstance(divisor, TpuTensor) and divisor.numel():
-            checks.append((_any_zero, (unwrap(divisor),),
+    if func in _DIVISIONS and (found := _integer_divisor(args, kwargs)) is not None:
+        divisor, dtype = found
+        if not _on_device(divisor):
+            _no_zero_divisor(divisor, dtype)  # nothing to wait for
+        elif divisor.numel():
+            checks.append((_any_zero, (unwrap(divisor), to_jax_dtype(dtype)),
                            partial(RuntimeError, "ZeroDivisionError")))
     if func in _MASKED_SCATTERS and (found := _source_count(args)) is not None:
         mask, shape, n = found
@@ -464,7 +473,7 @@ def _index_pairs(func, args, kwargs):
     if spec.path is not None:
         spec = spec.path(args) or spec
     for index, dim, size, ignore in spec.pairs(args, kwargs):
-        if isinstance(index, TpuTensor) and index.numel() and not index.is_floating_point():
+        if _on_device(index) and index.numel() and not index.is_floating_point():
             yield spec, index, dim, size, -size if spec.negative else 0, ignore
 
 
@@ -507,8 +516,8 @@ def _first_out_of_range(index, size: int, low: int, ignore: int | None):
     return jnp.any(bad), flat[at], at
 
 
-def _index_checks(func, args, kwargs) -> list:
-    """Fused eager's checks of ``func``'s indices, as ``_value_checks`` gives them."""
+def _index_checks(func, args, kwargs, unwrap=unwrap) -> list:
+    """The checks of ``func``'s indices, as ``_value_checks`` gives them."""
     return [(_first_out_of_range, (unwrap(index), size, low, ignore),
              partial(_index_error, spec, dim, size))
             for spec, index, dim, size, low, ignore in _index_pairs(func, args, kwargs)]
@@ -516,8 +525,6 @@ def _index_checks(func, args, kwargs) -> list:
 
 def _index_error(spec: _Spec, dim: int, size: int, value: int, at: int) -> Exception:
     return spec.error(spec.message(value, dim, size, at))
-
-
 
 
 def deferred(func, handler):
@@ -534,6 +541,46 @@ def deferred(func, handler):
         return out
 
     return run
+
+
+def traced_checks(func, fakes: tuple, values: tuple) -> list:
+    """A compiled graph's checks of ``func``'s values, computed inside its program:
+    [(the check's outputs, make_error)]. ``fakes``: the node's (args, kwargs) as the graph's
+    fake tensors; ``values``: the same, as the program's traced arrays."""
+    if func not in _CHECKED or func in _HOST_VALUES or not config.get("check_indices"):
+        return []
+    leaves, spec = tree_flatten(fakes)
+    arrays = tree_leaves(values)
+    if len(leaves) != len(arrays):
+        return []
+    leaves = [_with_sizes(f, a) for f, a in zip(leaves, arrays, strict=True)]
+    by_fake = {id(t): a for t, a in zip(leaves, arrays, strict=True)
+               if isinstance(t, torch.Tensor)}
+
+    def traced(t):
+        return by_fake[id(t)]
+
+    args, kwargs = tree_unflatten(leaves, spec)
+    checks = _value_checks(func, args, kwargs, traced) + _index_checks(func, args, kwargs, traced)
+    return [(_outputs(exe, exe_args), make_error) for exe, exe_args, make_error in checks]
+
+
+_fake_mode = None
+
+
+def _with_sizes(fake, value):
+    """A graph argument with the sizes this program runs with: under symbolic sizes
+    (dynamic shapes) a fake tensor of its array's shape and an int for a SymInt, as the
+    checks need them static."""
+    global _fake_mode
+    if isinstance(fake, torch.SymInt):
+        return value
+    if not isinstance(fake, torch.Tensor) or all(isinstance(n, int) for n in fake.shape):
+        return fake
+    if _fake_mode is None:
+        _fake_mode = FakeTensorMode()
+    with _fake_mode:
+        return torch.empty(value.shape, dtype=fake.dtype, device=fake.device)
 
 
 def checked(func, handler):

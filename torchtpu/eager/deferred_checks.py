@@ -12,9 +12,15 @@ error, not a clamped row read in silence. A check that only needs what the force
 needs runs in the forced value's program (``loss.item()`` raises); one that runs in the
 rest of the step, dispatched without waiting, is read at a later sync point once its
 program has finished (or at once by ``torch.tpu.synchronize()``). The ops recorded with it
-have run by then, with the index clamped, as XLA does."""
+have run by then, with the index clamped, as XLA does.
+
+A compiled graph's program (torch.compile) computes the checks of its nodes as more outputs
+(``launched``); the sync point that reads any value after it has finished raises, as a cuda
+device-side assert surfaces at the next synchronization."""
 
 from __future__ import annotations
+
+import jax
 
 # Checks as (outputs, make_error): the first output says whether it failed, make_error(the
 # other outputs) builds CPU's exception. Recorded: in the trace not yet run; running (with
@@ -45,6 +51,17 @@ def dispatched(forced: set[int] | None) -> None:
     _recorded = []
 
 
+def launched(outputs: list, make_error) -> None:
+    """A compiled program's check, as ``record`` takes it but with its arrays: read at a
+    sync point once the program has finished."""
+    _running.append((outputs, make_error, False))
+    if len(_running) > _MAX_UNREAD:  # a loop that never syncs: read the finished ones
+        raise_failed(wait=False)
+
+
+_MAX_UNREAD = 64
+
+
 def raise_failed(wait: bool) -> None:
     """At a sync point: raise the first failed check among those whose program ran with
     the forced value or has finished (``wait``: every one, waiting for its program)."""
@@ -52,12 +69,13 @@ def raise_failed(wait: bool) -> None:
     unread, failure = [], None
     for check in _running:
         (ran, *found), make_error, now = check
-        if ran.array is None:  # its op failed (that error is raised) or it was dropped
+        ran, *found = (v if isinstance(v, jax.Array) else v.array for v in (ran, *found))
+        if ran is None:  # its op failed (that error is raised) or it was dropped
             continue
-        if not (wait or now or ran.array.is_ready()):
+        if not (wait or now or ran.is_ready()):
             unread.append(check)
-        elif failure is None and bool(ran.array):
-            failure = make_error(*(int(v.array) for v in found))
+        elif failure is None and bool(ran):
+            failure = make_error(*(int(v) for v in found))
     _running = unread
     if failure is not None:
         raise failure

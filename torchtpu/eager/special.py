@@ -13,7 +13,7 @@ from ..ops.dtypes import broadcast, cast, cpp_name, scalar_type_name, to_jax_dty
 from ..runtime.platform import check_device_index
 from ..runtime.transfer import to_device, to_host
 from ..tensor import TpuTensor, read, with_layout, wrap, write
-from . import mutation, views
+from . import deferred_checks, mutation, views
 
 aten = torch.ops.aten
 
@@ -29,8 +29,7 @@ def _copy_(args, kwargs):
     dst, src = args[0], args[1]
     if not isinstance(dst, TpuTensor):
         # cpu_tensor.copy_(tpu_tensor): a device-to-host copy into the user's tensor.
-        metrics.count("transfer", "device_to_host")
-        return dst.copy_(to_host(read(src)))
+        return dst.copy_(_to_host(src))
     mutation.refuse_self_overlap(dst)
     mutation.refuse_partial_overlap(dst, (src,))
     v = _value(src)
@@ -55,8 +54,7 @@ def _to_copy(args, kwargs):
     if device is not None and torch.device(device).type == "meta":
         return torch.empty_strided(x.shape, stride, dtype=dtype or x.dtype, device="meta")
     if device is not None and torch.device(device).type == "cpu":
-        metrics.count("transfer", "device_to_host")
-        out = to_host(read(x))
+        out = _to_host(x)
         out = out if dtype is None else out.to(dtype)
         if out.stride() != stride:  # .cpu() keeps channels_last, as from cuda
             out = torch.empty_strided(out.shape, stride, dtype=out.dtype).copy_(out)
@@ -94,8 +92,16 @@ def _copy_layout(x: TpuTensor, memory_format) -> tuple[int, ...]:
 
 
 def _local_scalar_dense(args, kwargs):
+    return _to_host(args[0]).item()
+
+
+def _to_host(x: TpuTensor) -> torch.Tensor:
+    """``x``'s values in a new CPU tensor. A sync point: a compiled program's check that
+    failed (an index out of range) raises here once its program has finished."""
     metrics.count("transfer", "device_to_host")
-    return to_host(read(args[0])).item()
+    out = to_host(read(x))
+    deferred_checks.raise_failed(wait=False)
+    return out
 
 
 def _resize_(args, kwargs):
