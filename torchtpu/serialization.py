@@ -9,12 +9,17 @@ backend cannot do (PyTorch's default would allocate one and crash). Storages sta
 CPU instead, marked, and each tensor rebuilt from a marked storage is moved to the device as
 it is rebuilt; tensors that shared a storage in the file share one device tensor (views of
 it), as they would on cuda. TorchScript's save and load go through the CPU.
+
+The legacy format (``_use_new_zipfile_serialization=False``) reads every storage's bytes only
+after the whole pickle has been rebuilt: a tensor moved to the device while rebuilt is written
+again once they are there (``_loading_legacy_files``).
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import threading
 import warnings
 
 import torch
@@ -56,15 +61,51 @@ def _moved(t: torch.Tensor, storage, device: str, requires_grad: bool) -> torch.
     spans = (t.storage_offset() == 0 and t.is_contiguous()
              and t.numel() * t.element_size() == storage.nbytes())
     if base is None and spans:
-        moved = bases[t.dtype] = t.detach().to(device)
+        moved = bases[t.dtype] = _to_device(t.detach(), device)
     else:
         if base is None:
             whole = torch.empty(0, dtype=t.dtype).set_(
                 storage, 0, (storage.nbytes() // t.element_size(),), (1,))
-            base = bases[t.dtype] = whole.to(device)
+            base = bases[t.dtype] = _to_device(whole, device)
         with torch.no_grad():
             moved = base.as_strided(t.shape, t.stride(), t.storage_offset())
     return moved.requires_grad_(requires_grad)
+
+
+_legacy = threading.local()  # .unread: (device tensor, host tensor) pairs of a legacy load
+
+
+def _to_device(host: torch.Tensor, device: str) -> torch.Tensor:
+    moved = host.to(device)
+    unread = getattr(_legacy, "unread", None)
+    if unread is not None:  # its bytes are not read yet: written again once they are
+        unread.append((moved, host))
+    return moved
+
+
+def _loading_legacy_files(legacy_load):
+    """PyTorch's loader of the legacy format, which reads the storages' bytes after rebuilding
+    every tensor (a cuda storage is made first and filled then): tensors moved to tpu while
+    rebuilt are given their bytes once read. It also sets the ``map_location`` that the
+    rebuild of a tensor saved from tpu reads, as the zipfile loader does (it was ignored)."""
+
+    @functools.wraps(legacy_load)
+    def loaded(f, map_location, *args, **kwargs):
+        outer, _legacy.unread = getattr(_legacy, "unread", None), []
+        unread = _legacy.unread
+        torch.serialization._serialization_tls.map_location = map_location
+        try:
+            result = legacy_load(f, map_location, *args, **kwargs)
+        finally:
+            _legacy.unread = outer
+            torch.serialization._serialization_tls.map_location = None
+        with torch.no_grad():
+            for moved, host in unread:
+                moved.copy_(host)
+        return result
+
+    loaded._torchtpu = True
+    return loaded
 
 
 _rebuild_location = torch._utils._get_restore_location
@@ -268,6 +309,8 @@ def install() -> None:
         torch._weights_only_unpickler._get_allowed_globals.cache_clear()
         torch.save = torch.serialization.save = _saving_shared_storages(torch.save)
         torch.serialization._load = _forgetting_map_location(torch.serialization._load)
+        torch.serialization._legacy_load = _loading_legacy_files(
+            torch.serialization._legacy_load)
     # Ahead of PyTorch's own privateuse1 restore (priority 20).
     torch.serialization.register_package(15, _tag, _restore)
     torch._utils._get_restore_location = _restore_location

@@ -1,0 +1,46 @@
+"""torch.save / torch.load of tpu tensors in the forms CPU's and cuda's load as they were
+saved: the legacy (pre-1.6, ``_use_new_zipfile_serialization=False``) format."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+from conftest import TPU, assert_same
+
+
+def _saved(obj, **save_kwargs) -> io.BytesIO:
+    buffer = io.BytesIO()
+    torch.save(obj, buffer, **save_kwargs)
+    buffer.seek(0)
+    return buffer
+
+
+@pytest.mark.parametrize("weights_only", [True, False])
+@pytest.mark.parametrize("saved_on", ["cpu", TPU])
+@pytest.mark.parametrize("where", [None, "cpu", "tpu"])
+def test_the_legacy_format_loads_the_values_saved(eager_mode, saved_on, where, weights_only):
+    # The legacy loader reads each storage's bytes after the whole pickle: a tensor moved to
+    # the device while rebuilt moved uninitialised memory, and map_location was not applied to
+    # tensors saved from tpu.
+    x = torch.arange(12, dtype=torch.float32).view(3, 4)
+    bf16 = torch.arange(5, dtype=torch.bfloat16)
+    on = [x.to(saved_on), bf16.to(saved_on)]
+    buffer = _saved([on[0], on[0][1:], on[0].t(), on[1]], _use_new_zipfile_serialization=False)
+    loaded = torch.load(buffer, map_location=where, weights_only=weights_only)
+    device = torch.device(TPU if where is None and saved_on == TPU else where or "cpu")
+    if device.type == "tpu":
+        device = torch.device(TPU)
+    assert [t.device for t in loaded] == [device] * 4
+    assert_same(loaded, [x, x[1:], x.t(), bf16])
+    assert loaded[2].stride() == (1, 4) and loaded[1].storage_offset() == 4
+    loaded[0].mul_(-1)  # the views share the first tensor's storage, as saved
+    assert_same(loaded[1], -x[1:])
+
+
+def test_a_legacy_parameter_loads_as_a_leaf_parameter():
+    p = torch.nn.Parameter(torch.arange(4.0, device=TPU))
+    loaded = torch.load(_saved({"p": p}, _use_new_zipfile_serialization=False))["p"]
+    assert isinstance(loaded, torch.nn.Parameter) and loaded.is_leaf and loaded.requires_grad
+    assert loaded.device == torch.device(TPU) and loaded.tolist() == [0.0, 1.0, 2.0, 3.0]
