@@ -1,9 +1,12 @@
 """torch.save / torch.load of tpu tensors in the forms CPU's and cuda's load as they were
-saved: the legacy (pre-1.6, ``_use_new_zipfile_serialization=False``) format."""
+saved: the legacy (pre-1.6, ``_use_new_zipfile_serialization=False``) format, tensors carrying
+Python attributes, and the warning that hooks are not saved."""
 
 from __future__ import annotations
 
 import io
+import pickle
+import warnings
 
 import pytest
 import torch
@@ -44,3 +47,38 @@ def test_a_legacy_parameter_loads_as_a_leaf_parameter():
     loaded = torch.load(_saved({"p": p}, _use_new_zipfile_serialization=False))["p"]
     assert isinstance(loaded, torch.nn.Parameter) and loaded.is_leaf and loaded.requires_grad
     assert loaded.device == torch.device(TPU) and loaded.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("weights_only", [True, False])
+@pytest.mark.parametrize(("saved_on", "where"), [("cpu", "tpu"), (TPU, "cpu"), (TPU, None)])
+def test_a_tensor_with_attributes_loads_as_a_leaf(saved_on, where, weights_only):
+    x = torch.ones(2, device=saved_on, requires_grad=True)
+    x.note = "kept"
+    loaded = torch.load(_saved(x), map_location=where, weights_only=weights_only)
+    assert loaded.is_leaf and loaded.requires_grad and loaded.grad_fn is None
+    assert loaded.note == "kept" and loaded.device.type == (where or "tpu")
+
+
+def test_a_tensor_with_attributes_saved_on_tpu_names_no_torchtpu_class():
+    # so that the file loads where torchtpu is not installed (map_location='cpu'), as a
+    # cuda checkpoint loads on a machine without cuda
+    x = torch.ones(2, device=TPU)
+    x.note = 1
+    assert b"torchtpu" not in _saved(x).getvalue()
+    assert b"torchtpu" not in pickle.dumps(x)
+
+
+@pytest.mark.parametrize("how", ["save", "pickle"])
+def test_saving_a_tensor_with_hooks_warns_as_on_cpu(how):
+    # (a Parameter's are dropped silently, as on CPU)
+    dump = {"save": lambda t: _saved(t), "pickle": pickle.dumps}[how]
+    for device in ("cpu", TPU):
+        x = torch.ones(2, device=device, requires_grad=True)
+        x.register_hook(lambda g: g)
+        with pytest.warns(UserWarning, match="backward hook .* will not be serialized"):
+            dump(x)
+        p = torch.nn.Parameter(torch.ones(2, device=device))
+        p.register_hook(lambda g: g)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # (Parameter.__reduce_ex__ does not warn)
+            dump(p)

@@ -25,7 +25,7 @@ import warnings
 import torch
 import torch._weights_only_unpickler
 
-from .tensor import host_copies_shared
+from .tensor import TpuTensor, host_copies_shared
 
 
 def _tag(storage) -> str | None:
@@ -242,6 +242,23 @@ def _forgetting_map_location(load):
     return loaded
 
 
+def _rebuilt_as_plain(rebuild_from_type):
+    """``_rebuild_from_type_v2``, a tensor saved with Python attributes, for a plain tensor
+    (its class torch.Tensor, or TpuTensor in older files): loaded onto the other device than
+    it was saved on, PyTorch re-classed it with ``as_subclass``, an alias (a leaf came back
+    as a non-leaf). It keeps the class it was rebuilt with, as CPU's and cuda's do."""
+
+    @functools.wraps(rebuild_from_type)
+    def rebuilt(func, new_type, args, state):
+        if new_type is not torch.Tensor and new_type is not TpuTensor:
+            return rebuild_from_type(func, new_type, args, state)
+        ret = func(*args)
+        plain = type(ret) is torch.Tensor or type(ret) is TpuTensor
+        return rebuild_from_type(lambda: ret, type(ret) if plain else new_type, (), state)
+
+    return rebuilt
+
+
 def _rebuild_device_tensor(data, dtype, device, requires_grad):
     """A tensor saved from tpu (its CPU copy and device), moved as ``_moved`` moves, so
     tensors that shared a storage when saved share one again."""
@@ -292,11 +309,9 @@ def _rebuild_in_another_process(data: bytes, dtype, shape, device, requires_grad
 def install() -> None:
     from multiprocessing.reduction import ForkingPickler
 
-    from .tensor import TpuTensor
-
     ForkingPickler.register(TpuTensor, _reduce_for_another_process)
-    # A tpu tensor with Python attributes is saved as PyTorch saves a CPU one with them:
-    # its class named, which torch.load(weights_only=True) must accept.
+    # Files from torchtpu versions that named TpuTensor as a tensor's class (with Python
+    # attributes), which torch.load(weights_only=True) must accept.
     torch.serialization.add_safe_globals([TpuTensor])
     if not getattr(torch._utils._rebuild_tensor, "_torchtpu", False):
         # (_rebuild_tensor_v2 calls _rebuild_tensor; v3 builds its own)
@@ -306,6 +321,8 @@ def install() -> None:
             setattr(torch._utils, name, rebuild)
         torch._utils._rebuild_device_tensor_from_cpu_tensor = functools.wraps(
             _rebuild_from_cpu)(_rebuild_device_tensor)
+        torch._tensor._rebuild_from_type_v2 = _rebuilt_as_plain(
+            torch._tensor._rebuild_from_type_v2)
         torch._weights_only_unpickler._get_allowed_globals.cache_clear()
         torch.save = torch.serialization.save = _saving_shared_storages(torch.save)
         torch.serialization._load = _forgetting_map_location(torch.serialization._load)

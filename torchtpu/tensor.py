@@ -250,12 +250,15 @@ class TpuTensor(torch.Tensor):
             if state:
                 return (torch._utils._rebuild_parameter_with_state, (*args, state))
             return (torch._utils._rebuild_parameter, args)
+        torch.utils.hooks.warn_if_has_hooks(self)  # as CPU's does (a Parameter's does not)
         # PyTorch's own form for a storage-less device (torchtpu/serialization.py): its CPU
         # copy and its device, which torch.load(weights_only=True) accepts.
         rebuild, args = (torch._utils._rebuild_device_tensor_from_cpu_tensor,
                          (_host_copy(self), self.dtype, str(self.device), self.requires_grad))
-        cls = getattr(type(self), "_user_class", TpuTensor)  # a user's subclass: by name
-        if not state and cls is TpuTensor:
+        # A user's subclass by name; a plain tensor as torch.Tensor, which loads without
+        # torchtpu (map_location='cpu'), as a cuda file does without cuda.
+        cls = getattr(type(self), "_user_class", torch.Tensor)
+        if not state and cls is torch.Tensor:
             return rebuild, args
         # With Python attributes: PyTorch's form for those (``Tensor.__reduce_ex__``).
         return (torch._tensor._rebuild_from_type_v2, (rebuild, cls, args, state))
