@@ -82,3 +82,17 @@ def test_saving_a_tensor_with_hooks_warns_as_on_cpu(how):
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # (Parameter.__reduce_ex__ does not warn)
             dump(p)
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_one_storage_saved_as_two_dtypes_is_refused_as_on_cpu(legacy):
+    def save(device):
+        x = torch.arange(4.0, device=device)
+        torch.save([x, x.view(torch.int32)], io.BytesIO(),
+                   _use_new_zipfile_serialization=not legacy)
+
+    for device in ("cpu", TPU):
+        with pytest.raises(RuntimeError, match="view the same data as different types"):
+            save(device)
+    x = torch.arange(4.0, device=TPU)  # one dtype, or two storages: saved
+    assert torch.load(_saved([x, x[1:], x.view(torch.int32).clone()]))[2].dtype == torch.int32

@@ -389,9 +389,16 @@ def host_copies_shared():
 
 def _host_copy(t: TpuTensor) -> torch.Tensor:
     copies = getattr(_saving, "copies", None)
-    if copies is None or t._bitcast is not None or t._bits is not None:
+    if copies is None:
         return t.detach().cpu()
     s = t._storage
+    # torch.save's own refusal (its loader cannot share one storage between dtypes)
+    saved_as, _ = copies.setdefault(("dtype", id(s)), (t.dtype, s))
+    if saved_as != t.dtype and s.nbytes:
+        raise RuntimeError("Cannot save multiple tensors or storages that view the same data "
+                           "as different types")
+    if t._bitcast is not None or t._bits is not None:
+        return t.detach().cpu()
     if id(s) not in copies:  # (the storage kept with its copy: its id stays its own)
         copies[id(s)] = to_host(concrete(s.value)).reshape(-1), s
     return copies[id(s)][0].as_strided(t.shape, t.stride(), t.storage_offset())
