@@ -96,3 +96,28 @@ def test_one_storage_saved_as_two_dtypes_is_refused_as_on_cpu(legacy):
             save(device)
     x = torch.arange(4.0, device=TPU)  # one dtype, or two storages: saved
     assert torch.load(_saved([x, x[1:], x.view(torch.int32).clone()]))[2].dtype == torch.int32
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+@pytest.mark.parametrize(("saved_on", "where"),
+                         [("cpu", "tpu"), (TPU, None), (TPU, "cpu"), ("cpu", None)])
+def test_conj_and_neg_views_load_as_views_of_one_memory(saved_on, where, legacy):
+    # A CPU file's z.conj() loaded onto tpu read as z (its conj bit set, not applied); one
+    # saved from tpu came back resolved, no longer sharing z's memory.
+    z = torch.tensor([1 + 2j, 3 - 4j], device=saved_on)
+    saved = _saved([z, z.conj(), torch._neg_view(z), z.conj()[1:]],
+                   _use_new_zipfile_serialization=not legacy)
+    loaded = torch.load(saved, map_location=where)
+    assert [t.is_conj() for t in loaded] == [False, True, False, True]
+    assert [t.is_neg() for t in loaded] == [False, False, True, False]
+    loaded[0][0] = 5 + 5j  # seen through the others, as on CPU
+    assert_same([t.resolve_conj().resolve_neg() for t in loaded],
+                [torch.tensor(v) for v in ([5 + 5j, 3 - 4j], [5 - 5j, 3 + 4j],
+                                           [-5 - 5j, -3 + 4j], [3 + 4j])])
+
+
+def test_a_conj_leaf_loads_as_a_leaf():
+    z = torch.tensor([1 + 2j], requires_grad=True)
+    loaded = torch.load(_saved(z.detach().conj().requires_grad_()), map_location="tpu")
+    assert loaded.is_leaf and loaded.requires_grad and loaded.is_conj()
+    assert loaded.resolve_conj().tolist() == [1 - 2j]

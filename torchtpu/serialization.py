@@ -56,12 +56,15 @@ def _rebuilt_onto_device(rebuild):
 def _moved(t: torch.Tensor, storage, device: str, requires_grad: bool) -> torch.Tensor:
     # The first tensor of a storage moves whole (a plain device tensor when it spans the
     # storage, as a state_dict's do); the others are views of it, so tied weights stay tied.
+    # The storage's bytes move, and a conj or neg bit is the view's (z and z.conj() share).
+    conj, neg = t.is_conj(), t.is_neg()
+    t = _with_math_bits(t.detach(), conj, neg)  # (flipped: off)
     bases = storage.__dict__.setdefault("_torchtpu_bases", {})
     base = bases.get(t.dtype)
     spans = (t.storage_offset() == 0 and t.is_contiguous()
              and t.numel() * t.element_size() == storage.nbytes())
     if base is None and spans:
-        moved = bases[t.dtype] = _to_device(t.detach(), device)
+        moved = bases[t.dtype] = _to_device(t, device)
     else:
         if base is None:
             whole = torch.empty(0, dtype=t.dtype).set_(
@@ -69,7 +72,33 @@ def _moved(t: torch.Tensor, storage, device: str, requires_grad: bool) -> torch.
             base = bases[t.dtype] = _to_device(whole, device)
         with torch.no_grad():
             moved = base.as_strided(t.shape, t.stride(), t.storage_offset())
-    return moved.requires_grad_(requires_grad)
+    return _with_math_bits(moved.detach(), conj, neg).requires_grad_(requires_grad)
+
+
+def _with_math_bits(t: torch.Tensor, conj: bool, neg: bool) -> torch.Tensor:
+    """A view of ``t``'s memory with its conj and neg bits flipped where asked."""
+    t = t.conj() if conj else t
+    return torch._neg_view(t) if neg else t
+
+
+def _metadata_after_rebuild(rebuild_v2):
+    """``_rebuild_tensor_v2``, which sets a tensor's saved conj and neg bits on the tensor
+    rebuilt: one moved to tpu gets them as a view of its memory (the bits set on a tpu tensor
+    as they are on a CPU one were not read: z.conj() loaded as z)."""
+
+    @functools.wraps(rebuild_v2)
+    def rebuilt(storage, storage_offset, size, stride, requires_grad, backward_hooks,
+                metadata=None):
+        t = rebuild_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks)
+        if not metadata:
+            return t
+        if not isinstance(t, TpuTensor):
+            torch._utils.set_tensor_metadata(t, metadata)
+            return t
+        bits = _with_math_bits(t.detach(), metadata.get("conj", False), metadata.get("neg", False))
+        return bits.requires_grad_(requires_grad)
+
+    return rebuilt
 
 
 _legacy = threading.local()  # .unread: (device tensor, host tensor) pairs of a legacy load
@@ -323,6 +352,7 @@ def install() -> None:
             _rebuild_from_cpu)(_rebuild_device_tensor)
         torch._tensor._rebuild_from_type_v2 = _rebuilt_as_plain(
             torch._tensor._rebuild_from_type_v2)
+        torch._utils._rebuild_tensor_v2 = _metadata_after_rebuild(torch._utils._rebuild_tensor_v2)
         torch._weights_only_unpickler._get_allowed_globals.cache_clear()
         torch.save = torch.serialization.save = _saving_shared_storages(torch.save)
         torch.serialization._load = _forgetting_map_location(torch.serialization._load)

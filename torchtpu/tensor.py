@@ -397,11 +397,15 @@ def _host_copy(t: TpuTensor) -> torch.Tensor:
     if saved_as != t.dtype and s.nbytes:
         raise RuntimeError("Cannot save multiple tensors or storages that view the same data "
                            "as different types")
-    if t._bitcast is not None or t._bits is not None:
+    if t._bitcast is not None:
         return t.detach().cpu()
     if id(s) not in copies:  # (the storage kept with its copy: its id stays its own)
         copies[id(s)] = to_host(concrete(s.value)).reshape(-1), s
-    return copies[id(s)][0].as_strided(t.shape, t.stride(), t.storage_offset())
+    host = copies[id(s)][0].as_strided(t.shape, t.stride(), t.storage_offset())
+    if t._bits is not None:  # a conj or neg view of the memory, saved as CPU saves one
+        host = host.conj() if t._bits[0] else host
+        host = torch._neg_view(host) if t._bits[1] else host
+    return host
 
 
 # PyTorch's own export would hand out a null data pointer for this backend.
