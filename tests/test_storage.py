@@ -112,3 +112,19 @@ def test_tensor_of_a_storage_as_on_cpu():
     tpu, cpu = run(TPU), run("cpu")
     assert tpu[1] == "tpu" and cpu[1] == "cpu"
     assert_same([tpu[0], tpu[2], tpu[3]], [cpu[0], cpu[2], cpu[3]])
+
+
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated")
+def test_a_tpu_storage_pickles_and_saves_in_the_legacy_format(tmp_path):
+    # (both write the storage's bytes with _write_file, which cannot read a tpu storage's)
+    import io
+    import pickle
+
+    t = torch.arange(6.0, device=TPU)
+    back = pickle.loads(pickle.dumps(t.storage()))
+    assert back.dtype == torch.float32 and back.tolist() == t.tolist()
+    buffer = io.BytesIO()
+    torch.save([t.storage(), t[2:].int().storage()], buffer, _use_new_zipfile_serialization=False)
+    buffer.seek(0)  # (an UntypedStorage: PyTorch's legacy loader fails on CPU's too)
+    typed, tail = torch.load(buffer, weights_only=False)
+    assert typed.tolist() == t.tolist() and tail.tolist() == [2, 3, 4, 5]

@@ -13,6 +13,7 @@ _storage_data_ptr = torch._C.StorageBase.data_ptr
 _storage_copy_ = torch._C.StorageBase.copy_
 _new_storage = torch._C.StorageBase.__new__
 _storage_fill_ = torch._C.StorageBase.fill_
+_storage_write_file = torch._C.StorageBase._write_file
 
 
 def _data_ptr(storage) -> int:
@@ -52,6 +53,13 @@ def _fill_(storage, value):
     _storage_fill_(byte.untyped_storage(), value)  # CPU's check and conversion (300 -> 44)
     _bytes(storage).fill_(byte.item())
     return storage
+
+
+def _write_file(storage, *args):
+    """The bytes of a storage into a file, as the legacy torch.save and a TypedStorage's
+    pickle write them: a tpu storage's from a host copy, as cuda's C++ copies its own (the C
+    function refuses a storage with no host pointer)."""
+    return _storage_write_file(storage.cpu() if storage.device.type == "tpu" else storage, *args)
 
 
 def _listed_on_the_host(tolist):
@@ -99,3 +107,4 @@ def install() -> None:
     torch.UntypedStorage.data_ptr = _data_ptr
     torch.UntypedStorage.copy_ = _copy_
     torch.UntypedStorage.fill_ = _fill_
+    torch.UntypedStorage._write_file = _write_file
