@@ -121,3 +121,14 @@ def test_a_conj_leaf_loads_as_a_leaf():
     loaded = torch.load(_saved(z.detach().conj().requires_grad_()), map_location="tpu")
     assert loaded.is_leaf and loaded.requires_grad and loaded.is_conj()
     assert loaded.resolve_conj().tolist() == [1 - 2j]
+
+
+def test_views_of_one_storage_as_another_dtype_load_sharing_it():
+    x = torch.arange(4.0, device=TPU)
+    v = x.view(torch.int32)
+    z = torch.view_as_real(torch.tensor([1 + 2j, 3 + 4j], device=TPU))
+    loaded = torch.load(_saved([v, v[1:], z, z[1:]]))
+    loaded[0][1] = 7
+    loaded[2][1, 0] = 9
+    assert loaded[1].tolist() == [7, 1073741824, 1077936128]
+    assert loaded[3].tolist() == [[9.0, 4.0]] and loaded[3].stride() == (2, 1)

@@ -397,15 +397,26 @@ def _host_copy(t: TpuTensor) -> torch.Tensor:
     if saved_as != t.dtype and s.nbytes:
         raise RuntimeError("Cannot save multiple tensors or storages that view the same data "
                            "as different types")
-    if t._bitcast is not None:
-        return t.detach().cpu()
     if id(s) not in copies:  # (the storage kept with its copy: its id stays its own)
-        copies[id(s)] = to_host(concrete(s.value)).reshape(-1), s
-    host = copies[id(s)][0].as_strided(t.shape, t.stride(), t.storage_offset())
+        copies[id(s)] = _as_dtype(to_host(concrete(s.value)).reshape(-1), t.dtype), s
+    host = copies[id(s)][0]
+    if host.dtype != t.dtype:  # (an empty storage, saved as two dtypes)
+        return t.detach().cpu()
+    host = host.as_strided(t.shape, t.stride(), t.storage_offset())
     if t._bits is not None:  # a conj or neg view of the memory, saved as CPU saves one
         host = host.conj() if t._bits[0] else host
         host = torch._neg_view(host) if t._bits[1] else host
     return host
+
+
+def _as_dtype(flat: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A storage's bytes read as ``dtype`` (the one its tensors are saved as, x.view(torch.int32)
+    and x[1:].view(torch.int32) sharing one copy); a tail shorter than one element is left."""
+    if flat.dtype == dtype:
+        return flat
+    raw = flat.view(torch.uint8)
+    size = torch.empty(0, dtype=dtype).element_size()
+    return raw[:raw.numel() // size * size].view(dtype)
 
 
 # PyTorch's own export would hand out a null data pointer for this backend.
