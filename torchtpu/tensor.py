@@ -359,14 +359,24 @@ def _storage_copy(t: TpuTensor, memo: dict) -> TpuTensor:
     """``t`` on a copy of its storage, as PyTorch's deepcopy makes it through the storage
     (which a wrapper tensor does not have): tensors sharing a storage in one deepcopy share
     the copy (``[x, x[2:]]``), and a view keeps its offset and strides."""
-    if t._bitcast is not None or t._bits is not None:
-        return t.clone()  # a copy of the values, a fresh tensor
+    if t._bits is not None:
+        return t.clone()  # a copy of the values, a fresh tensor (CPU's resolves them too)
     key = ("torchtpu.Storage", id(t._storage))  # (t keeps the storage alive, so its id)
     if key not in memo:
-        shape = t._storage.shape
-        memo[key] = torch.as_strided(t, shape, contiguous_strides(shape), 0).clone()
+        if t._bitcast is None:
+            shape = t._storage.shape
+            whole = torch.as_strided(t, shape, contiguous_strides(shape), 0)
+        else:  # the storage in its own dtype
+            whole = torch.empty(0, dtype=JAX_TO_TORCH[t._storage.dtype], device=t.device)
+            whole.set_(t.untyped_storage())
+        memo[key] = whole.clone()
     whole = memo[key]
     size, stride, offset = t.size(), t.stride(), t.storage_offset()
+    if t._bitcast is not None:  # a view of the copy's bytes as t's dtype, as t is of its own
+        whole = whole.reshape(-1)
+        count = whole.numel() * whole.element_size() // t.element_size()
+        return whole[:count * t.element_size() // whole.element_size()].view(t.dtype).as_strided(
+            size, stride, offset)
     return make_view(whole._storage, read(whole.as_strided(size, stride, offset)), size,
                      stride, offset)
 
