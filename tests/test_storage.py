@@ -74,11 +74,15 @@ def test_a_storage_moves_to_tpu_as_to_cuda(tmp_path):
                 torch.empty(0).set_(t.untyped_storage(), 1, (2, 2), (1, 2)))
     with pytest.raises(RuntimeError, match="must be tpu device"):
         t.untyped_storage().tpu("cpu")
-    # torch.load's callable map_location, cuda's ``lambda s, loc: s.cuda()``
-    torch.save({"t": t, "tail": t[2:]}, tmp_path / "t.pt")
-    loaded = torch.load(tmp_path / "t.pt", map_location=lambda s, loc: s.tpu())
-    assert_same(loaded["t"], t) and assert_same(loaded["tail"], t[2:])
-    assert loaded["tail"].untyped_storage().data_ptr() == loaded["t"].untyped_storage().data_ptr()
+    # torch.load's callable map_location, cuda's ``lambda s, loc: s.cuda()`` (the legacy
+    # format reads the bytes into the storages it made after the pickle)
+    for legacy in (False, True):
+        torch.save({"t": t, "tail": t[2:]}, tmp_path / "t.pt",
+                   _use_new_zipfile_serialization=not legacy)
+        loaded = torch.load(tmp_path / "t.pt", map_location=lambda s, loc: s.tpu())
+        assert_same(loaded["t"], t) and assert_same(loaded["tail"], t[2:])
+        shared = loaded["tail"].untyped_storage().data_ptr()
+        assert shared == loaded["t"].untyped_storage().data_ptr()
 
 
 @pytest.mark.parametrize("make", [

@@ -14,6 +14,7 @@ _storage_copy_ = torch._C.StorageBase.copy_
 _new_storage = torch._C.StorageBase.__new__
 _storage_fill_ = torch._C.StorageBase.fill_
 _storage_write_file = torch._C.StorageBase._write_file
+_storage_set_from_file = torch._C.StorageBase._set_from_file
 
 
 def _data_ptr(storage) -> int:
@@ -62,6 +63,18 @@ def _write_file(storage, *args):
     return _storage_write_file(storage.cpu() if storage.device.type == "tpu" else storage, *args)
 
 
+def _set_from_file(storage, f, offset, *args):
+    """A storage's bytes read from a file, as the legacy torch.load reads each one after the
+    pickle (its ``map_location=lambda s, loc: s.tpu()`` made tpu storages first): a tpu
+    storage's are read on the host and copied in, as cuda's C++ does through a tensor this
+    backend cannot be handed (it crashed)."""
+    if storage.device.type != "tpu":
+        return _storage_set_from_file(storage, f, offset, *args)
+    host = torch.UntypedStorage(storage.nbytes())
+    _storage_set_from_file(host, f, offset, *args)
+    return storage.copy_(host)
+
+
 def _listed_on_the_host(tolist):
     # PyTorch lists a storage element by element (one device read each): a tpu storage is
     # copied to the host once instead.
@@ -108,3 +121,4 @@ def install() -> None:
     torch.UntypedStorage.copy_ = _copy_
     torch.UntypedStorage.fill_ = _fill_
     torch.UntypedStorage._write_file = _write_file
+    torch.UntypedStorage._set_from_file = _set_from_file
