@@ -74,11 +74,15 @@ def test_a_storage_moves_to_tpu_as_to_cuda(tmp_path):
                 torch.empty(0).set_(t.untyped_storage(), 1, (2, 2), (1, 2)))
     with pytest.raises(RuntimeError, match="must be tpu device"):
         t.untyped_storage().tpu("cpu")
-    # torch.load's callable map_location, cuda's ``lambda s, loc: s.cuda()``
-    torch.save({"t": t, "tail": t[2:]}, tmp_path / "t.pt")
-    loaded = torch.load(tmp_path / "t.pt", map_location=lambda s, loc: s.tpu())
-    assert_same(loaded["t"], t) and assert_same(loaded["tail"], t[2:])
-    assert loaded["tail"].untyped_storage().data_ptr() == loaded["t"].untyped_storage().data_ptr()
+    # torch.load's callable map_location, cuda's ``lambda s, loc: s.cuda()`` (the legacy
+    # format reads the bytes into the storages it made after the pickle)
+    for legacy in (False, True):
+        torch.save({"t": t, "tail": t[2:]}, tmp_path / "t.pt",
+                   _use_new_zipfile_serialization=not legacy)
+        loaded = torch.load(tmp_path / "t.pt", map_location=lambda s, loc: s.tpu())
+        assert_same(loaded["t"], t) and assert_same(loaded["tail"], t[2:])
+        shared = loaded["tail"].untyped_storage().data_ptr()
+        assert shared == loaded["t"].untyped_storage().data_ptr()
 
 
 @pytest.mark.parametrize("make", [
@@ -112,3 +116,19 @@ def test_tensor_of_a_storage_as_on_cpu():
     tpu, cpu = run(TPU), run("cpu")
     assert tpu[1] == "tpu" and cpu[1] == "cpu"
     assert_same([tpu[0], tpu[2], tpu[3]], [cpu[0], cpu[2], cpu[3]])
+
+
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated")
+def test_a_tpu_storage_pickles_and_saves_in_the_legacy_format(tmp_path):
+    # (both write the storage's bytes with _write_file, which cannot read a tpu storage's)
+    import io
+    import pickle
+
+    t = torch.arange(6.0, device=TPU)
+    back = pickle.loads(pickle.dumps(t.storage()))
+    assert back.dtype == torch.float32 and back.tolist() == t.tolist()
+    buffer = io.BytesIO()
+    torch.save([t.storage(), t[2:].int().storage()], buffer, _use_new_zipfile_serialization=False)
+    buffer.seek(0)  # (an UntypedStorage: PyTorch's legacy loader fails on CPU's too)
+    typed, tail = torch.load(buffer, weights_only=False)
+    assert typed.tolist() == t.tolist() and tail.tolist() == [2, 3, 4, 5]

@@ -363,6 +363,19 @@ def test_deepcopy_of_views_copies_their_storage_once():
 
 
 @pytest.mark.parametrize("device", ["cpu", TPU])
+def test_deepcopy_of_views_as_another_dtype_shares_the_copied_storage(device):
+    import copy
+
+    x = torch.arange(4.0, device=device)
+    v = x.view(torch.int32)
+    base, same, tail = copy.deepcopy([x, v, v[1:]])
+    base[1] = 7.0  # seen through the int32 views of the copy, as on CPU
+    assert same.tolist()[:2] == [0, 1088421888] and tail.tolist()[0] == 1088421888
+    z = copy.deepcopy(torch.view_as_real(torch.tensor([1 + 2j, 3 + 4j], device=device))[1:])
+    assert z.tolist() == [[3.0, 4.0]] and z.storage_offset() == 2 and x.tolist()[1] == 1.0
+
+
+@pytest.mark.parametrize("device", ["cpu", TPU])
 def test_deepcopy_of_a_parameter_leaves_its_grad_behind(device):
     # As Parameter.__deepcopy__ does: a copied model (an EMA's, a snapshot) has no grads, and
     # an optimizer over it does not step with the original's.

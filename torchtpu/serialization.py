@@ -9,18 +9,23 @@ backend cannot do (PyTorch's default would allocate one and crash). Storages sta
 CPU instead, marked, and each tensor rebuilt from a marked storage is moved to the device as
 it is rebuilt; tensors that shared a storage in the file share one device tensor (views of
 it), as they would on cuda. TorchScript's save and load go through the CPU.
+
+The legacy format (``_use_new_zipfile_serialization=False``) reads every storage's bytes only
+after the whole pickle has been rebuilt: a tensor moved to the device while rebuilt is written
+again once they are there (``_loading_legacy_files``).
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import threading
 import warnings
 
 import torch
 import torch._weights_only_unpickler
 
-from .tensor import host_copies_shared
+from .tensor import TpuTensor, host_copies_shared
 
 
 def _tag(storage) -> str | None:
@@ -51,20 +56,85 @@ def _rebuilt_onto_device(rebuild):
 def _moved(t: torch.Tensor, storage, device: str, requires_grad: bool) -> torch.Tensor:
     # The first tensor of a storage moves whole (a plain device tensor when it spans the
     # storage, as a state_dict's do); the others are views of it, so tied weights stay tied.
+    # The storage's bytes move, and a conj or neg bit is the view's (z and z.conj() share).
+    conj, neg = t.is_conj(), t.is_neg()
+    t = _with_math_bits(t.detach(), conj, neg)  # (flipped: off)
     bases = storage.__dict__.setdefault("_torchtpu_bases", {})
     base = bases.get(t.dtype)
     spans = (t.storage_offset() == 0 and t.is_contiguous()
              and t.numel() * t.element_size() == storage.nbytes())
     if base is None and spans:
-        moved = bases[t.dtype] = t.detach().to(device)
+        moved = bases[t.dtype] = _to_device(t, device)
     else:
         if base is None:
             whole = torch.empty(0, dtype=t.dtype).set_(
                 storage, 0, (storage.nbytes() // t.element_size(),), (1,))
-            base = bases[t.dtype] = whole.to(device)
+            base = bases[t.dtype] = _to_device(whole, device)
         with torch.no_grad():
             moved = base.as_strided(t.shape, t.stride(), t.storage_offset())
-    return moved.requires_grad_(requires_grad)
+    return _with_math_bits(moved.detach(), conj, neg).requires_grad_(requires_grad)
+
+
+def _with_math_bits(t: torch.Tensor, conj: bool, neg: bool) -> torch.Tensor:
+    """A view of ``t``'s memory with its conj and neg bits flipped where asked."""
+    t = t.conj() if conj else t
+    return torch._neg_view(t) if neg else t
+
+
+def _metadata_after_rebuild(rebuild_v2):
+    """``_rebuild_tensor_v2``, which sets a tensor's saved conj and neg bits on the tensor
+    rebuilt: one moved to tpu gets them as a view of its memory (the bits set on a tpu tensor
+    as they are on a CPU one were not read: z.conj() loaded as z)."""
+
+    @functools.wraps(rebuild_v2)
+    def rebuilt(storage, storage_offset, size, stride, requires_grad, backward_hooks,
+                metadata=None):
+        t = rebuild_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks)
+        if not metadata:
+            return t
+        if not isinstance(t, TpuTensor):
+            torch._utils.set_tensor_metadata(t, metadata)
+            return t
+        bits = _with_math_bits(t.detach(), metadata.get("conj", False), metadata.get("neg", False))
+        return bits.requires_grad_(requires_grad)
+
+    return rebuilt
+
+
+_legacy = threading.local()  # .unread: (device tensor, host tensor) pairs of a legacy load
+
+
+def _to_device(host: torch.Tensor, device: str) -> torch.Tensor:
+    moved = host.to(device)
+    unread = getattr(_legacy, "unread", None)
+    if unread is not None:  # its bytes are not read yet: written again once they are
+        unread.append((moved, host))
+    return moved
+
+
+def _loading_legacy_files(legacy_load):
+    """PyTorch's loader of the legacy format, which reads the storages' bytes after rebuilding
+    every tensor (a cuda storage is made first and filled then): tensors moved to tpu while
+    rebuilt are given their bytes once read. It also sets the ``map_location`` that the
+    rebuild of a tensor saved from tpu reads, as the zipfile loader does (it was ignored)."""
+
+    @functools.wraps(legacy_load)
+    def loaded(f, map_location, *args, **kwargs):
+        outer, _legacy.unread = getattr(_legacy, "unread", None), []
+        unread = _legacy.unread
+        torch.serialization._serialization_tls.map_location = map_location
+        try:
+            result = legacy_load(f, map_location, *args, **kwargs)
+        finally:
+            _legacy.unread = outer
+            torch.serialization._serialization_tls.map_location = None
+        with torch.no_grad():
+            for moved, host in unread:
+                moved.copy_(host)
+        return result
+
+    loaded._torchtpu = True
+    return loaded
 
 
 _rebuild_location = torch._utils._get_restore_location
@@ -201,6 +271,23 @@ def _forgetting_map_location(load):
     return loaded
 
 
+def _rebuilt_as_plain(rebuild_from_type):
+    """``_rebuild_from_type_v2``, a tensor saved with Python attributes, for a plain tensor
+    (its class torch.Tensor, or TpuTensor in older files): loaded onto the other device than
+    it was saved on, PyTorch re-classed it with ``as_subclass``, an alias (a leaf came back
+    as a non-leaf). It keeps the class it was rebuilt with, as CPU's and cuda's do."""
+
+    @functools.wraps(rebuild_from_type)
+    def rebuilt(func, new_type, args, state):
+        if new_type is not torch.Tensor and new_type is not TpuTensor:
+            return rebuild_from_type(func, new_type, args, state)
+        ret = func(*args)
+        plain = type(ret) is torch.Tensor or type(ret) is TpuTensor
+        return rebuild_from_type(lambda: ret, type(ret) if plain else new_type, (), state)
+
+    return rebuilt
+
+
 def _rebuild_device_tensor(data, dtype, device, requires_grad):
     """A tensor saved from tpu (its CPU copy and device), moved as ``_moved`` moves, so
     tensors that shared a storage when saved share one again."""
@@ -251,11 +338,9 @@ def _rebuild_in_another_process(data: bytes, dtype, shape, device, requires_grad
 def install() -> None:
     from multiprocessing.reduction import ForkingPickler
 
-    from .tensor import TpuTensor
-
     ForkingPickler.register(TpuTensor, _reduce_for_another_process)
-    # A tpu tensor with Python attributes is saved as PyTorch saves a CPU one with them:
-    # its class named, which torch.load(weights_only=True) must accept.
+    # Files from torchtpu versions that named TpuTensor as a tensor's class (with Python
+    # attributes), which torch.load(weights_only=True) must accept.
     torch.serialization.add_safe_globals([TpuTensor])
     if not getattr(torch._utils._rebuild_tensor, "_torchtpu", False):
         # (_rebuild_tensor_v2 calls _rebuild_tensor; v3 builds its own)
@@ -265,9 +350,14 @@ def install() -> None:
             setattr(torch._utils, name, rebuild)
         torch._utils._rebuild_device_tensor_from_cpu_tensor = functools.wraps(
             _rebuild_from_cpu)(_rebuild_device_tensor)
+        torch._tensor._rebuild_from_type_v2 = _rebuilt_as_plain(
+            torch._tensor._rebuild_from_type_v2)
+        torch._utils._rebuild_tensor_v2 = _metadata_after_rebuild(torch._utils._rebuild_tensor_v2)
         torch._weights_only_unpickler._get_allowed_globals.cache_clear()
         torch.save = torch.serialization.save = _saving_shared_storages(torch.save)
         torch.serialization._load = _forgetting_map_location(torch.serialization._load)
+        torch.serialization._legacy_load = _loading_legacy_files(
+            torch.serialization._legacy_load)
     # Ahead of PyTorch's own privateuse1 restore (priority 20).
     torch.serialization.register_package(15, _tag, _restore)
     torch._utils._get_restore_location = _restore_location

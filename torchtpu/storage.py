@@ -13,6 +13,8 @@ _storage_data_ptr = torch._C.StorageBase.data_ptr
 _storage_copy_ = torch._C.StorageBase.copy_
 _new_storage = torch._C.StorageBase.__new__
 _storage_fill_ = torch._C.StorageBase.fill_
+_storage_write_file = torch._C.StorageBase._write_file
+_storage_set_from_file = torch._C.StorageBase._set_from_file
 
 
 def _data_ptr(storage) -> int:
@@ -52,6 +54,25 @@ def _fill_(storage, value):
     _storage_fill_(byte.untyped_storage(), value)  # CPU's check and conversion (300 -> 44)
     _bytes(storage).fill_(byte.item())
     return storage
+
+
+def _write_file(storage, *args):
+    """The bytes of a storage into a file, as the legacy torch.save and a TypedStorage's
+    pickle write them: a tpu storage's from a host copy, as cuda's C++ copies its own (the C
+    function refuses a storage with no host pointer)."""
+    return _storage_write_file(storage.cpu() if storage.device.type == "tpu" else storage, *args)
+
+
+def _set_from_file(storage, f, offset, *args):
+    """A storage's bytes read from a file, as the legacy torch.load reads each one after the
+    pickle (its ``map_location=lambda s, loc: s.tpu()`` made tpu storages first): a tpu
+    storage's are read on the host and copied in, as cuda's C++ does through a tensor this
+    backend cannot be handed (it crashed)."""
+    if storage.device.type != "tpu":
+        return _storage_set_from_file(storage, f, offset, *args)
+    host = torch.UntypedStorage(storage.nbytes())
+    _storage_set_from_file(host, f, offset, *args)
+    return storage.copy_(host)
 
 
 def _listed_on_the_host(tolist):
@@ -99,3 +120,5 @@ def install() -> None:
     torch.UntypedStorage.data_ptr = _data_ptr
     torch.UntypedStorage.copy_ = _copy_
     torch.UntypedStorage.fill_ = _fill_
+    torch.UntypedStorage._write_file = _write_file
+    torch.UntypedStorage._set_from_file = _set_from_file

@@ -250,12 +250,15 @@ class TpuTensor(torch.Tensor):
             if state:
                 return (torch._utils._rebuild_parameter_with_state, (*args, state))
             return (torch._utils._rebuild_parameter, args)
+        torch.utils.hooks.warn_if_has_hooks(self)  # as CPU's does (a Parameter's does not)
         # PyTorch's own form for a storage-less device (torchtpu/serialization.py): its CPU
         # copy and its device, which torch.load(weights_only=True) accepts.
         rebuild, args = (torch._utils._rebuild_device_tensor_from_cpu_tensor,
                          (_host_copy(self), self.dtype, str(self.device), self.requires_grad))
-        cls = getattr(type(self), "_user_class", TpuTensor)  # a user's subclass: by name
-        if not state and cls is TpuTensor:
+        # A user's subclass by name; a plain tensor as torch.Tensor, which loads without
+        # torchtpu (map_location='cpu'), as a cuda file does without cuda.
+        cls = getattr(type(self), "_user_class", torch.Tensor)
+        if not state and cls is torch.Tensor:
             return rebuild, args
         # With Python attributes: PyTorch's form for those (``Tensor.__reduce_ex__``).
         return (torch._tensor._rebuild_from_type_v2, (rebuild, cls, args, state))
@@ -356,14 +359,24 @@ def _storage_copy(t: TpuTensor, memo: dict) -> TpuTensor:
     """``t`` on a copy of its storage, as PyTorch's deepcopy makes it through the storage
     (which a wrapper tensor does not have): tensors sharing a storage in one deepcopy share
     the copy (``[x, x[2:]]``), and a view keeps its offset and strides."""
-    if t._bitcast is not None or t._bits is not None:
-        return t.clone()  # a copy of the values, a fresh tensor
+    if t._bits is not None:
+        return t.clone()  # a copy of the values, a fresh tensor (CPU's resolves them too)
     key = ("torchtpu.Storage", id(t._storage))  # (t keeps the storage alive, so its id)
     if key not in memo:
-        shape = t._storage.shape
-        memo[key] = torch.as_strided(t, shape, contiguous_strides(shape), 0).clone()
+        if t._bitcast is None:
+            shape = t._storage.shape
+            whole = torch.as_strided(t, shape, contiguous_strides(shape), 0)
+        else:  # the storage in its own dtype
+            whole = torch.empty(0, dtype=JAX_TO_TORCH[t._storage.dtype], device=t.device)
+            whole.set_(t.untyped_storage())
+        memo[key] = whole.clone()
     whole = memo[key]
     size, stride, offset = t.size(), t.stride(), t.storage_offset()
+    if t._bitcast is not None:  # a view of the copy's bytes as t's dtype, as t is of its own
+        whole = whole.reshape(-1)
+        count = whole.numel() * whole.element_size() // t.element_size()
+        return whole[:count * t.element_size() // whole.element_size()].view(t.dtype).as_strided(
+            size, stride, offset)
     return make_view(whole._storage, read(whole.as_strided(size, stride, offset)), size,
                      stride, offset)
 
@@ -386,12 +399,34 @@ def host_copies_shared():
 
 def _host_copy(t: TpuTensor) -> torch.Tensor:
     copies = getattr(_saving, "copies", None)
-    if copies is None or t._bitcast is not None or t._bits is not None:
+    if copies is None:
         return t.detach().cpu()
     s = t._storage
+    # torch.save's own refusal (its loader cannot share one storage between dtypes)
+    saved_as, _ = copies.setdefault(("dtype", id(s)), (t.dtype, s))
+    if saved_as != t.dtype and s.nbytes:
+        raise RuntimeError("Cannot save multiple tensors or storages that view the same data "
+                           "as different types")
     if id(s) not in copies:  # (the storage kept with its copy: its id stays its own)
-        copies[id(s)] = to_host(concrete(s.value)).reshape(-1), s
-    return copies[id(s)][0].as_strided(t.shape, t.stride(), t.storage_offset())
+        copies[id(s)] = _as_dtype(to_host(concrete(s.value)).reshape(-1), t.dtype), s
+    host = copies[id(s)][0]
+    if host.dtype != t.dtype:  # (an empty storage, saved as two dtypes)
+        return t.detach().cpu()
+    host = host.as_strided(t.shape, t.stride(), t.storage_offset())
+    if t._bits is not None:  # a conj or neg view of the memory, saved as CPU saves one
+        host = host.conj() if t._bits[0] else host
+        host = torch._neg_view(host) if t._bits[1] else host
+    return host
+
+
+def _as_dtype(flat: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A storage's bytes read as ``dtype`` (the one its tensors are saved as, x.view(torch.int32)
+    and x[1:].view(torch.int32) sharing one copy); a tail shorter than one element is left."""
+    if flat.dtype == dtype:
+        return flat
+    raw = flat.view(torch.uint8)
+    size = torch.empty(0, dtype=dtype).element_size()
+    return raw[:raw.numel() // size * size].view(dtype)
 
 
 # PyTorch's own export would hand out a null data pointer for this backend.
