@@ -88,3 +88,14 @@ def test_a_division_by_the_number_zero_raises_at_once(fused):
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         torch.tensor([5, 7]).to(TPU) // 0
     assert (torch.tensor([5.0]).to(TPU) // 0).item() == float("inf")  # a float division
+
+
+def test_a_value_cpu_checks_before_the_outs_dtype_is_reported_first(fused):
+    mean, std = torch.zeros(3), torch.tensor([1.0, -1.0, 1.0])
+    error, message = cpu_error(
+        lambda: torch.normal(mean, std, out=torch.empty(3, dtype=torch.bool)))
+    with pytest.raises(error) as caught:
+        torch.normal(mean.to(TPU), std.to(TPU), out=torch.empty(3, dtype=torch.bool).to(TPU))
+    assert str(caught.value) == message == "normal expects all elements of std >= 0.0"
+    with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):  # valid std
+        torch.normal(mean.to(TPU), std.abs().to(TPU), out=torch.empty(3, dtype=torch.bool).to(TPU))

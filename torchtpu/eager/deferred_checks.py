@@ -36,6 +36,11 @@ def record(outputs: tuple, make_error) -> None:
     _recorded.append((outputs, make_error))
 
 
+def count() -> int:
+    """How many checks the current trace has recorded."""
+    return len(_recorded)
+
+
 def recorded_nodes() -> list[int]:
     """The current trace's check nodes."""
     return [flags[0].src[0] for flags, _ in _recorded]

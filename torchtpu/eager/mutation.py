@@ -16,10 +16,10 @@ from torch.utils._pytree import tree_leaves
 
 from ..ops.dtypes import cast, scalar_type_name, to_jax_dtype, to_torch_dtype
 from ..ops.registry import LOWERINGS, is_functional
-from ..runtime.execute import Pending
+from ..runtime.execute import Pending, flush_pending
 from ..runtime.transfer import to_device
 from ..tensor import DEVICE, TpuTensor, is_dense, read, write
-from . import meta_errors, strict, views
+from . import deferred_checks, meta_errors, strict, views
 from .linalg_layout import out_layout, restrides_empty
 from .number_checks import checking_number
 from .out_dtypes import refuse_out_dtype, refuse_out_dtype_first
@@ -588,6 +588,7 @@ def _out_handler(func, compute, laid_out, out_names, in_out_dtype, pointwise: bo
             kwargs.setdefault("dtype", outs[0].dtype)
         leaves = tree_leaves((args, kwargs))
         resizing = laid_out is not None and any(t.numel() == 0 for t in outs)
+        checks_before = deferred_checks.count()
         try:
             result = (laid_out if resizing else compute)(args, kwargs)
         except NotImplementedError as e:
@@ -598,7 +599,14 @@ def _out_handler(func, compute, laid_out, out_names, in_out_dtype, pointwise: bo
         if not isinstance(result, (list, tuple)):
             result = [result]
         for i, (t, v) in enumerate(zip(outs, result, strict=True)):
-            refuse_out_dtype(func, pointwise, self_dtype, t, _dtype_of(v), position=i)
+            try:
+                refuse_out_dtype(func, pointwise, self_dtype, t, _dtype_of(v), position=i)
+            except (RuntimeError, NotImplementedError):
+                # CPU checks the op's values (normal's std >= 0) before its out's dtype: a
+                # check fused eager recorded for it is run first, and raises if it fails.
+                if deferred_checks.count() > checks_before:
+                    flush_pending()
+                raise
         inputs = {id(x._storage) for x in leaves if isinstance(x, TpuTensor)}
         quiet = quietly is not None and quietly(args)
         if resizing:
