@@ -52,6 +52,15 @@ CASES = {
     "searchsorted with a sorter out of range": (
         lambda s, v: torch.searchsorted(s, v, sorter=torch.tensor([2, 0, 5]).to(s.device)).sum(),
         torch.tensor([3.0, 1.0, 2.0]), torch.tensor([2.5])),
+    "histc over data that is not finite": (
+        lambda x, n: torch.histc(x, 4).sum() + n.sum(), torch.tensor([1.0, float("inf")]),
+        torch.zeros(1)),
+    "segment_reduce lengths that do not sum to the data": (
+        lambda d, lengths: torch.segment_reduce(d, "sum", lengths=lengths).sum(),
+        torch.arange(6.0), torch.tensor([3, 4])),
+    "segment_reduce with a negative length": (
+        lambda d, lengths: torch.segment_reduce(d, "sum", lengths=lengths).sum(),
+        torch.arange(6.0), torch.tensor([-1, 7])),
     "max_unpool2d index outside the output": (
         lambda x, i: F.max_unpool2d(x, i, 2).sum(), torch.ones(1, 1, 2, 2),
         torch.tensor([[[[0, 3], [8, 16]]]])),

@@ -1,7 +1,8 @@
 """Fused eager checks an op's index values (and BCE's probabilities, random ops' parameter
 tensors, integer divisors, masked_scatter's source, searchsorted's sorter, max_unpool's
-indices) at the sync point that runs it: CPU's exception and message, where XLA alone would
-clamp the index (or give NaN, or a value) in silence."""
+indices, histc's range, segment_reduce's lengths) at the sync point that runs it: CPU's
+exception and message, where XLA alone would clamp the index (or give NaN, or a value) in
+silence."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from torch.utils._pytree import tree_flatten, tree_leaves, tree_map, tree_unflat
 from .. import config
 from ..ops.dtypes import to_jax_dtype
 from ..runtime.execute import executable
-from ..tensor import TpuTensor, read
+from ..tensor import read
 from . import deferred_checks
 from .pooling_checks import CHECKS as POOLING_CHECKS
 from .reduction_checks import histc_range_error
@@ -342,25 +342,30 @@ def _distribution_error(one_pass: bool, width: int, bad: int, negative: int,
 
 
 @executable()
-def _extrema(x):
-    return jnp.min(x), jnp.max(x)
+def _histc_range(x):
+    """Whether the range histc takes from the data (its min and max) is not finite, and that
+    range, widened where it is one value as CPU widens it, in the data's dtype."""
+    low, high = jnp.min(x), jnp.max(x)
+    same = low == high
+    low, high = jnp.where(same, low - 1, low), jnp.where(same, high + 1, high)
+    same = same & (low == high)
+    low = jnp.where(same, jnp.nextafter(low, jnp.array(-jnp.inf, low.dtype)), low)
+    high = jnp.where(same, jnp.nextafter(high, jnp.array(jnp.inf, high.dtype)), high)
+    return ~(jnp.isfinite(low) & jnp.isfinite(high)), low, high
 
 
-def _histc_data_range(args, kwargs) -> None:
-    """histc over the data's range (min == max): CPU's error for data that is not finite."""
+def _histc_data(args, kwargs):
+    """histc's data when it bins over the data's range (min == max)."""
     self = args[0]
     low = args[2] if len(args) > 2 else kwargs.get("min", 0)
     high = args[3] if len(args) > 3 else kwargs.get("max", 0)
-    if (low != high or not isinstance(self, TpuTensor) or self.numel() == 0
-            or not self.is_floating_point()):
-        return
-    low, high = (np.asarray(e) for e in _extrema(read(self)))
-    if low == high:  # widened as CPU widens, in the data's dtype
-        low, high = low - 1, high + 1
-        if low == high:
-            low, high = np.nextafter(low, -np.inf), np.nextafter(high, np.inf)
-    if (message := histc_range_error(float(low), float(high))) is not None:
-        raise RuntimeError(message)
+    if low != high or not _on_device(self) or self.numel() == 0 or not self.is_floating_point():
+        return None
+    return self
+
+
+def _histc_error(low: float, high: float) -> RuntimeError:
+    return RuntimeError(histc_range_error(float(low), float(high)))
 
 
 @executable()
@@ -400,18 +405,26 @@ def _unpool_error(output_size, value: int) -> RuntimeError:
                         f"{'x'.join(str(n) for n in output_size)})")
 
 
-def _segment_lengths(args, kwargs) -> None:
-    """segment_reduce's lengths, checked as CPU checks them unless ``unsafe`` (offsets never
-    are)."""
+def _segment_lengths(args, kwargs):
+    """segment_reduce's lengths and the size they must sum to, when CPU checks them (not
+    ``unsafe``; offsets never are)."""
     data, lengths = args[0], kwargs.get("lengths")
-    if kwargs.get("unsafe", False) or not isinstance(lengths, TpuTensor) or lengths.numel() == 0:
-        return
-    values = np.asarray(read(lengths))
-    if values.min() < 0:
-        raise RuntimeError("lengths contains negative value!")
-    if (values.sum(axis=-1) != data.shape[lengths.dim() - 1]).any():
-        raise RuntimeError("segment_reduce(): Expected all rows of lengths along axis to sum to "
-                           "data.size(lengths.dim()-1) when !unsafe.")
+    if kwargs.get("unsafe", False) or not _on_device(lengths) or lengths.numel() == 0:
+        return None
+    return lengths, data.shape[lengths.dim() - 1]
+
+
+@executable(static_argnums=(1,))
+def _lengths_faults(lengths, size: int):
+    negative = jnp.any(lengths < 0)
+    return negative | jnp.any(jnp.sum(lengths, axis=-1) != size), negative
+
+
+def _lengths_error(negative: bool) -> RuntimeError:
+    if negative:
+        return RuntimeError("lengths contains negative value!")
+    return RuntimeError("segment_reduce(): Expected all rows of lengths along axis to sum to "
+                        "data.size(lengths.dim()-1) when !unsafe.")
 
 
 # Ops whose values (not indices) CPU checks.
@@ -424,9 +437,6 @@ _DIVISIONS = (
 _MASKED_SCATTERS = (aten.masked_scatter.default, aten.masked_scatter_.default)
 _SEARCHSORTED = (aten.searchsorted.Tensor, aten.searchsorted.Scalar)
 _UNPOOLS = (aten.max_unpool2d.default, aten.max_unpool3d.default)
-# Values CPU reads on the host in ways kept on the host here.
-_HOST_VALUES = {aten.histc.default: _histc_data_range,
-                aten.segment_reduce.default: _segment_lengths}
 
 
 def _value_checks(func, args, kwargs, unwrap=unwrap) -> list:
@@ -453,6 +463,11 @@ def _value_checks(func, args, kwargs, unwrap=unwrap) -> list:
                        partial(RuntimeError, _SHORT_SOURCE)))
     if func in _SEARCHSORTED and (sorter := _sorter(kwargs)) is not None:
         checks.append((_outside_last_dim, (unwrap(sorter),), partial(RuntimeError, _SORTER)))
+    if func is aten.histc.default and (data := _histc_data(args, kwargs)) is not None:
+        checks.append((_histc_range, (unwrap(data),), _histc_error))
+    if func is aten.segment_reduce.default and (found := _segment_lengths(args, kwargs)):
+        lengths, size = found
+        checks.append((_lengths_faults, (unwrap(lengths), size), _lengths_error))
     if func in _UNPOOLS and (found := _unpool_plane(func, args)) is not None:
         indices, output_size = found
         checks.append((_last_outside, (unwrap(indices), math.prod(output_size)),
@@ -480,12 +495,10 @@ def _index_pairs(func, args, kwargs):
 def check(func, args, kwargs) -> None:
     """Raise CPU's error if an index tensor of ``func`` holds an out-of-range value, or a
     value CPU checks is invalid."""
-    if (host := _HOST_VALUES.get(func)) is not None:
-        return host(args, kwargs)
     for exe, exe_args, make_error in _value_checks(func, args, kwargs):
         failed, *found = _outputs(exe, exe_args)
         if bool(failed):
-            raise make_error(*(int(v) for v in found))
+            raise make_error(*(v.item() for v in found))
     for spec, index, dim, size, low, ignore in _index_pairs(func, args, kwargs):
         values = np.asarray(read(index))  # (on the host: index shapes vary, no compile each)
         bad = (values >= size) | (values < low)
@@ -497,7 +510,8 @@ def check(func, args, kwargs) -> None:
 
 
 # Every op whose indices or values are checked.
-_CHECKED = {*_SPECS, *_HOST_VALUES, *_FLAGGED, aten.multinomial.default, *_DIVISIONS,
+_CHECKED = {*_SPECS, *_FLAGGED, aten.multinomial.default, aten.histc.default,
+            aten.segment_reduce.default, *_DIVISIONS,
             *_MASKED_SCATTERS, *_SEARCHSORTED, *_UNPOOLS}
 _BEFORE_SHAPES = {aten.normal.Tensor_Tensor, aten.normal.float_Tensor}
 
@@ -530,7 +544,7 @@ def _index_error(spec: _Spec, dim: int, size: int, value: int, at: int) -> Excep
 def deferred(func, handler):
     """Fused eager's ``handler``: ``func``'s index bounds and values checked at the sync point
     that runs it (deferred_checks.py), if it has them."""
-    if func not in _CHECKED or func in _HOST_VALUES or not config.get("check_indices"):
+    if func not in _CHECKED or not config.get("check_indices"):
         return handler
 
     def run(args, kwargs):
@@ -547,7 +561,7 @@ def traced_checks(func, fakes: tuple, values: tuple) -> list:
     """A compiled graph's checks of ``func``'s values, computed inside its program:
     [(the check's outputs, make_error)]. ``fakes``: the node's (args, kwargs) as the graph's
     fake tensors; ``values``: the same, as the program's traced arrays."""
-    if func not in _CHECKED or func in _HOST_VALUES or not config.get("check_indices"):
+    if func not in _CHECKED or not config.get("check_indices"):
         return []
     leaves, spec = tree_flatten(fakes)
     arrays = tree_leaves(values)

@@ -80,7 +80,7 @@ def raise_failed(wait: bool) -> None:
         if not (wait or now or ran.is_ready()):
             unread.append(check)
         elif failure is None and bool(ran):
-            failure = make_error(*(int(v) for v in found))
+            failure = make_error(*(v.item() for v in found))
     _running = unread
     if failure is not None:
         raise failure
