@@ -102,3 +102,8 @@ def test_a_loop_that_never_syncs_still_reports_and_keeps_no_backlog():
     for _ in range(200):
         out = pick(out, torch.tensor([0]).to(TPU))
     assert len(deferred_checks._running) <= deferred_checks._MAX_UNREAD
+
+
+def test_an_integer_division_by_the_number_zero_raises_as_it_compiles():
+    with pytest.raises(RuntimeError, match="^ZeroDivisionError$"):
+        torch.compile(lambda a: a // 0, backend="tpu")(torch.tensor([3, 4]).to(TPU))
