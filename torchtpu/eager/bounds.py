@@ -443,7 +443,8 @@ def _value_checks(func, args, kwargs, unwrap=unwrap) -> list:
     """The checks of ``func``'s values (its indices aside) for this call, as
     [(executable, its arguments, make_error)]: the executable's first output says whether the
     check failed, ``make_error(its other outputs)`` builds CPU's exception. Strict eager runs
-    them before the op; fused eager records them (the values as the op reads them)."""
+    them before the op; fused eager records them (the values as the op reads them); a
+    compiled graph computes them in its program (``unwrap``: its traced array of a tensor)."""
     checks = [(flag, (unwrap(t),), partial(RuntimeError, message))
               for t, flag, message in _flagged_arguments(func, args)]
     if func is aten.multinomial.default and (found := _multinomial_probs(args, kwargs)):
