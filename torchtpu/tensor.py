@@ -334,8 +334,10 @@ def make_subclass(cls, data, requires_grad: bool = False, **kwargs) -> torch.Ten
     without its history) for tpu data too. (Dynamo's polyfill for it checks the names.)"""
     if not isinstance(data, TpuTensor) or kwargs:
         return _make_subclass(cls, data, requires_grad, **kwargs)
-    with flag_requires_grad():
-        return _reclassed(torch.ops.aten.detach.default, data, cls).requires_grad_(requires_grad)
+    new = _reclassed(torch.ops.aten.detach.default, data, cls)
+    # (a flag C++ sets: no __torch_function__ of cls sees it, nor torch.func refuses it)
+    with flag_requires_grad(), torch._C.DisableTorchFunctionSubclass():
+        return new.requires_grad_(requires_grad)
 
 
 @contextlib.contextmanager
