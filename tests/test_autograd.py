@@ -268,3 +268,33 @@ def test_a_saved_tensor_written_in_place_is_named_as_cudas():
     # CPU's "[torch.FloatTensor [3]]" is "[torch.cuda.FloatTensor [3]]" on cuda
     assert "[torch.FloatTensor [3]], which is output 0 of Sigmoid," in str(on_cpu.value)
     assert str(on_tpu.value) == str(on_cpu.value).replace("torch.Float", "torch.tpu.Float")
+
+
+def test_parameters_made_inside_torch_func_transforms():
+    # linearize's jvp_fn folds its constants into Parameters, here under vmap; a Parameter
+    # of a captured tensor under grad is one of grad's level, as CPU's _make_subclass makes it
+    def run(device):
+        c = torch.arange(3.0, device=device)
+        _, jvp_fn = torch.func.linearize(lambda x: (x.cos() * c, x.sum()), c + 1)
+        out = list(torch.func.vmap(jvp_fn)(torch.ones(2, 3, device=device)))
+        for requires_grad in (False, True):
+            def f(x, requires_grad=requires_grad):
+                p = torch.nn.Parameter(c * 2, requires_grad=requires_grad)
+                assert isinstance(p, torch.nn.Parameter) and p.requires_grad == requires_grad
+                return (x * p * x).sum()
+
+            out.append(torch.func.grad(f)(c))
+            out.append(torch.func.vmap(torch.func.grad(f))(torch.ones(2, 3, device=device)))
+
+        def g(x):  # a Parameter subclass, through Tensor._make_subclass
+            return x * Scaled(c) * torch.Tensor._make_subclass(Scaled, c, True)
+
+        out.append(torch.func.vmap(g)(torch.ones(2, 3, device=device)))
+        out.append(torch.func.grad(lambda x: g(x).sum())(c))
+        return out
+
+    class Scaled(torch.nn.Parameter):
+        pass
+
+
+    assert_same(run(TPU), run("cpu"))

@@ -194,6 +194,30 @@ def test_printing_shows_the_device_where_cuda_does():
     assert repr(torch.ones(2, dtype=torch.float64)) == "tensor([1., 1.], dtype=torch.float64)"
 
 
+def test_printing_a_captured_tensor_inside_transforms_and_modes_as_on_cpu():
+    # A tensor captured by a torch.func transform prints as itself, not as the transform's
+    # wrapper, and printing runs no op an active dispatch mode would see.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    for device in ("cpu", "tpu"):
+        x, seen, printed = torch.tensor([1.0, 2.0], device=device), [], []
+
+        def f(y, x=x, printed=printed):
+            printed.append(repr(x))
+            return y
+
+        torch.func.vjp(f, torch.ones(2, device=device))
+        torch.func.vmap(f)(torch.ones(3, 2, device=device))
+        with Record():
+            printed.append(repr(x))
+        assert printed == [repr(x)] * 3 and seen == []
+
+
 def test_save_and_load_round_trip(tmp_path):
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 2)

@@ -86,6 +86,22 @@ def test_make_subclass_of_tpu_data_is_a_detached_leaf():
     assert p.device.type == "tpu" and p.tolist() == [2.0, 2.0, 2.0]
 
 
+def test_make_subclass_sets_requires_grad_unseen_by_the_classs_torch_function():
+    # ExpandedWeight (per-sample gradients) refuses every function it does not handle,
+    # requires_grad_ too: CPU's _make_subclass sets the flag in C++
+    from torch.nn.utils._per_sample_grad import call_for_per_sample_grads
+
+    def run(device):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Conv1d(2, 3, 2), torch.nn.Flatten(),
+                                    torch.nn.Linear(12, 2)).to(device)
+        x = torch.arange(40.0).reshape(4, 2, 5).to(device)
+        call_for_per_sample_grads(model)(x).sum().backward()
+        return [p.grad_sample for p in model.parameters()]
+
+    assert_same(run(TPU), run("cpu"), rtol=1e-5)
+
+
 def test_parameter_subclasses_train_and_copy_as_on_cpu():
     def run(device):
         torch.manual_seed(0)

@@ -6,6 +6,7 @@ import threading
 
 import torch
 import torch._tensor_str
+from torch.utils._python_dispatch import _disable_current_modes
 
 _printing = threading.local()  # the suffixes of the tpu tensor this thread is printing
 _add_suffixes = torch._tensor_str._add_suffixes
@@ -29,7 +30,10 @@ def tensor_repr(t: torch.Tensor) -> str:
         grad = ["requires_grad=True"] if t.requires_grad else []
     _printing.suffixes = [f"device='{t.device}'"], grad
     try:
-        with torch._C.DisableTorchFunctionSubclass():  # (as Tensor.__repr__ runs _str)
+        # As PyTorch's _str: the host copy is no op of the program's, so neither a dispatch
+        # mode nor a torch.func transform (which would wrap a captured tensor) sees it.
+        with (torch._C.DisableTorchFunctionSubclass(), _disable_current_modes(),
+              torch._C._DisableFuncTorch()):
             host = t.detach().cpu()
             user_class = getattr(type(t), "_user_class", None)  # printed by its name
             if user_class is not None:

@@ -36,6 +36,7 @@ from .runtime.transfer import to_device
 from .tensor import (
     DATA,
     TpuTensor,
+    flag_requires_grad,
     make_subclass,
     read,
     set_data,
@@ -76,10 +77,19 @@ def _parameter_new(cls, data=None, requires_grad=True):
     if (cls is not torch.nn.Parameter and isinstance(data, TpuTensor)
             and not issubclass(cls, UninitializedTensorMixin)):
         return make_subclass(cls, data, requires_grad)
+    if isinstance(data, TpuTensor) and torch._C._functorch.maybe_current_level() is not None:
+        # Inside torch.func transforms, as CPU's _make_subclass: PyTorch's path for a subclass
+        # calls requires_grad_, which they refuse, and grad's level wraps what detach returns.
+        detached = data.detach()
+        if type(detached) is not TpuTensor:
+            return _make_subclass(cls, detached, requires_grad)
+        with flag_requires_grad():
+            return _new_parameter(cls, data, requires_grad)
     return _new_parameter(cls, data, requires_grad)
 
 
 _new_parameter = torch.nn.Parameter.__new__
+_make_subclass = torch._C.TensorBase._make_subclass
 
 
 def _pin_memory(self, device=None):

@@ -337,7 +337,22 @@ def make_subclass(cls, data, requires_grad: bool = False, **kwargs) -> torch.Ten
     without its history) for tpu data too. (Dynamo's polyfill for it checks the names.)"""
     if not isinstance(data, TpuTensor) or kwargs:
         return _make_subclass(cls, data, requires_grad, **kwargs)
-    return _reclassed(torch.ops.aten.detach.default, data, cls).requires_grad_(requires_grad)
+    new = _reclassed(torch.ops.aten.detach.default, data, cls)
+    # (a flag C++ sets: no __torch_function__ of cls sees it, nor torch.func refuses it)
+    with flag_requires_grad(), torch._C.DisableTorchFunctionSubclass():
+        return new.requires_grad_(requires_grad)
+
+
+@contextlib.contextmanager
+def flag_requires_grad():
+    """Lets ``requires_grad_`` run inside torch.func transforms, which refuse it: CPU's
+    ``_make_subclass`` (a Parameter made inside ``vmap`` or ``grad``) sets the flag itself."""
+    allowed = torch._C._functorch.get_inplace_requires_grad_allowed()
+    torch._C._functorch.set_inplace_requires_grad_allowed(True)
+    try:
+        yield
+    finally:
+        torch._C._functorch.set_inplace_requires_grad_allowed(allowed)
 
 
 def _reclassed(op, t: TpuTensor, cls: type) -> torch.Tensor:
