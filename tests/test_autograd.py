@@ -243,6 +243,21 @@ def test_a_cpu_gradient_for_a_tpu_output_is_refused_as_on_cuda():
     assert x.grad.device.type == "tpu" and x.grad.tolist() == [2.0, 2.0]
 
 
+@pytest.mark.parametrize("leaf_device", ["cpu", TPU])
+def test_a_tpu_gradient_for_a_cpu_output_is_refused_as_on_cuda(leaf_device):
+    # The engine skipped its device check for the Python-dispatch gradient, then failed an
+    # internal assert on streams ("opt_ready_stream && opt_parent_stream").
+    leaf = torch.ones(2, device=leaf_device, requires_grad=True)
+    out = leaf.to("cpu") * 2
+    for call in (lambda: out.backward(torch.ones(2, device=TPU), retain_graph=True),
+                 lambda: torch.autograd.grad(out, leaf, torch.ones(2, device=TPU))):
+        with pytest.raises(RuntimeError, match="invalid gradient at index 0 - expected "
+                                               "device cpu but got tpu:0"):
+            call()
+    (out.sum() * 2).backward(torch.tensor(1.0, device=TPU))  # a 0-d one moves
+    assert leaf.grad.device == leaf.device and leaf.grad.tolist() == [4.0, 4.0]
+
+
 def test_a_dual_of_tensors_on_two_devices():
     # PyTorch compares their storages' sizes; ours read a CPU tensor's as a tpu one's.
     import torch.autograd.forward_ad as fwAD

@@ -51,7 +51,7 @@ def _reraising_op_errors(run_backward):
     def run(*args, **kwargs):
         _pop_taken()
         if len(args) > 1:
-            _check_root_gradients(args[0], args[1])
+            args = (args[0], _check_root_gradients(args[0], args[1]), *args[2:])
         try:
             return run_backward(*args, **kwargs)
         except SystemError:
@@ -74,15 +74,22 @@ def _reraising_op_errors(run_backward):
 _TYPE_NAME = re.compile(r"\[tpu(\w+)Type ")
 
 
-def _check_root_gradients(outputs, grads) -> None:
+def _check_root_gradients(outputs, grads) -> tuple:
     """The engine's device check on the gradients handed to ``backward``, which it skips for
-    a Python-dispatch tensor: a CPU gradient for a tpu output gave a tpu leaf a CPU .grad. A
-    0-d one moves (the engine does that too)."""
+    a Python-dispatch tensor on either side: a CPU gradient for a tpu output gave a tpu leaf a
+    CPU .grad, a tpu one for a CPU output failed an internal assert on streams. A 0-d one
+    moves, as the engine moves it; the gradients, so moved."""
+    grads = list(grads)
     for i, (out, grad) in enumerate(zip(outputs, grads, strict=False)):
-        if (isinstance(grad, torch.Tensor) and grad.dim() and out.device.type == "tpu"
-                and grad.device != out.device):
+        if (not isinstance(grad, torch.Tensor) or grad.device == out.device
+                or "tpu" not in (out.device.type, grad.device.type)):
+            continue
+        if grad.dim():
             raise RuntimeError(f"invalid gradient at index {i} - expected device {out.device} "
                                f"but got {grad.device}")
+        if grad.device.type == "tpu":  # (a CPU one the engine moves itself)
+            grads[i] = grad.to(out.device)
+    return tuple(grads)
 
 
 def _with_op_messages(module_call):

@@ -163,6 +163,7 @@ _KERNELS = [
     ("elu", "elu_cpu", "biuc"), ("celu", "elu_cpu", "biuc"), ("digamma", "digamma", "c"),
     ("erf", "erf_vml_cpu", "c"), ("erfc", "erfc_vml_cpu", "c"), ("erfinv", "erfinv_vml_cpu", "c"),
     ("frac", "frac_cpu", "biuc"), ("gelu", "GeluKernelImpl", "biuc"),
+    ("glu_jvp", "glu_jvp_cpu", "biuhBc"),
     ("geqrf", "geqrf_cpu", "biuhB"), ("hardshrink", "hardshrink_cpu", "biuc"),
     ("hardsigmoid", "hardsigmoid_cpu", "biuc"), ("hardswish", "hardswish_cpu", "biuc"),
     ("hash_tensor", "xor_sum_cpu", "c"), ("i0", "i0_vml_cpu", "c"),

@@ -171,3 +171,34 @@ def _softshrink_backward(grad_output, self, lambd):
 @lowering(aten.hardshrink_backward)
 def _hardshrink_backward(grad_out, self, lambd):
     return jnp.where(jnp.abs(self) > lambd, grad_out, jnp.zeros((), grad_out.dtype))
+
+
+def _glu_halves(x, half: int, dim: int):
+    return (jax.lax.slice_in_dim(x, 0, half, axis=dim),
+            jax.lax.slice_in_dim(x, half, 2 * half, axis=dim))
+
+
+# glu's forward-mode formulas (derivatives.yaml) call kernels of their own, which have no
+# decomposition: CPU's glu_jvp kernel, one pass, and glu_backward_jvp's composite of ops.
+@lowering(aten.glu_jvp)
+def _glu_jvp(glu, x, dx, dim):
+    dim = dim % x.ndim
+    _, b = _glu_halves(x, glu.shape[dim], dim)
+    da, db = _glu_halves(dx, glu.shape[dim], dim)
+    sig_b = 1 / (1 + jnp.exp(-b))
+    return da * sig_b + glu * (db - sig_b * db)
+
+
+@lowering(aten.glu_backward_jvp)
+def _glu_backward_jvp(grad_x, grad_glu, x, dgrad_glu, dx, dim):
+    dim = dim % x.ndim
+    half = grad_glu.shape[dim]
+    a, b = _glu_halves(x, half, dim)
+    da, db = _glu_halves(dx, half, dim)
+    grad_x_a, _ = _glu_halves(grad_x, half, dim)
+    sig_b = jax.nn.sigmoid(b)
+    glu = a * sig_b
+    db_neg_sig_b = db - db * sig_b
+    dgrad_x_a = dgrad_glu * sig_b + grad_x_a * db_neg_sig_b
+    dgrad_x_b = dgrad_x_a * (a - glu) + grad_x_a * (da - da * sig_b - glu * db_neg_sig_b)
+    return jnp.concatenate([dgrad_x_a, dgrad_x_b], axis=dim)
