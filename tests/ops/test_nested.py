@@ -40,3 +40,17 @@ def test_jagged_nested_tensor_ops_and_gradients_as_cpu():
     (e_padded * torch.arange(5.0)).sum().backward()
     for a, e in zip(on_tpu, on_cpu, strict=True):
         assert_same(a.grad, e.grad)
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_strided_nested_tensor_of_tpu_values_is_refused(requires_grad):
+    # PyTorch's C++ built a strided one over tpu buffers that no op could run on (not even
+    # repr or .cpu()); with a component that requires grad, its autograd node read the nested
+    # sizes and the process aborted (terminate called after c10::NotImplementedError).
+    rows = _rows(TPU, requires_grad)
+    with pytest.raises(NotImplementedError, match="layout=torch.jagged"):
+        torch.nested.as_nested_tensor(rows)
+    with pytest.raises(NotImplementedError, match="layout=torch.jagged"):
+        torch.nested.as_nested_tensor(torch.randn(2, 3, 4, device=TPU))
+    # (the jagged layout, which tpu has, over the same values)
+    assert torch.nested.as_nested_tensor(rows, layout=torch.jagged).is_nested
