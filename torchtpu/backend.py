@@ -116,8 +116,17 @@ def _arange_start(start, end, dtype=None, layout=None, device=None, pin_memory=N
     return _arange(start, end, 1, dtype)
 
 
+def _concrete(size):
+    """CPU's refusal of a symbolic size (a jagged tensor's ragged dimension: autograd's zero
+    gradient for a dense input broadcast against one), which our shape steps cannot add."""
+    for n in size:
+        if type(n) is not int and isinstance(n, torch.SymInt) and n.node.maybe_as_int() is None:
+            raise RuntimeError("SymIntArrayRef expected to contain only concrete integers")
+
+
 def _empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None,
                          memory_format=None):
+    _concrete(size)
     t = dispatch(aten.empty.memory_format, (size,), {"dtype": dtype})
     if memory_format in (None, torch.contiguous_format, torch.preserve_format):
         return t
@@ -126,6 +135,7 @@ def _empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=
 
 
 def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
+    _concrete(size)
     return dispatch(aten.empty_strided.default, (size, stride), {"dtype": dtype})
 
 

@@ -40,3 +40,33 @@ def test_jagged_nested_tensor_ops_and_gradients_as_cpu():
     (e_padded * torch.arange(5.0)).sum().backward()
     for a, e in zip(on_tpu, on_cpu, strict=True):
         assert_same(a.grad, e.grad)
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_strided_nested_tensor_of_tpu_values_is_refused(requires_grad):
+    # PyTorch's C++ built a strided one over tpu buffers that no op could run on (not even
+    # repr or .cpu()); with a component that requires grad, its autograd node read the nested
+    # sizes and the process aborted (terminate called after c10::NotImplementedError).
+    rows = _rows(TPU, requires_grad)
+    with pytest.raises(NotImplementedError, match="layout=torch.jagged"):
+        torch.nested.as_nested_tensor(rows)
+    with pytest.raises(NotImplementedError, match="layout=torch.jagged"):
+        torch.nested.as_nested_tensor(torch.randn(2, 3, 4, device=TPU))
+    # (the jagged layout, which tpu has, over the same values)
+    assert torch.nested.as_nested_tensor(rows, layout=torch.jagged).is_nested
+
+
+@pytest.mark.parametrize("factory", [
+    lambda size, device: torch.empty(size, device=device),
+    lambda size, device: torch.empty_strided(size, (1, 1), device=device),
+    lambda size, device: torch.zeros(size, device=device),
+])
+def test_factory_of_a_nested_int_size_raises_cpus_error(factory):
+    # A jagged tensor's ragged size is a nested int. Autograd builds such a zero gradient for
+    # a dense input broadcast against a jagged one (nextafter's backward): our meta step did
+    # arithmetic on it, AttributeError 'NestedIntNode' object has no attribute 'add'.
+    for device in ("cpu", TPU):
+        size = [3, torch.nested.as_nested_tensor(_rows(device), layout=torch.jagged).shape[1]]
+        with pytest.raises(RuntimeError, match="SymIntArrayRef expected to contain only "
+                                               "concrete integers"):
+            factory(size, device)

@@ -364,3 +364,18 @@ HANDLERS[aten._compute_linear_combination.out] = _linear_combination_out
 for _packet in (aten.linspace, aten.logspace):
     for _overload in ("Tensor_Tensor", "Tensor_Scalar", "Scalar_Tensor"):
         HANDLERS[getattr(_packet, _overload)] = _range_of_tensor_ends(_packet.default)
+
+
+def _strided_nested(args, kwargs):
+    # PyTorch's composite kernels would wrap tpu buffers in a C++ nested tensor no op can run
+    # on (strided nested ops are C++ kernels per device); an autograd node over one reads its
+    # sizes through such an op and aborts the process.
+    raise NotImplementedError(
+        "torchtpu: tpu has no strided nested tensors (the default layout); build a jagged one: "
+        "torch.nested.nested_tensor(..., layout=torch.jagged) or as_nested_tensor(..., "
+        "layout=torch.jagged)")
+
+
+for _op in (aten._nested_tensor_from_tensor_list.default, aten._nested_view_from_buffer.default,
+            aten._nested_view_from_buffer_copy.default):
+    HANDLERS[_op] = _strided_nested
