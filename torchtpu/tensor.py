@@ -388,10 +388,7 @@ def _storage_copy(t: TpuTensor, memo: dict) -> TpuTensor:
     whole = memo[key]
     size, stride, offset = t.size(), t.stride(), t.storage_offset()
     if t._bitcast is not None:  # a view of the copy's bytes as t's dtype, as t is of its own
-        whole = whole.reshape(-1)
-        count = whole.numel() * whole.element_size() // t.element_size()
-        return whole[:count * t.element_size() // whole.element_size()].view(t.dtype).as_strided(
-            size, stride, offset)
+        return _as_dtype(whole.reshape(-1), t.dtype).as_strided(size, stride, offset)
     return make_view(whole._storage, read(whole.as_strided(size, stride, offset)), size,
                      stride, offset)
 
