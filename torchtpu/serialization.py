@@ -25,7 +25,7 @@ import warnings
 import torch
 import torch._weights_only_unpickler
 
-from .tensor import TpuTensor, host_copies_shared
+from .tensor import TpuTensor, host_copies_shared, with_math_bits
 
 
 def _tag(storage) -> str | None:
@@ -58,7 +58,7 @@ def _moved(t: torch.Tensor, storage, device: str, requires_grad: bool) -> torch.
     # storage, as a state_dict's do); the others are views of it, so tied weights stay tied.
     # The storage's bytes move, and a conj or neg bit is the view's (z and z.conj() share).
     conj, neg = t.is_conj(), t.is_neg()
-    t = _with_math_bits(t.detach(), conj, neg)  # (flipped: off)
+    t = with_math_bits(t.detach(), conj, neg)  # (flipped: off)
     bases = storage.__dict__.setdefault("_torchtpu_bases", {})
     base = bases.get(t.dtype)
     spans = (t.storage_offset() == 0 and t.is_contiguous()
@@ -72,13 +72,7 @@ def _moved(t: torch.Tensor, storage, device: str, requires_grad: bool) -> torch.
             base = bases[t.dtype] = _to_device(whole, device)
         with torch.no_grad():
             moved = base.as_strided(t.shape, t.stride(), t.storage_offset())
-    return _with_math_bits(moved.detach(), conj, neg).requires_grad_(requires_grad)
-
-
-def _with_math_bits(t: torch.Tensor, conj: bool, neg: bool) -> torch.Tensor:
-    """A view of ``t``'s memory with its conj and neg bits flipped where asked."""
-    t = t.conj() if conj else t
-    return torch._neg_view(t) if neg else t
+    return with_math_bits(moved.detach(), conj, neg).requires_grad_(requires_grad)
 
 
 def _metadata_after_rebuild(rebuild_v2):
@@ -95,7 +89,7 @@ def _metadata_after_rebuild(rebuild_v2):
         if not isinstance(t, TpuTensor):
             torch._utils.set_tensor_metadata(t, metadata)
             return t
-        bits = _with_math_bits(t.detach(), metadata.get("conj", False), metadata.get("neg", False))
+        bits = with_math_bits(t.detach(), metadata.get("conj", False), metadata.get("neg", False))
         return bits.requires_grad_(requires_grad)
 
     return rebuilt

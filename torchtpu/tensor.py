@@ -414,21 +414,24 @@ def _host_copy(t: TpuTensor) -> torch.Tensor:
     if copies is None:
         return t.detach().cpu()
     s = t._storage
-    # torch.save's own refusal (its loader cannot share one storage between dtypes)
-    saved_as, _ = copies.setdefault(("dtype", id(s)), (t.dtype, s))
-    if saved_as != t.dtype and s.nbytes:
-        raise RuntimeError("Cannot save multiple tensors or storages that view the same data "
-                           "as different types")
     if id(s) not in copies:  # (the storage kept with its copy: its id stays its own)
         copies[id(s)] = _as_dtype(to_host(concrete(s.value)).reshape(-1), t.dtype), s
-    host = copies[id(s)][0]
-    if host.dtype != t.dtype:  # (an empty storage, saved as two dtypes)
-        return t.detach().cpu()
+    host = copies[id(s)][0]  # in the dtype the storage was first saved as
+    if host.dtype != t.dtype:
+        if s.nbytes:  # torch.save's own refusal (its loader cannot share across dtypes)
+            raise RuntimeError("Cannot save multiple tensors or storages that view the same "
+                               "data as different types")
+        return t.detach().cpu()  # (an empty storage, saved as two dtypes)
     host = host.as_strided(t.shape, t.stride(), t.storage_offset())
     if t._bits is not None:  # a conj or neg view of the memory, saved as CPU saves one
-        host = host.conj() if t._bits[0] else host
-        host = torch._neg_view(host) if t._bits[1] else host
+        host = with_math_bits(host, *t._bits)
     return host
+
+
+def with_math_bits(t: torch.Tensor, conj: bool, neg: bool) -> torch.Tensor:
+    """A view of ``t``'s memory with its conj and neg bits flipped where asked."""
+    t = t.conj() if conj else t
+    return torch._neg_view(t) if neg else t
 
 
 def _as_dtype(flat: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

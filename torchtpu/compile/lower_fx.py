@@ -308,7 +308,7 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None,
                         lambda a: as_meta(a) if isinstance(a, jax.Array) else a, args), kwargs)
                 env[node] = _conform(node, LOWERINGS[t].fn(*args, **kwargs))
                 if checks is not None:
-                    checks += _value_checks(node, args, kwargs)
+                    checks += _checks_of_node(node, args, kwargs)
             elif t in CONTROL_FLOW:
                 env[node] = CONTROL_FLOW[t](interpret, *args, **kwargs)
             elif t is _SAVE_RNG:
@@ -327,7 +327,7 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None,
     raise AssertionError("graph without an output node")
 
 
-def _value_checks(node: fx.Node, args, kwargs) -> list:
+def _checks_of_node(node: fx.Node, args, kwargs) -> list:
     """The node's value checks (bounds.traced_checks). One that cannot be built for this
     node is left out and counted: a check must never stop a graph that computes. (CPU's
     own errors raise: a division by the number 0.)"""
