@@ -65,3 +65,31 @@ def test_compiled_programs_are_let_go_near_the_memory_map_limit(monkeypatch, eag
     assert not fused._PROGRAMS
     for n in (first, first + 8, first + 9):  # and compile again as they are used
         assert _step(n) == _expected(n)
+
+
+@needs_map_limit
+@pytest.mark.parametrize("grown", [True, False])
+def test_compiled_programs_are_let_go_when_memory_runs_short(monkeypatch, grown):
+    monkeypatch.setattr(code_limit, "due", False)
+    monkeypatch.setattr(code_limit, "_CHECK_EVERY", 1)
+    monkeypatch.setattr(code_limit, "shed_count", 0)
+    first = 1400 if grown else 1500
+    assert _step(first) == _expected(first)
+    assert not code_limit.due  # maps far below the limit, memory not short
+    # A machine with a tenth of its memory left; this process grew by 2 GB since programs
+    # were last let go (grown), or held its memory from before: a model's own tensors.
+    monkeypatch.setattr(code_limit, "memory_available", lambda: (1 << 30, 10 << 30))
+    since = code_limit.resident_bytes() - (2 << 30 if grown else 0)
+    monkeypatch.setattr(code_limit, "_resident_at_release", since)
+    if not grown:  # programs are not what filled memory: they stay
+        assert _step(first + 1) == _expected(first + 1)
+        assert not code_limit.due and code_limit.shed_count == 0
+        return
+    with pytest.warns(UserWarning, match="short of memory"):
+        assert _step(first + 1) == _expected(first + 1)
+        torch.ones(3, device="tpu")  # at the latest, the op after the compile lets them go
+    assert not code_limit.due and code_limit.shed_count == 1
+    # counted from here again: the next compile finds no new growth
+    assert code_limit._resident_at_release > since + (1 << 30)
+    assert _step(first + 2) == _expected(first + 2)
+    assert not code_limit.due and code_limit.shed_count == 1
