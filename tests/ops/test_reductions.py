@@ -106,6 +106,19 @@ def test_complex_mean_of_a_non_finite_real_part_is_nan_in_both_parts_as_cpu(spec
                 rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("op", [torch.var_mean, torch.std_mean])
+@pytest.mark.parametrize("dim", [None, 0, 1, 2, (0, 2)])
+def test_var_mean_of_infinities_gives_cpus_welford_mean(op, dim):
+    # CPU's Welford pass: an infinity before the last value in the reduced order makes the
+    # mean NaN (inf - inf at the next step); one only at the end leaves it inf.
+    x = torch.ones(4, 5, 3)
+    inf = float("inf")
+    x[0, 4, 1], x[3, 2, 2], x[2, 4, 2], x[3, 4, 0] = inf, inf, -1e38, -inf
+    expected = op(x) if dim is None else op(x, dim)
+    actual = op(x.to("tpu")) if dim is None else op(x.to("tpu"), dim)
+    assert_same(actual, expected)
+
+
 @pytest.mark.parametrize("bad", [
     lambda d: torch.amin(torch.empty(0, device=d), -1),
     lambda d: torch.amax(torch.empty(2, 0, device=d), (0, -1)),

@@ -230,8 +230,20 @@ def _moments(name, self, dim, ddof, keepdim, sqrt=False):
     # CPU divides by max(0, N - correction): inf, or NaN where every value is the mean.
     var = squares / max(count - ddof, 0)
     spread = jnp.sqrt(var) if sqrt else var
+    if name.endswith("_mean") and not jnp.iscomplexobj(x) and count > 1:
+        mean = jnp.where(_welford_meets_inf(x, axes), jnp.nan, mean)
     mean = mean if keepdim else jnp.squeeze(mean, axis=axes)
     return spread.astype(x.real.dtype), mean.astype(x.dtype)
+
+
+def _welford_meets_inf(x, axes):
+    """Where CPU's Welford mean turns NaN: an infinity before the last value in the reduced
+    order makes the next step's delta inf - inf (only a last infinity leaves the mean inf)."""
+    axes = tuple(range(x.ndim)) if axes is None else axes
+    kept = [d for d in range(x.ndim) if d not in axes]
+    flat = jnp.transpose(x, kept + list(axes)).reshape([x.shape[d] for d in kept] + [-1])
+    early = jnp.any(~jnp.isfinite(flat[..., :-1]), axis=-1)
+    return jnp.expand_dims(early, axes)
 
 
 def _abs2(x):

@@ -1,0 +1,119 @@
+"""Second derivatives against CPU: the gradient of a gradient of PyTorch's OpInfo samples
+(float64), as PyTorch's test_ops_gradients.py gradgradcheck exercises them: WGAN-GP's gradient
+penalty, MAML and Hessian-vector products take this path. The first gradient is taken with
+``create_graph`` through a random cotangent that itself requires grad; its dot with a random
+direction is differentiated again, with respect to the inputs and the cotangent. Known
+failures: test "gradgrad" in expectations.py.
+
+The default suite takes the first sample of every sixth op; ``-m slow`` every sample of all.
+"""
+
+import pytest
+import torch
+from conftest import TPU
+from expectations import EXPECTED, key_of
+from test_opinfo import (
+    NO_GRAD_CHECK,
+    OPS,
+    RANDOM,
+    UNDEFINED,
+    _differentiable_outputs,
+    _draws_dropout,
+    _grad_inputs,
+    _on_tpu,
+)
+
+DTYPE = torch.float64
+
+
+def _gradgrad_ops() -> list[str]:
+    return [op_id for op_id, op in OPS.items()
+            if op.supports_gradgrad and op.supports_autograd
+            and DTYPE in op.supported_dtypes("cpu")
+            and op.name not in RANDOM | UNDEFINED | NO_GRAD_CHECK]
+
+
+def _randn_like(x, g):
+    r = torch.randn(x.shape, generator=g, dtype=x.dtype)
+    return r.real if r.is_complex() else r
+
+
+def _second_grads(op, s, device, seed):
+    """Gradients, w.r.t. the sample's inputs and the cotangents, of <grad(<out, ct>), v>."""
+    outs = _differentiable_outputs(op, s, device)
+    inputs = _grad_inputs(s)
+    if not outs or not inputs:
+        return None
+    g = torch.Generator().manual_seed(seed)
+    cts = [_randn_like(o, g).to(device).requires_grad_() for o in outs]
+    # Complex outputs contribute their real part: a real loss, the same on both devices.
+    loss = sum(torch.real((o * c).sum()) for o, c in zip(outs, cts, strict=True))
+    firsts = torch.autograd.grad(loss, inputs, create_graph=True, allow_unused=True)
+    dirs = [_randn_like(x, g).to(device) for x in inputs]
+    terms = [torch.real((f * d).sum()) for f, d in zip(firsts, dirs, strict=True)
+             if f is not None and f.requires_grad]
+    if not terms:  # the gradient does not depend on anything: no second derivative
+        return None
+    return torch.autograd.grad(sum(terms), inputs + cts, allow_unused=True)
+
+
+def _run_gradgrad(op, full: bool) -> int:
+    n = 0
+    for i, s in enumerate(op.sample_inputs("cpu", DTYPE, requires_grad=True)):
+        if not full and i:
+            break
+        if _draws_dropout(op, s):
+            continue
+        t = _on_tpu(op, s, grad=True)
+        try:
+            expected = _second_grads(op, s, "cpu", i)
+        except Exception as e:  # CPU has no double backward (or refuses the sample): nor tpu
+            with pytest.raises(type(e)):
+                _second_grads(op, t, TPU, i)
+            n += 1
+            continue
+        actual = _second_grads(op, t, TPU, i)
+        if expected is None:
+            assert actual is None, "tpu's gradient depends on the inputs, CPU's does not"
+            continue
+        for k, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            assert (a is None) == (e is None), f"gradgrad[{k}]: {a is None=} {e is None=}"
+            if e is not None:
+                assert a.device.type == "tpu"
+                torch.testing.assert_close(a.cpu(), e, equal_nan=True,
+                                           msg=lambda m, k=k: f"gradgrad[{k}]: {m}")
+        n += 1
+    return n
+
+
+def _reason(op_id) -> str | None:
+    op = OPS[op_id]
+    return EXPECTED.get(key_of(op.name, op.variant_test_name, "float64", "gradgrad"))
+
+
+def _check(request, op_id):
+    reason = _reason(op_id)
+    full = reason is not None or request.node.get_closest_marker("slow") is not None
+    try:
+        n = _run_gradgrad(OPS[op_id], full)
+    except (Exception, pytest.fail.Exception):  # pytest.raises' DID NOT RAISE is no Exception
+        if reason:
+            pytest.xfail(reason)
+        raise
+    if reason:
+        pytest.fail(f"{op_id} gradgrad passes but is listed in expectations.py ({reason})")
+    if n == 0:
+        pytest.skip("no sample applies")
+
+
+# The default suite: every sixth op, and those the expectations table lists (so it stays true).
+@pytest.mark.parametrize("op_id", [op_id for i, op_id in enumerate(_gradgrad_ops())
+                                   if i % 6 == 0 or _reason(op_id)])
+def test_gradgrad(request, op_id):
+    _check(request, op_id)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op_id", _gradgrad_ops())
+def test_gradgrad_full(request, op_id):
+    _check(request, op_id)
