@@ -327,8 +327,9 @@ def _denoise(scheduler_name: str, device: str) -> torch.Tensor:
     return x
 
 
-@pytest.mark.parametrize("scheduler_name", [
-    "DDPMScheduler", pytest.param("DDIMScheduler", marks=pytest.mark.slow)])
+# slow: the training step below runs the same denoiser and add_noise in the default suite
+@pytest.mark.slow
+@pytest.mark.parametrize("scheduler_name", ["DDPMScheduler", "DDIMScheduler"])
 def test_diffusers_denoising_loop_matches_cpu(scheduler_name):
     assert_same(_denoise(scheduler_name, TPU), _denoise(scheduler_name, "cpu"))
 
