@@ -23,11 +23,11 @@ _lib: torch.library.Library | None = None
 
 def _scalar_to_tensor(value, device) -> torch.Tensor:
     """ATen's scalar_to_tensor: a Python number's widest dtype of its kind."""
-    if isinstance(value, bool):
+    if isinstance(value, (bool, torch.SymBool)):
         dtype = torch.bool
     elif isinstance(value, complex):
         dtype = torch.complex128
-    elif isinstance(value, float):
+    elif isinstance(value, (float, torch.SymFloat)):
         dtype = torch.float64
     else:
         dtype = torch.int64
