@@ -19,6 +19,7 @@ from . import (
     autocast,
     autograd_formulas,
     backward_errors,
+    batching_rules,
     distributed,
     generator,
     serialization,
@@ -563,6 +564,7 @@ def register() -> None:
     _autocast_lib = autocast.register(_lib)
     autograd_formulas.register(_lib)
     _register_control_flow()
+    batching_rules.register()
     _enable_multi_tensor_paths()
     if torch.distributed.is_available():
         distributed.register()
