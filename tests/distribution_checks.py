@@ -87,6 +87,23 @@ def _same_outcome(name, on_tpu, on_cpu, tol, device="tpu"):
         assert t[0] is c[0], f"{name}: tpu raised {t}, CPU raised {c}"
 
 
+def _check_sample_mean(d_cpu, d_tpu, n=2000):
+    """tpu's draws average to CPU's mean, within six standard errors, where both moments
+    exist."""
+    try:
+        mean, var = d_cpu.mean.detach(), d_cpu.variance.detach()
+    except NotImplementedError:
+        return
+    finite = torch.isfinite(mean) & torch.isfinite(var)
+    if not bool(finite.any()):
+        return
+    with torch.no_grad():
+        average = d_tpu.sample((n,)).cpu().to(mean.dtype).mean(0)
+    tolerance = 6 * (var / n).sqrt() + 1e-4 * (1 + mean.abs())
+    off = finite & ((average - mean).abs() > tolerance)
+    assert not bool(off.any()), f"sample mean {average[off]} vs {mean[off]}"
+
+
 def _rsample_grads(d, params, n):
     """Whether each leaf's gradient of rsample's sum is finite (None counts as finite)."""
     leaves = [v for _, v in _leaves(params)]
@@ -123,6 +140,7 @@ def check_example(Dist, params, *, dtype=torch.float32, n_samples=64):  # noqa: 
         if not bool(inside.all()):
             many = d_cpu.sample((4096,))
             assert not bool(d_cpu.support.check(many).all()), f"outside support: {s_tpu}"
+    _check_sample_mean(d_cpu, d_tpu)
     if d_cpu.has_rsample:
         # Reparameterised draws carry finite gradients wherever CPU's do (or fail as CPU's do).
         outcomes = [_rsample_grads(d, p, n_samples) for d, p in ((d_cpu, cpu_params),
