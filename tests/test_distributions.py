@@ -162,7 +162,7 @@ def _id(case):
 
 # The default suite checks the distributions most code draws from (policy gradients, VAEs,
 # mixtures, Bayesian priors); every example runs in the slow sweep.
-_DEFAULT = {Normal, Categorical, Bernoulli, Beta, Dirichlet, Gamma, Independent, Poisson}
+_DEFAULT = {Normal, Categorical, Bernoulli, Dirichlet, Gamma, Independent, Poisson}
 
 
 def _cases(examples, *, every):

@@ -49,6 +49,7 @@ def test_map_fit_follows_cpu():
         assert_same(value, cpu_params[name], rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_mean_field_fit_runs_on_tpu():
     losses, params = _fit(TPU, AutoNormal, 15)
     assert bool(torch.isfinite(losses).all())
