@@ -32,6 +32,9 @@ def _standard_gamma_grad(self, output):
     return out.astype(self.dtype)
 
 
+_LOG_SMALLEST_SUBNORMAL = float(np.log(np.nextafter(0.0, 1.0)))
+
+
 def _gamma_grad_small_x(x, alpha):
     """-(d cdf / d alpha) / pdf from the cdf's Taylor series (0 where that is NaN)."""
     numer, denom = jnp.ones_like(x), alpha
@@ -41,11 +44,12 @@ def _gamma_grad_small_x(x, alpha):
         denom = denom + 1
         series1 = series1 + numer / denom
         series2 = series2 + numer / (denom * denom)
-    pow_x_alpha = x ** alpha
-    pdf = x ** (alpha - 1) * jnp.exp(-x)
-    cdf_alpha = (jnp.log(x) - digamma(alpha)) * pow_x_alpha * series1 - pow_x_alpha * series2
-    result = -cdf_alpha / pdf
-    return jnp.where(jnp.isnan(result), 0, result)
+    # -cdf_alpha / pdf with x ** alpha cancelled: CPU's x ** alpha reaches 0 only below
+    # float64's smallest subnormal, but XLA flushes subnormals to zero, so the quotient as
+    # written would turn 0 / 0 (then 0) far earlier here than on CPU.
+    result = -x * jnp.exp(x) * ((jnp.log(x) - digamma(alpha)) * series1 - series2)
+    underflow = alpha * jnp.log(x) < _LOG_SMALLEST_SUBNORMAL
+    return jnp.where(jnp.isnan(result) | underflow, 0, result)
 
 
 def _gamma_grad_near_mean(x, alpha):
@@ -99,13 +103,42 @@ def _dirichlet_grad(x, alpha, total):
         (x <= 0.5) & (boundary < 2.5), _beta_grad_alpha_small(x, alpha, beta),
         jnp.where((x >= 0.5) & (boundary < 0.75), -_beta_grad_beta_small(1 - x, beta, alpha),
                   jnp.where((alpha > 6) & (beta > 6), mid.astype(x.dtype),
-                            _rational_correction(*wide).astype(x.dtype))))
+                            _rational_correction(*wide, _psi(total) - _psi(alpha))
+                            .astype(x.dtype))))
     return out
 
 
+_PSI_10 = 2.25175258906672110764
+_PSI_ASYMPTOTIC = (8.33333333333333333333E-2, -2.10927960927960927961E-2,
+                   7.57575757575757575758E-3, -4.16666666666666666667E-3,
+                   3.96825396825396825397E-3, -8.33333333333333333333E-3,
+                   8.33333333333333333333E-2)
+
+
 def _psi(x):
-    """Digamma in float64, rounded to x's dtype (ATen's digamma_one accumulates in double)."""
-    return digamma(x.astype(jnp.float64)).astype(x.dtype)
+    """ATen's ``digamma_one<scalar_t, double>``, step for step: the sum accumulates in float64
+    but x is stepped, squared, inverted and logged in its own dtype. Near a pole (the small
+    concentrations these gradients see) that rounding moves float32 results by ~1e-3
+    relative, so an exact float64 digamma does not give CPU's numbers."""
+    acc = jnp.float64
+    one, pi = jnp.ones((), x.dtype), jnp.asarray(np.pi, x.dtype)
+    negative = x < 0
+    pole = (x == 0) | (negative & (x == jnp.floor(x)))
+    summand = jnp.where(negative, (-pi / jnp.tan(pi * x)).astype(acc), 0)
+    x = jnp.where(negative, one - x, x)
+    result = jnp.zeros(x.shape, acc)
+    for _ in range(10):  # x >= 0 here, so ten steps reach 10
+        below = x < 10
+        result = jnp.where(below, result - (one / x).astype(acc), result)
+        x = jnp.where(below, x + one, x)
+    z = 1.0 / (x * x).astype(acc)
+    poly = z * 0
+    for c in _PSI_ASYMPTOTIC:
+        poly = poly * z + c
+    y = jnp.where(x < 1e17, z * poly, 0)
+    asymptotic = result + jnp.log(x).astype(acc) - (0.5 / x).astype(acc) - y + summand
+    out = jnp.where(x == 10, result + _PSI_10 + summand, asymptotic)
+    return jnp.where(pole, jnp.inf, out).astype(x.dtype)
 
 
 def _beta_grad_alpha_small(x, alpha, beta):
@@ -114,7 +147,7 @@ def _beta_grad_alpha_small(x, alpha, beta):
     numer = jnp.ones_like(x)
     series = numer / alpha * (factor + 1 / alpha)
     for i in range(1, 11):
-        numer = numer * (i - beta) * x / i
+        numer = numer * ((i - beta) * x / i)  # CPU's association: float32 rounds alike
         denom = alpha + i
         series = series + numer / denom * (factor + 1 / denom)
     result = x * (1 - x) ** -beta * series
@@ -127,7 +160,7 @@ def _beta_grad_beta_small(x, alpha, beta):
     numer, betas, dbetas = jnp.ones_like(x), jnp.ones_like(x), jnp.zeros_like(x)
     series = factor / alpha
     for i in range(1, 9):
-        numer = numer * -x / i
+        numer = numer * (-x / i)
         dbetas = dbetas * (beta - i) + betas
         betas = betas * (beta - i)
         series = series + numer / (alpha + i) * (dbetas + factor * betas)
@@ -188,9 +221,10 @@ _RATIONAL = np.array([
 ])
 
 
-def _rational_correction(x, alpha, total):
+def _rational_correction(x, alpha, total, psi_difference):
     """Elsewhere: x (psi(total) - psi(alpha)) / beta, corrected by a fitted rational function
-    of log x, log(alpha / x) and log(total) - log(alpha / x)."""
+    of log x, log(alpha / x) and log(total) - log(alpha / x). As on CPU, the digammas are
+    taken in the inputs' own dtype (``psi_difference``), the rest in float64."""
     u = jnp.log(x)
     a = jnp.log(alpha) - u
     b = jnp.log(total) - a
@@ -200,4 +234,4 @@ def _rational_correction(x, alpha, total):
             c = _RATIONAL[:, i, j]
             p = p + pow_u * pow_a * (c[0, 0] + b * (c[0, 1] + b * (c[0, 2] + b * c[0, 3])))
             q = q + pow_u * pow_a * (c[1, 0] + b * (c[1, 1] + b * (c[1, 2] + b * c[1, 3])))
-    return p / q * x * (digamma(total) - digamma(alpha)) / (total - alpha)
+    return p / q * x * psi_difference.astype(x.dtype) / (total - alpha)
