@@ -16,6 +16,8 @@ import pytest
 import torch
 from conftest import TPU, assert_same
 
+import torchtpu
+
 gpytorch = pytest.importorskip("gpytorch")
 linear_operator = pytest.importorskip("linear_operator")
 
@@ -108,6 +110,19 @@ def test_exact_gp_float64(path):
 def test_exact_gp_sweep(dtype, kernel, path, fast):
     kernel = {"rbf": gpytorch.kernels.RBFKernel, "matern": gpytorch.kernels.MaternKernel}[kernel]
     _exact_case(dtype, kernel, path, fast)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("_cpu_draws")
+@pytest.mark.parametrize("path", ["cholesky", "cg_lanczos"])
+@pytest.mark.parametrize("mode", ["fused", "debug"])
+def test_exact_gp_eager_modes(mode, path):
+    """linear_cg tests convergence on the host every iteration, so fused eager flushes
+    (and compiles a new program) mid-solve; values must still match."""
+    cpu = _exact_gp("cpu", torch.float64, gpytorch.kernels.RBFKernel, _SETTINGS[path](), True)
+    with torchtpu.set_eager_mode(mode):
+        tpu = _exact_gp(TPU, torch.float64, gpytorch.kernels.RBFKernel, _SETTINGS[path](), True)
+    _check(tpu, cpu, **_TOL[torch.float64])
 
 
 class _SVGP(gpytorch.models.ApproximateGP):
