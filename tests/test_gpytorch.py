@@ -105,10 +105,11 @@ def test_exact_gp_float64(path):
 @pytest.mark.usefixtures("_cpu_draws")
 @pytest.mark.parametrize("fast", [False, True])
 @pytest.mark.parametrize("path", ["cholesky", "cg_lanczos"])
-@pytest.mark.parametrize("kernel", ["rbf", "matern"])
+@pytest.mark.parametrize("kernel", ["rbf", "matern", "periodic"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_exact_gp_sweep(dtype, kernel, path, fast):
-    kernel = {"rbf": gpytorch.kernels.RBFKernel, "matern": gpytorch.kernels.MaternKernel}[kernel]
+    kernel = {"rbf": gpytorch.kernels.RBFKernel, "matern": gpytorch.kernels.MaternKernel,
+              "periodic": gpytorch.kernels.PeriodicKernel}[kernel]
     _exact_case(dtype, kernel, path, fast)
 
 
