@@ -469,3 +469,15 @@ def test_log_sigmoid_of_a_permuted_input_is_laid_out_as_cpus(op, layout):
     assert [r.stride() for r in tpu] == [r.stride() for r in cpu]
     for a, b in zip(tpu, cpu, strict=True):
         assert_same(a, b)
+
+
+@pytest.mark.parametrize("other", [(1, 20, 1), (1, 7, 1), (7, 1, 1)])
+def test_equal_of_permuted_operands_of_other_shapes_is_false_as_on_cpu(other):
+    """equal is tagged pointwise but returns a bool: gpytorch's covar_dist compares
+    ``x.mT.unsqueeze(-1)`` views of train and test inputs (odd unit strides), which once
+    went through the pointwise layout and failed to broadcast 7 against 20."""
+    for device in ("cpu", "tpu"):
+        a = torch.arange(7.0, device=device).view(7, 1).mT.unsqueeze(-1)
+        b = torch.arange(float(math.prod(other)), device=device).view(other)
+        assert torch.equal(a, b) is (other == (1, 7, 1))
+        assert torch.equal(a, a.contiguous()) is True

@@ -122,6 +122,10 @@ def following_memory_format(func, inner: Handler) -> Handler:
     query is permuted, or always for a factorization (LAPACK's column-major results):
     PyTorch's meta kernel on inputs of the same strides says how. Other inputs take the
     plain path: their results are contiguous."""
+    if not any("Tensor" in str(r.type) for r in func._schema.returns):  # (Tensor[], Tensor?)
+        # equal is tagged pointwise but answers a bool: nothing to lay out, and its operands
+        # need not broadcast (a shape mismatch is just False)
+        return inner
     if func in _CONTIGUOUS_RESULT:  # (a decomposition's follows its pointwise ops': undone)
         return inner if func in LOWERINGS else lambda a, k: _contiguous(inner(a, k))
     follows = (_out_of_order if torch.Tag.pointwise in func.tags or func in _FOLLOWING_ORDER
