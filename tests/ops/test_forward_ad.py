@@ -11,7 +11,6 @@ import torch
 import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 from conftest import TPU, assert_same
-from expectations import EXPECTED, key_of
 from test_opinfo import (
     NO_GRAD_CHECK,
     OPS,
@@ -22,6 +21,8 @@ from test_opinfo import (
     _draws_dropout,
     _leaves,
     _on_tpu,
+    check_listed,
+    listed,
 )
 from torch.func import jvp, vjp
 from torch.utils._pytree import tree_flatten, tree_unflatten
@@ -77,37 +78,17 @@ def _run_jvp(op, full: bool) -> int:
     return n
 
 
-def _reason(op_id) -> str | None:
-    op = OPS[op_id]
-    return EXPECTED.get(key_of(op.name, op.variant_test_name, "float64", "jvp"))
-
-
-def _check(request, op_id):
-    reason = _reason(op_id)
-    full = reason is not None or request.node.get_closest_marker("slow") is not None
-    try:
-        n = _run_jvp(OPS[op_id], full)
-    except (Exception, pytest.fail.Exception):  # pytest.raises' DID NOT RAISE is no Exception
-        if reason:
-            pytest.xfail(reason)
-        raise
-    if reason:
-        pytest.fail(f"{op_id} jvp passes but is listed in expectations.py ({reason})")
-    if n == 0:
-        pytest.skip("no sample applies")
-
-
 # The default suite: every third op, and those the expectations table lists (so it stays true).
 @pytest.mark.parametrize("op_id", [op_id for i, op_id in enumerate(_jvp_ops())
-                                   if i % 3 == 0 or _reason(op_id)])
+                                   if i % 3 == 0 or listed(op_id, "jvp")])
 def test_jvp(request, op_id):
-    _check(request, op_id)
+    check_listed(request, op_id, "jvp", _run_jvp)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("op_id", _jvp_ops())
 def test_jvp_full(request, op_id):
-    _check(request, op_id)
+    check_listed(request, op_id, "jvp", _run_jvp)
 
 
 def _tangent(fn, x, t):

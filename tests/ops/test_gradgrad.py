@@ -13,7 +13,6 @@ norm); ``-m slow`` every sample of all.
 import pytest
 import torch
 from conftest import TPU
-from expectations import EXPECTED, key_of
 from test_opinfo import (
     NO_GRAD_CHECK,
     OPS,
@@ -23,6 +22,8 @@ from test_opinfo import (
     _draws_dropout,
     _grad_inputs,
     _on_tpu,
+    check_listed,
+    listed,
 )
 
 DTYPE = torch.float64
@@ -97,34 +98,14 @@ def _run_gradgrad(op, full: bool) -> int:
     return n
 
 
-def _reason(op_id) -> str | None:
-    op = OPS[op_id]
-    return EXPECTED.get(key_of(op.name, op.variant_test_name, "float64", "gradgrad"))
-
-
-def _check(request, op_id):
-    reason = _reason(op_id)
-    full = reason is not None or request.node.get_closest_marker("slow") is not None
-    try:
-        n = _run_gradgrad(OPS[op_id], full)
-    except (Exception, pytest.fail.Exception):  # pytest.raises' DID NOT RAISE is no Exception
-        if reason:
-            pytest.xfail(reason)
-        raise
-    if reason:
-        pytest.fail(f"{op_id} gradgrad passes but is listed in expectations.py ({reason})")
-    if n == 0:
-        pytest.skip("no sample applies")
-
-
 # The default suite: COMMON, and the ops the expectations table lists (so it stays true).
 @pytest.mark.parametrize("op_id", [op_id for op_id in _gradgrad_ops()
-                                   if OPS[op_id].name in COMMON or _reason(op_id)])
+                                   if OPS[op_id].name in COMMON or listed(op_id, "gradgrad")])
 def test_gradgrad(request, op_id):
-    _check(request, op_id)
+    check_listed(request, op_id, "gradgrad", _run_gradgrad)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("op_id", _gradgrad_ops())
 def test_gradgrad_full(request, op_id):
-    _check(request, op_id)
+    check_listed(request, op_id, "gradgrad", _run_gradgrad)
