@@ -125,9 +125,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
     'fails: NotImplementedError: "sum_cpu" not implemented for \'ComplexHalf\'': [
         ('chalf', '', 'float32', 'grad'),
     ],
-    "float32 rounding: a large sample's grid gradient is 2e-4 from CPU's (nearer float64's)": [
-        ('grid_sampler_3d', '', 'float32', 'grad'),
-    ],
     'random: the low-rank sketch is drawn from the generator; with M given the input is full rank and the approximation depends on it (PyTorch skips test_compare_cpu)': [  # noqa: E501
         ('svd_lowrank', '', 'float32', 'forward'),
         ('svd_lowrank', '', 'complex64', 'forward'),

@@ -67,6 +67,9 @@ TOLERANCE = {
     torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2),
 }
 GRAD_TOLERANCE = dict(rtol=1e-4, atol=1e-4)
+# float32 rounding: a large 3-d sample's grid gradient sums many products, and tpu's is
+# 2e-4 from CPU's (the nearer of the two to float64's)
+GRAD_TOLERANCE_OF = {"grid_sampler_3d": dict(rtol=1e-4, atol=5e-4)}
 
 # op_db entries, one test id each: "name" or "name.variant".
 OPS = {(op.name + ("." + op.variant_test_name if op.variant_test_name else "")): op
@@ -368,7 +371,8 @@ def _run_grad(op, dtype, full):
             assert (a is None) == (e is None), f"grad[{i}]: {a is None=} {e is None=}"
             if e is not None:
                 assert a.device.type == "tpu"
-                torch.testing.assert_close(a.cpu(), e, equal_nan=True, **GRAD_TOLERANCE,
+                tolerance = GRAD_TOLERANCE_OF.get(op.name, GRAD_TOLERANCE)
+                torch.testing.assert_close(a.cpu(), e, equal_nan=True, **tolerance,
                                            msg=lambda m, i=i: f"grad[{i}]: {m}")
         n += 1
     return n
