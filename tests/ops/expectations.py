@@ -30,9 +30,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('nn.functional.feature_alpha_dropout', 'with_train', 'float32', 'forward'),
         ('nn.functional.feature_alpha_dropout', 'with_train', 'float64', 'forward'),
     ],
-    "float32 rounding: a sample whose outputs are ~600 differs by 3.4e-5 relative (CPU's fused attention sums in another order)": [  # noqa: E501
-        ('nn.functional.multi_head_attention_forward', '', 'float32', 'forward'),
-    ],
     'ties: CPU returns the index its sort leaves last among equal values (not the last position on large inputs); tpu returns the last position': [  # noqa: E501
         ('mode', '', 'bfloat16', 'forward'),
         ('mode', '', 'bool', 'forward'),

@@ -70,6 +70,10 @@ GRAD_TOLERANCE = dict(rtol=1e-4, atol=1e-4)
 # float32 rounding: a large 3-d sample's grid gradient sums many products, and tpu's is
 # 2e-4 from CPU's (the nearer of the two to float64's)
 GRAD_TOLERANCE_OF = {"grid_sampler_3d": dict(rtol=1e-4, atol=5e-4)}
+# float32 rounding: CPU's fused attention sums in another order; in a sample whose outputs
+# reach ~600, 3.4e-5 relative, and an output near 0.1 is 3e-5 off (an ulp of 600)
+FORWARD_TOLERANCE_OF = {
+    ("nn.functional.multi_head_attention_forward", torch.float32): dict(rtol=5e-5, atol=1e-4)}
 
 # op_db entries, one test id each: "name" or "name.variant".
 OPS = {(op.name + ("." + op.variant_test_name if op.variant_test_name else "")): op
@@ -165,7 +169,7 @@ def _leaves(out):
     return leaves
 
 
-def _compare(actual, expected, dtype, what="output"):
+def _compare(actual, expected, dtype, what="output", tolerance=None):
     a, e = _leaves(actual), _leaves(expected)
     assert len(a) == len(e), f"{what}: {len(a)} leaves on tpu, {len(e)} on CPU"
     # Inexact outputs of integer or bool inputs (softmax(dtype=float64), mean of ints...) get
@@ -181,7 +185,7 @@ def _compare(actual, expected, dtype, what="output"):
             assert x.dtype == y.dtype, f"{where}: dtype {x.dtype} on tpu, {y.dtype} on CPU"
             assert x.shape == y.shape, f"{where}: shape {tuple(x.shape)} on tpu, {tuple(y.shape)}"
             inexact = y.is_floating_point() or y.is_complex()
-            t = TOLERANCE.get(y.dtype, tol) if inexact else dict(rtol=0, atol=0)
+            t = (tolerance or TOLERANCE.get(y.dtype, tol)) if inexact else dict(rtol=0, atol=0)
             torch.testing.assert_close(x, y, equal_nan=True, check_stride=False,
                                        msg=lambda m, where=where: f"{where}: {m}", **t)
         elif isinstance(y, float) and not math.isnan(y):
@@ -274,7 +278,7 @@ def _run_forward(op, dtype, full):
         elif op.name in UNDEFINED:
             _compare_meta(actual, expected)
         else:
-            _compare(actual, expected, dtype)
+            _compare(actual, expected, dtype, tolerance=FORWARD_TOLERANCE_OF.get((op.name, dtype)))
         n += 1
     return n
 
