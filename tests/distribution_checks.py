@@ -16,51 +16,43 @@ from torch.distributions.transforms import Transform
 METHODS = ("mean", "mode", "variance", "stddev")
 
 
-def to_tpu(x):
-    """``x`` with every tensor inside it (parameters, nested distributions, transforms) on tpu;
-    leaves stay leaves, keeping requires_grad."""
+def _map_tensors(x, leaf):
+    """``x`` with ``leaf(t)`` for every tensor inside it: parameters, nested distributions,
+    transforms (each copied, its own object left as it was)."""
     if isinstance(x, torch.Tensor):
-        return x.detach().to(TPU).requires_grad_(x.requires_grad)
+        return leaf(x)
     if isinstance(x, (list, tuple)):
-        return type(x)(to_tpu(v) for v in x)
+        return type(x)(_map_tensors(v, leaf) for v in x)
     if isinstance(x, dict):
-        return {k: to_tpu(v) for k, v in x.items()}
+        return {k: _map_tensors(v, leaf) for k, v in x.items()}
     if isinstance(x, (Distribution, Transform)):
         new = copy.copy(x)
-        new.__dict__ = {k: to_tpu(v) for k, v in x.__dict__.items()}
+        new.__dict__ = _map_tensors(x.__dict__, leaf)
         return new
     return x
+
+
+def to_tpu(x):
+    """``x`` with every tensor inside it on tpu; leaves stay leaves, keeping requires_grad."""
+    return _map_tensors(x, lambda t: t.detach().to(TPU).requires_grad_(t.requires_grad))
 
 
 def fresh(x, dtype=None):
     """``x`` with its tensors detached into new leaves, so each run has its own gradients;
     floating tensors cast to ``dtype`` when given."""
-    if isinstance(x, torch.Tensor):
-        y = x.detach().clone()
+    def leaf(t):
+        y = t.detach().clone()
         if dtype is not None and y.is_floating_point():
             y = y.to(dtype)
-        return y.requires_grad_(x.requires_grad)
-    if isinstance(x, (list, tuple)):
-        return type(x)(fresh(v, dtype) for v in x)
-    if isinstance(x, dict):
-        return {k: fresh(v, dtype) for k, v in x.items()}
-    if isinstance(x, (Distribution, Transform)):
-        new = copy.copy(x)
-        new.__dict__ = {k: fresh(v, dtype) for k, v in x.__dict__.items()}
-        return new
-    return x
+        return y.requires_grad_(t.requires_grad)
+
+    return _map_tensors(x, leaf)
 
 
 def _has_tensor(x):
-    if isinstance(x, torch.Tensor):
-        return True
-    if isinstance(x, (list, tuple)):
-        return any(_has_tensor(v) for v in x)
-    if isinstance(x, dict):
-        return any(_has_tensor(v) for v in x.values())
-    if isinstance(x, (Distribution, Transform)):
-        return _has_tensor(x.__dict__)
-    return False
+    found = []
+    _map_tensors(x, found.append)
+    return bool(found)
 
 
 def _leaves(params):

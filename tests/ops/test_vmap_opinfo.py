@@ -15,7 +15,7 @@ import itertools
 import pytest
 import torch
 import torch.utils._pytree as pytree
-from pytorch_test_db import op_db
+from test_opinfo import OPS as ALL_OPS
 from torch.func import vjp, vmap
 
 TPU = "tpu:0"
@@ -23,8 +23,7 @@ SAMPLES = 2  # per op
 BDIM_CHOICES = 4  # all-zero, then the first (-1, None) patterns, as functorch orders them
 TOLERANCE = dict(rtol=1e-4, atol=1e-4)
 
-OPS = {(op.name + ("." + op.variant_test_name if op.variant_test_name else "")): op
-       for op in op_db if torch.float32 in op.supported_dtypes("cpu")}
+OPS = {op_id: op for op_id, op in ALL_OPS.items() if torch.float32 in op.supported_dtypes("cpu")}
 
 # Known differences, each with its reason; an entry whose check passes fails the run.
 EXPECTED = {
