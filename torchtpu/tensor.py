@@ -62,6 +62,11 @@ def last_value() -> jax.Array | None:
     return None
 
 
+# Storages given a value fused eager recorded: leaving fused eager settles them
+# (``settle_pending``) without a walk over every object in the process.
+_pending_storages: weakref.WeakSet = weakref.WeakSet()
+
+
 class Storage:
     """The value shared by a base tensor and all its views."""
 
@@ -72,6 +77,8 @@ class Storage:
         # dense layout (channels_last...), rearranged only when something reads the bytes:
         # most such tensors (activations a compiled forward saves) are only read whole.
         self._value, self._layout = (None, (value, dims)) if dims is not None else (value, None)
+        if type(value) is Pending:
+            _pending_storages.add(self)
         self.version = 0
         self.nbytes = value.size * value.dtype.itemsize
         memory.add(self.nbytes)
@@ -81,11 +88,15 @@ class Storage:
         if self._layout is not None:
             self._value = memory_order(*self._layout)
             self._layout = None
+            if type(self._value) is Pending:
+                _pending_storages.add(self)
         return self._value
 
     @value.setter
     def value(self, value: jax.Array) -> None:
         self._value, self._layout = value, None
+        if type(value) is Pending:
+            _pending_storages.add(self)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -627,9 +638,20 @@ _pending_views: list[weakref.ref] = []
 
 
 def _cache(t: TpuTensor, value, version: int) -> None:
-    t._cache, t._cache_version = value, version
     if type(value) is Pending:
-        _pending_views.append(weakref.ref(t))
+        if value.array is None:
+            _pending_views.append(weakref.ref(t))
+        else:  # computed: a cache never holds a pending value past the next program
+            value = value.array
+    t._cache, t._cache_version = value, version
+
+
+def settle_pending() -> None:
+    """Storages hold what fused eager computed, not its pending values (leaving fused eager:
+    every view's pending cache was dropped before its program ran)."""
+    for s in list(_pending_storages):
+        s.settle()
+    _pending_storages.clear()
 
 
 def forget_pending_views() -> None:

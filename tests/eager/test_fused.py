@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections import OrderedDict
 
 import pytest
@@ -292,11 +293,25 @@ def test_views_and_inplace_inside_one_program(fused):
 
 
 def test_switching_modes_leaves_no_pending_values():
+    from torchtpu.runtime.execute import Pending
+    from torchtpu.tensor import Storage, TpuTensor
+
     with torchtpu.set_eager_mode("fused"):
         x = torch.ones(3, device="tpu") * 5
         y = x[1:]
+        z = (x * 2).t()
+        z.add_(1)
+        assert x.sum().item() == 15  # a program ran: x's value is computed, still recorded
+        w, v = x[:2], z.view(3)  # views of computed values
+        u = torch.ones(4, 4, device="tpu").t()[1]
     assert torchtpu.get_eager_mode() == "strict"
+    held = [o for o in gc.get_objects() if type(o) is Storage
+            and Pending in (type(o._value), type((o._layout or (None,))[0]))]
+    held += [o for o in gc.get_objects() if issubclass(type(o), TpuTensor)
+             and type(getattr(o, "_cache", None)) is Pending]
+    assert held == []
     assert (x + y.sum()).cpu().tolist() == [15.0, 15.0, 15.0]
+    assert (w + v[:2] + u[:2]).cpu().tolist() == [17.0, 17.0]
 
 
 def test_size_limit_flushes(monkeypatch, fused):

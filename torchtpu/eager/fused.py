@@ -26,7 +26,6 @@ same loop neither traces nor compiles: it loads.
 from __future__ import annotations
 
 import functools
-import gc
 import math
 import sys
 import warnings
@@ -44,7 +43,7 @@ from ..debug import counters
 from ..runtime import code_limit, execute, memory, program_store
 from ..runtime.execute import Executable, Pending
 from ..runtime.program_store import Unstable, stable
-from ..tensor import forget_pending_views, note_last_program
+from ..tensor import forget_pending_views, note_last_program, settle_pending
 from . import deferred_checks
 
 
@@ -684,10 +683,4 @@ def disable() -> None:
     if _step_hook is not None:
         _step_hook.remove()
         _step_hook = None
-    from ..tensor import Storage, TpuTensor
-
-    for obj in gc.get_objects():
-        if type(obj) is Storage:
-            obj.settle()
-        elif issubclass(type(obj), TpuTensor) and type(getattr(obj, "_cache", None)) is Pending:
-            obj._cache = obj._cache.array
+    settle_pending()
