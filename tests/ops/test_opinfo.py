@@ -92,7 +92,10 @@ def _params(test: str):
             supported = op.supported_dtypes("cpu")
             dtypes = tuple(d for d in DTYPES if d in supported)
         for dtype in dtypes:
-            out.append(pytest.param(op_id, dtype, id=f"{op_id}-{_dtype_name(dtype)}"))
+            # One worker takes all of an op's tests (``--dist loadgroup``): debug mode's and
+            # the gradient's run the programs strict mode's forward compiled.
+            out.append(pytest.param(op_id, dtype, id=f"{op_id}-{_dtype_name(dtype)}",
+                                    marks=pytest.mark.xdist_group(op_id)))
     return out
 
 
