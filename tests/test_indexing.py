@@ -434,3 +434,53 @@ def test_put_accumulate_grads_of_self_and_source_are_separate():
 
     for t, c in zip(run("tpu"), run("cpu"), strict=True):
         assert_same(t, c)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_repeat_interleave_positions_take_the_repeats_dtype(dtype):
+    # PyG's ptr2index repeats an int32 arange by int32 counts and expects int32 back
+    run_both(lambda r: (torch.repeat_interleave(r), torch.repeat_interleave(r, output_size=4)),
+             torch.tensor([1, 0, 3], dtype=dtype))
+
+
+COMPRESSED = {
+    "coo to csr": lambda t: torch._convert_indices_from_coo_to_csr(t([0, 0, 2, 2, 3]), 6),
+    "coo to csr int32 in": lambda t: torch._convert_indices_from_coo_to_csr(
+        t([0, 1, 1], dtype=torch.int32), 3),
+    "coo to csr int32 out": lambda t: torch._convert_indices_from_coo_to_csr(
+        t([0, 1, 1], dtype=torch.uint8), 3, out_int32=True),
+    "coo to csr below zero": lambda t: torch._convert_indices_from_coo_to_csr(t([-1, 0, 2]), 3),
+    "coo to csr of nothing": lambda t: torch._convert_indices_from_coo_to_csr(
+        t([], dtype=torch.int64), 3),
+    "coo to csr 0-d": lambda t: torch._convert_indices_from_coo_to_csr(t(2), 3),
+    "csr to coo (empty row)": lambda t: torch._convert_indices_from_csr_to_coo(
+        t([0, 2, 2, 5]), t([1, 0, 2, 1, 0])),
+    "csr to coo transposed int32": lambda t: torch._convert_indices_from_csr_to_coo(
+        t([0, 2, 2, 5]), t([1, 0, 2, 1, 0]), out_int32=True, transpose=True),
+    "csr to coo batched": lambda t: torch._convert_indices_from_csr_to_coo(
+        t([[0, 2, 2, 5], [0, 1, 3, 5]]), t([[1, 0, 2, 1, 0], [0, 0, 1, 2, 2]])),
+    "csr to coo of nothing": lambda t: torch._convert_indices_from_csr_to_coo(
+        t([0]), t([], dtype=torch.int64)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(COMPRESSED))
+def test_compressed_index_conversions_match_cpu(case):
+    # dense integer tensors in and out (PyG's index2ptr): no sparse layout involved
+    def run(device):
+        return COMPRESSED[case](lambda *a, **k: torch.tensor(*a, device=device, **k))
+
+    assert_same(run(TPU), run("cpu"))
+
+
+@pytest.mark.parametrize("bad, exc", [
+    (lambda d: torch._convert_indices_from_coo_to_csr(torch.zeros(3, device=d), 2),
+     NotImplementedError),
+    (lambda d: torch._convert_indices_from_coo_to_csr(
+        torch.zeros(1, 2, dtype=torch.long, device=d), 2), RuntimeError),
+    (lambda d: torch._convert_indices_from_csr_to_coo(
+        torch.zeros(2, dtype=torch.bool, device=d), torch.zeros(1, dtype=torch.bool, device=d)),
+     NotImplementedError),
+])
+def test_compressed_index_conversions_refuse_as_cpu(bad, exc):
+    raises_as_cpu(bad, exc)

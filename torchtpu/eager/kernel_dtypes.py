@@ -276,6 +276,10 @@ KERNEL_DTYPE_CHECKS = {
     _aten.rrelu_with_noise.default: _rrelu,
     _aten.softshrink.default: _softshrink,
     _aten.repeat_interleave.Tensor: kernel_refuses("repeat_interleave_cpu", "bfhBc"),
+    _aten._convert_indices_from_coo_to_csr.default: kernel_refuses(
+        "convert_indices_from_coo_to_csr_cpu", "bfhBc"),
+    _aten._convert_indices_from_csr_to_coo.default: kernel_refuses(
+        "convert_indices_from_csr_to_coo_cpu", "bfhBc"),
     _aten.normal.Tensor_float: kernel_refuses("normal_kernel_cpu", "biu"),
     _aten.bernoulli.default: _first(kernel_refuses("bernoulli_tensor_cpu_self_", "c"),
                                     kernel_refuses("bernoulli_tensor_cpu_p_", "biu")),

@@ -592,7 +592,8 @@ def _repeat_interleave(repeats, *, output_size=None):
         raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
     if (reps < 0).any():
         raise RuntimeError("repeats can not be negative")
-    return jnp.asarray(np.repeat(np.arange(reps.shape[0]), reps).astype(np.int64))
+    # the positions take the repeats' dtype (int32 or int64; CPU refuses the others)
+    return jnp.asarray(np.repeat(np.arange(reps.shape[0]), reps).astype(reps.dtype))
 
 
 @lowering(aten.bincount, eager=True)
