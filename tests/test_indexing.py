@@ -436,7 +436,7 @@ def test_put_accumulate_grads_of_self_and_source_are_separate():
         assert_same(t, c)
 
 
-@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("dtype", [torch.int32, pytest.param(torch.int64, marks=pytest.mark.slow)])
 def test_repeat_interleave_positions_take_the_repeats_dtype(dtype):
     # PyG's ptr2index repeats an int32 arange by int32 counts and expects int32 back
     run_both(lambda r: (torch.repeat_interleave(r), torch.repeat_interleave(r, output_size=4)),
@@ -464,7 +464,12 @@ COMPRESSED = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(COMPRESSED))
+_COMPRESSED_DEFAULT = {"coo to csr int32 in", "csr to coo transposed int32", "csr to coo batched"}
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(case, marks=() if case in _COMPRESSED_DEFAULT else pytest.mark.slow)
+    for case in sorted(COMPRESSED)])
 def test_compressed_index_conversions_match_cpu(case):
     # dense integer tensors in and out (PyG's index2ptr): no sparse layout involved
     def run(device):
@@ -484,3 +489,32 @@ def test_compressed_index_conversions_match_cpu(case):
 ])
 def test_compressed_index_conversions_refuse_as_cpu(bad, exc):
     raises_as_cpu(bad, exc)
+
+
+def _bools(d, *shape):
+    return torch.ones(*shape, dtype=torch.bool, device=d)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.segment_reduce(torch.ones(3, dtype=torch.int64, device=d), "sum",
+                                   lengths=torch.tensor([1, 2], device=d)),
+    lambda d: _bools(d, 3).scatter_reduce(0, torch.tensor([0, 0, 2], device=d), _bools(d, 3),
+                                          "mean"),
+    lambda d: _bools(d, 3).scatter_reduce(0, torch.tensor([], dtype=torch.int64, device=d),
+                                          _bools(d, 0), "mean", include_self=False),
+    lambda d: _bools(d, 3, 2).index_reduce(0, torch.tensor([0, 2], device=d), _bools(d, 2, 2),
+                                           "amax", include_self=False),
+    lambda d: _bools(d, 3).index_reduce(0, torch.tensor([0, 2], device=d), _bools(d, 2),
+                                        "amax"),
+    lambda d: _bools(d, 3, 2).index_reduce(0, torch.tensor([0, 2], device=d), _bools(d, 2, 2),
+                                           "mean"),
+])
+def test_reductions_into_places_refuse_dtypes_as_cpu(bad):
+    raises_as_cpu(bad, NotImplementedError)
+
+
+def test_index_reduce_prod_of_bools_is_a_logical_and():
+    # CPU reduces a bool self of two dimensions or more slice by slice, with mul_
+    run_both(lambda s, i, src: s.index_reduce(0, i, src, "prod"),
+             torch.tensor([[True, True], [True, False], [False, True]]), torch.tensor([0, 0, 2]),
+             torch.tensor([[True, False], [True, True], [True, True]]))
