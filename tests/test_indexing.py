@@ -434,3 +434,87 @@ def test_put_accumulate_grads_of_self_and_source_are_separate():
 
     for t, c in zip(run("tpu"), run("cpu"), strict=True):
         assert_same(t, c)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, pytest.param(torch.int64, marks=pytest.mark.slow)])
+def test_repeat_interleave_positions_take_the_repeats_dtype(dtype):
+    # PyG's ptr2index repeats an int32 arange by int32 counts and expects int32 back
+    run_both(lambda r: (torch.repeat_interleave(r), torch.repeat_interleave(r, output_size=4)),
+             torch.tensor([1, 0, 3], dtype=dtype))
+
+
+COMPRESSED = {
+    "coo to csr": lambda t: torch._convert_indices_from_coo_to_csr(t([0, 0, 2, 2, 3]), 6),
+    "coo to csr int32 in": lambda t: torch._convert_indices_from_coo_to_csr(
+        t([0, 1, 1], dtype=torch.int32), 3),
+    "coo to csr int32 out": lambda t: torch._convert_indices_from_coo_to_csr(
+        t([0, 1, 1], dtype=torch.uint8), 3, out_int32=True),
+    "coo to csr below zero": lambda t: torch._convert_indices_from_coo_to_csr(t([-1, 0, 2]), 3),
+    "coo to csr of nothing": lambda t: torch._convert_indices_from_coo_to_csr(
+        t([], dtype=torch.int64), 3),
+    "coo to csr 0-d": lambda t: torch._convert_indices_from_coo_to_csr(t(2), 3),
+    "csr to coo (empty row)": lambda t: torch._convert_indices_from_csr_to_coo(
+        t([0, 2, 2, 5]), t([1, 0, 2, 1, 0])),
+    "csr to coo transposed int32": lambda t: torch._convert_indices_from_csr_to_coo(
+        t([0, 2, 2, 5]), t([1, 0, 2, 1, 0]), out_int32=True, transpose=True),
+    "csr to coo batched": lambda t: torch._convert_indices_from_csr_to_coo(
+        t([[0, 2, 2, 5], [0, 1, 3, 5]]), t([[1, 0, 2, 1, 0], [0, 0, 1, 2, 2]])),
+    "csr to coo of nothing": lambda t: torch._convert_indices_from_csr_to_coo(
+        t([0]), t([], dtype=torch.int64)),
+}
+
+
+_COMPRESSED_DEFAULT = {"coo to csr int32 in", "csr to coo transposed int32", "csr to coo batched"}
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(case, marks=() if case in _COMPRESSED_DEFAULT else pytest.mark.slow)
+    for case in sorted(COMPRESSED)])
+def test_compressed_index_conversions_match_cpu(case):
+    # dense integer tensors in and out (PyG's index2ptr): no sparse layout involved
+    def run(device):
+        return COMPRESSED[case](lambda *a, **k: torch.tensor(*a, device=device, **k))
+
+    assert_same(run(TPU), run("cpu"))
+
+
+@pytest.mark.parametrize("bad, exc", [
+    (lambda d: torch._convert_indices_from_coo_to_csr(torch.zeros(3, device=d), 2),
+     NotImplementedError),
+    (lambda d: torch._convert_indices_from_coo_to_csr(
+        torch.zeros(1, 2, dtype=torch.long, device=d), 2), RuntimeError),
+    (lambda d: torch._convert_indices_from_csr_to_coo(
+        torch.zeros(2, dtype=torch.bool, device=d), torch.zeros(1, dtype=torch.bool, device=d)),
+     NotImplementedError),
+])
+def test_compressed_index_conversions_refuse_as_cpu(bad, exc):
+    raises_as_cpu(bad, exc)
+
+
+def _bools(d, *shape):
+    return torch.ones(*shape, dtype=torch.bool, device=d)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.segment_reduce(torch.ones(3, dtype=torch.int64, device=d), "sum",
+                                   lengths=torch.tensor([1, 2], device=d)),
+    lambda d: _bools(d, 3).scatter_reduce(0, torch.tensor([0, 0, 2], device=d), _bools(d, 3),
+                                          "mean"),
+    lambda d: _bools(d, 3).scatter_reduce(0, torch.tensor([], dtype=torch.int64, device=d),
+                                          _bools(d, 0), "mean", include_self=False),
+    lambda d: _bools(d, 3, 2).index_reduce(0, torch.tensor([0, 2], device=d), _bools(d, 2, 2),
+                                           "amax", include_self=False),
+    lambda d: _bools(d, 3).index_reduce(0, torch.tensor([0, 2], device=d), _bools(d, 2),
+                                        "amax"),
+    lambda d: _bools(d, 3, 2).index_reduce(0, torch.tensor([0, 2], device=d), _bools(d, 2, 2),
+                                           "mean"),
+])
+def test_reductions_into_places_refuse_dtypes_as_cpu(bad):
+    raises_as_cpu(bad, NotImplementedError)
+
+
+def test_index_reduce_prod_of_bools_is_a_logical_and():
+    # CPU reduces a bool self of two dimensions or more slice by slice, with mul_
+    run_both(lambda s, i, src: s.index_reduce(0, i, src, "prod"),
+             torch.tensor([[True, True], [True, False], [False, True]]), torch.tensor([0, 0, 2]),
+             torch.tensor([[True, False], [True, True], [True, True]]))

@@ -188,3 +188,35 @@ def test_logit_rounds_each_step_as_cpu(dtype, eps):
     x = torch.rand(20000, generator=torch.Generator().manual_seed(0)).to(dtype)
     x[:3] = torch.tensor([0.0, 1.0, 0.5])
     assert torch.equal(torch.logit(x.to("tpu"), eps=eps).cpu(), torch.logit(x, eps=eps))
+
+
+SCATTER_SUMS = {
+    "scatter_add": lambda base, i, src: base.scatter_add(0, i.view(-1, 1).expand_as(src), src),
+    "scatter_reduce sum without self": lambda base, i, src: base.scatter_reduce(
+        0, i.view(-1, 1).expand_as(src), src, "sum", include_self=False),
+    "scatter_reduce mean": lambda base, i, src: base.scatter_reduce(
+        0, i.view(-1, 1).expand_as(src), src, "mean"),
+    "scatter reduce=add": lambda base, i, src: base.scatter(
+        0, i.view(-1, 1).expand_as(src), src, reduce="add"),
+    "index_add": lambda base, i, src: base.index_add(0, i, src),
+}
+
+
+_SCATTER_DEFAULT = ("scatter_reduce mean", "index_add")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16,
+                                   pytest.param(torch.float16, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=() if name in _SCATTER_DEFAULT else pytest.mark.slow)
+    for name in SCATTER_SUMS])
+def test_scatter_sums_round_once_as_cpu(name, dtype):
+    # CPU sums every term in float32 and rounds the total once (a mean divides that rounded
+    # total); rounding after each of ~50 additions per row was off on most elements.
+    g = torch.Generator().manual_seed(0)
+    src = torch.randn(256, 8, generator=g).to(dtype)
+    base = torch.randn(6, 8, generator=g).to(dtype)
+    index = torch.randint(0, 5, (256,), generator=g)
+    cpu, tpu = (SCATTER_SUMS[name](base.to(d), index.to(d), src.to(d)).cpu().float()
+                for d in ("cpu", "tpu"))
+    assert (cpu != tpu).float().mean().item() <= 0.05

@@ -52,11 +52,26 @@ def _index_func(name: str):
     return check
 
 
-def _index_reduce(self, dim, index, source, reduce, *rest) -> Exception | str | None:
+def _index_reduce(self, dim, index, source, reduce, *rest,
+                  include_self=True) -> Exception | str | None:
     if reduce not in ("prod", "mean", "amax", "amin"):
         return (f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got "
                 f"{reduce}.")
-    return _index_func("index_reduce")(self, dim, index, source)
+    if found := _index_func("index_reduce")(self, dim, index, source):
+        return found
+    if not _is(self, torch.bool):
+        return None
+    # CPU's kernels for a bool self: the one starting from the identity and the one for a
+    # vector take none; a larger self is reduced slice by slice, which takes all but a mean
+    if not include_self:
+        kernel = "index_reduce_func_exclude_input_init"
+    elif self.ndim <= 1:
+        kernel = "index_func_"
+    elif reduce == "mean" and _numel(index):
+        kernel = "div_floor_cpu"
+    else:
+        return None
+    return NotImplementedError(f'"{kernel}" not implemented for \'Bool\'')
 
 
 def _index_copy(self, dim, index, source) -> Exception | str | None:

@@ -8,6 +8,8 @@ refuse. Read off CPU by calling each op with bool and complex tensors.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -267,6 +269,15 @@ _POOLING = {
 }
 
 
+def _scatter_reduce(self, dim, index, src, reduce, *_) -> NotImplementedError | None:
+    """CPU takes a bool mean nowhere: its kernel refuses it, or, with nothing scattered, the
+    division of the sums by the counts does."""
+    if reduce != "mean" or _kind(self.dtype) != "b":
+        return None
+    kernel = "scatter_gather_tensor_cpu_reduce_mean" if math.prod(index.shape) else "div_floor_cpu"
+    return NotImplementedError(f'"{kernel}" not implemented for \'Bool\'')
+
+
 KERNEL_DTYPE_CHECKS = {
     **{getattr(_aten, op).default: kernel_refuses(kernel, kinds) for op, kernel, kinds in _KERNELS},
     **{op: result_refuses(kernel, kinds) for name, kernel, kinds in _BINARY_KERNELS
@@ -276,6 +287,12 @@ KERNEL_DTYPE_CHECKS = {
     _aten.rrelu_with_noise.default: _rrelu,
     _aten.softshrink.default: _softshrink,
     _aten.repeat_interleave.Tensor: kernel_refuses("repeat_interleave_cpu", "bfhBc"),
+    _aten.segment_reduce.default: kernel_refuses("_segment_reduce_cpu", "biuc"),
+    _aten.scatter_reduce.two: _scatter_reduce,
+    _aten._convert_indices_from_coo_to_csr.default: kernel_refuses(
+        "convert_indices_from_coo_to_csr_cpu", "bfhBc"),
+    _aten._convert_indices_from_csr_to_coo.default: kernel_refuses(
+        "convert_indices_from_csr_to_coo_cpu", "bfhBc"),
     _aten.normal.Tensor_float: kernel_refuses("normal_kernel_cpu", "biu"),
     _aten.bernoulli.default: _first(kernel_refuses("bernoulli_tensor_cpu_self_", "c"),
                                     kernel_refuses("bernoulli_tensor_cpu_p_", "biu")),

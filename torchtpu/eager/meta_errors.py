@@ -558,7 +558,8 @@ _DIVISIONS = (_aten.div.Tensor_mode, _aten.div.Scalar_mode)
 # checked with their kwargs
 _WITH_KWARGS = {*_DIVISIONS, _aten.mean.dim, _aten.round.decimals, _aten.cumsum.default,
                 _aten.cumprod.default, _aten.cumsum_.default, _aten.cumprod_.default,
-                _aten.searchsorted.Tensor, _aten.searchsorted.Scalar, *nn_checks.DECOMPOSED}
+                _aten.searchsorted.Tensor, _aten.searchsorted.Scalar, _aten.index_reduce.default,
+                *nn_checks.DECOMPOSED}
 # Ops whose meta kernels take any `dim` (the rules wrapped it: softmax(dim=2) of a matrix ran
 # on dim 0): where their dim is, a position or a keyword.
 _DIM_AT = {_aten._softmax.default: 1, _aten._log_softmax.default: 1, _aten.sort.default: 1,

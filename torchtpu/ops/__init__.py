@@ -15,6 +15,7 @@ from . import (  # noqa: F401  (registration side effects)
     foreach,
     histogram,
     indexing,
+    indexing_compressed,
     indexing_reduce,
     indexing_select,
     linalg,

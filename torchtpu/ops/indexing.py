@@ -20,6 +20,7 @@ from .dtypes import (
     promote,
     result_type,
     scalar_type_name,
+    upcast,
 )
 from .indexing_select import unique_dim_check
 from .registry import lowering
@@ -188,13 +189,19 @@ def _scatter_indices(self, dim, index):
     return tuple(grids)
 
 
+def _added(self, key, src):
+    """``self.at[key].add(src)`` as CPU's kernels add bfloat16/float16: every term summed in
+    float32 and the total rounded once, not rounded after each addition."""
+    return summed_apart(upcast(self).at[key].add(upcast(src))).astype(self.dtype)
+
+
 def _scatter_reduce_apply(self, idx, src, reduce):
     ref = self.at[idx]
     if self.dtype == jnp.bool_:  # PyTorch's bool sum is a logical or, its product an and
         reduce = {"sum": "amax", "add": "amax", "prod": "amin", "multiply": "amin"}.get(
             reduce, reduce)
     if reduce in ("sum", "add"):
-        return summed_apart(ref.add(src))
+        return _added(self, idx, src)
     if reduce in ("prod", "multiply"):
         return ref.multiply(src)
     if reduce == "amax":
@@ -246,7 +253,7 @@ def _scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     src = src[tuple(slice(0, n) for n in index.shape)].astype(self.dtype)
     if reduce == "mean":
         counts = jnp.zeros(self.shape, self.dtype).at[idx].add(1)
-        total = (self if include_self else jnp.zeros_like(self)).at[idx].add(src)
+        total = _added(self if include_self else jnp.zeros_like(self), idx, src)
         counts = counts + (1 if include_self else 0)
         if jnp.issubdtype(self.dtype, jnp.inexact):
             mean = total / jnp.maximum(counts, 1)
@@ -296,7 +303,7 @@ def _index_add_vector(self, dim, index, source, *, alpha=1):
     key = (slice(None),) * dim + (index,)
     if self.dtype == jnp.bool_:  # bool addition is a logical or
         return self.at[key].max(jnp.logical_and(source, alpha))
-    return summed_apart(self.at[key].add((source * alpha).astype(self.dtype)))
+    return _added(self, key, (upcast(source) * alpha).astype(upcast(self).dtype))
 
 
 @lowering(aten.index_copy)
@@ -592,7 +599,8 @@ def _repeat_interleave(repeats, *, output_size=None):
         raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
     if (reps < 0).any():
         raise RuntimeError("repeats can not be negative")
-    return jnp.asarray(np.repeat(np.arange(reps.shape[0]), reps).astype(np.int64))
+    # the positions take the repeats' dtype (int32 or int64; CPU refuses the others)
+    return jnp.asarray(np.repeat(np.arange(reps.shape[0]), reps).astype(reps.dtype))
 
 
 @lowering(aten.bincount, eager=True)

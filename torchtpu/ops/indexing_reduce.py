@@ -31,8 +31,8 @@ def _index_reduce(self, dim, index, source, reduce, *, include_self=True):
         # The places reduced into start from the reduction's identity instead of self.
         init = {"prod": 1, "amax": lowest(dt), "amin": highest(dt), "mean": 0}[reduce]
         base = base.at[key].set(jnp.asarray(init, dt))
-    if reduce == "prod":
-        return base.at[key].multiply(src)
+    if reduce == "prod":  # (of bools: CPU's mul_, a logical and)
+        return base.at[key].min(src) if dt == jnp.bool_ else base.at[key].multiply(src)
     if reduce == "amax":
         return base.at[key].max(src)
     if reduce == "amin":
