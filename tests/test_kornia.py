@@ -102,6 +102,16 @@ def test_augmentation_sequential_applies_cpu_drawn_params_as_cpu():
     compare(apply, IMG, keypoints)
 
 
+def test_warp_affine_with_a_fill_in_fused_eager_matches_cpu():
+    # A target pixel lands on an integer row: XLA:CPU recomputed the sampling coordinate in
+    # two fusions of the one program, and took the floor of one copy and the fraction of the
+    # other (the next row's pixel, 0.6 off)
+    fill = torch.tensor([0.1, 0.5, 0.9])
+    with torchtpu.set_eager_mode("fused"):
+        compare(lambda x, m: KT.warp_affine(x, m, (16, 20), padding_mode="fill",
+                                            fill_value=fill), IMG, AFFINE, grad=False)
+
+
 # ---- -m slow: the families' sweep ----
 
 _FILTERS = {
