@@ -81,6 +81,7 @@ def compare(fn, *inputs, grad=True, rtol=1e-4, atol=1e-4):
 
 # ---- default suite: one function from each of the most used families ----
 
+@pytest.mark.slow
 def test_gaussian_blur_and_rgb_to_hsv_match_cpu():
     compare(lambda x: KC.rgb_to_hsv(KF.gaussian_blur2d(x, (5, 5), (1.5, 1.5))), IMG)
 
