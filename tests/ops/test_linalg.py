@@ -253,3 +253,24 @@ def test_eigh_takes_a_lower_case_uplo_as_cpu(uplo):
     torch.testing.assert_close(w.cpu(), expected_w)
     torch.testing.assert_close(v.cpu().abs(), expected_v.abs())
     torch.testing.assert_close(torch.linalg.eigvalsh(A.to("tpu"), uplo).cpu(), expected_w)
+
+
+_NAN = torch.full((3, 3), float("nan"))
+_BATCH_NAN = torch.stack([torch.eye(3), _NAN])
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.linalg.svd(_NAN.to(d))[1],
+    lambda d: torch.linalg.svdvals(_BATCH_NAN.to(d)),
+    lambda d: torch.linalg.matrix_norm(_BATCH_NAN.to(d), 2),
+    lambda d: torch.linalg.pinv(_BATCH_NAN.to(d)),
+    lambda d: torch.linalg.eig(torch.tensor([[1.0, float("inf")], [0.0, 1.0]], device=d))[0],
+], ids=["svd", "svdvals_batch", "norm2", "pinv", "eig_inf"])
+def test_factorisations_refuse_non_finite_matrices_as_lapack(bad, mode):
+    # XLA's svd and eig return NaN factors; CPU's LAPACK refuses the matrix (fused eager at
+    # the sync point that reads the result)
+    import torchtpu
+
+    with torchtpu.set_eager_mode(mode):
+        raises_as_cpu(lambda d: bad(d).cpu())

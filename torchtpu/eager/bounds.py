@@ -9,8 +9,9 @@ CPU's exception type and message, and accepts CPU's range (some ops take negativ
 some do not). binary_cross_entropy's probabilities are checked so too (logits passed to
 BCELoss gave NaN where CPU raises), masked_scatter's count of source elements, integer
 divisors (by zero), max_unpool's indices, and the parameter tensors of random ops
-(multinomial's weights, bernoulli's p, normal's std, poisson's rate), and segment_reduce's
-lengths.
+(multinomial's weights, bernoulli's p, normal's std, poisson's rate), segment_reduce's
+lengths, and the matrices LAPACK refuses: a NaN for svd, any non-finite value for eig
+(XLA's factorisations return NaN factors).
 """
 
 from __future__ import annotations
@@ -271,6 +272,14 @@ def _below_zero(x):
     return jnp.any(~(x >= 0))  # NaN too
 
 
+@executable()
+def _not_finite(x):
+    return jnp.any(~jnp.isfinite(x))
+
+
+_EIG_NOT_FINITE = "torch.linalg.eig: input tensor should not contain infs or NaNs."
+
+
 def _flagged_arguments(func, args) -> list:
     """``func``'s tensor arguments that a flag checks: [(tensor, flag, CPU's message)]."""
     out = []
@@ -295,6 +304,7 @@ _FLAGGED = {
     aten.normal.float_Tensor: [(1, _below_zero, _STD)],
     aten.poisson.default: [
         (0, _below_zero, "invalid Poisson rate, expected rate to be non-negative")],
+    aten.linalg_eig.default: [(0, _not_finite, _EIG_NOT_FINITE)],
 }
 
 
@@ -420,6 +430,32 @@ def _lengths_faults(lengths, size: int):
     return negative | jnp.any(jnp.sum(lengths, axis=-1) != size), negative
 
 
+@executable()
+def _first_nan_matrix(A):
+    """Whether a matrix of the batch holds a NaN, and the first that does."""
+    bad = jnp.isnan(A).reshape(-1, A.shape[-2] * A.shape[-1]).any(axis=1)
+    return bad.any(), jnp.argmax(bad)
+
+
+_SVDS = (aten._linalg_svd.default, aten.linalg_pinv.atol_rtol_tensor)  # (pinv's rule: an svd)
+
+
+def _svd_input(func, args, kwargs) -> torch.Tensor | None:
+    A = args[0]
+    if func not in _SVDS or kwargs.get("hermitian") or not _on_device(A) or not A.numel():
+        return None
+    return A
+
+
+def _svd_error(batched: bool, at: int) -> torch.linalg.LinAlgError:
+    # LAPACK 3.10's gesdd gives info -4 for a NaN in the matrix (not for an inf alone,
+    # which fails to converge with an info of its own)
+    where = f"(Batch element {at}): " if batched else ""
+    return torch.linalg.LinAlgError(
+        f"linalg.svd: {where}The algorithm failed to converge because the input matrix "
+        "contained non-finite values.")
+
+
 def _lengths_error(negative: bool) -> RuntimeError:
     if negative:
         return RuntimeError("lengths contains negative value!")
@@ -469,6 +505,8 @@ def _value_checks(func, args, kwargs, unwrap=unwrap) -> list:
     if func is aten.segment_reduce.default and (found := _segment_lengths(args, kwargs)):
         lengths, size = found
         checks.append((_lengths_faults, (unwrap(lengths), size), _lengths_error))
+    if (A := _svd_input(func, args, kwargs)) is not None:
+        checks.append((_first_nan_matrix, (unwrap(A),), partial(_svd_error, A.dim() > 2)))
     if func in _UNPOOLS and (found := _unpool_plane(func, args)) is not None:
         indices, output_size = found
         checks.append((_last_outside, (unwrap(indices), math.prod(output_size)),
@@ -512,7 +550,7 @@ def check(func, args, kwargs) -> None:
 
 # Every op whose indices or values are checked.
 _CHECKED = {*_SPECS, *_FLAGGED, aten.multinomial.default, aten.histc.default,
-            aten.segment_reduce.default, *_DIVISIONS,
+            aten.segment_reduce.default, *_SVDS, *_DIVISIONS,
             *_MASKED_SCATTERS, *_SEARCHSORTED, *_UNPOOLS}
 _BEFORE_SHAPES = {aten.normal.Tensor_Tensor, aten.normal.float_Tensor}
 

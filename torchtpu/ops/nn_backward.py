@@ -267,6 +267,16 @@ def _gather(x, positions):
     return jnp.where(inside[:, None], vals, 0)
 
 
+def _settled(coord):
+    """``coord`` computed once. The taps are gathered at its floor and weighted by its
+    fraction; XLA:CPU otherwise recomputes a cheap coordinate (and the grid it comes from)
+    inside each consumer's fusion, where it can round to the other side of an integer: the
+    floor of one copy and the fraction of the other took the next row's pixel (a kornia
+    warp in fused eager). A division is not duplicated into consumers (optimization
+    barriers are dropped on XLA:CPU); by 1 it is exact, by 2 only where coord is NaN."""
+    return coord / jnp.where(jnp.isnan(coord), 2, 1).astype(coord.dtype)
+
+
 def _cubic_weights(t):
     one = jnp.ones_like(t)
     return (_cubic_far(t + 1), _cubic_near(t), _cubic_near(one - t), _cubic_far(2 - t))
@@ -280,8 +290,8 @@ def _grid_sample(x, grid, interpolation_mode, padding_mode, align_corners):
         # positions carry no gradient, their weights do. Rows first, then the column, in
         # CPU's order (it matters in bfloat16).
         h, w = spatial
-        fy = _unnormalize(coords[0], h, align_corners)
-        fx = _unnormalize(coords[1], w, align_corners)
+        fy = _settled(_unnormalize(coords[0], h, align_corners))
+        fx = _settled(_unnormalize(coords[1], w, align_corners))
         by, bx = jnp.floor(fy), jnp.floor(fx)
         wy, wx = _cubic_weights(fy - by), _cubic_weights(fx - bx)
         taps = jnp.arange(-1, 3, dtype=fy.dtype)[:, None, None]
@@ -295,8 +305,8 @@ def _grid_sample(x, grid, interpolation_mode, padding_mode, align_corners):
                 row = row + v[:, :, j, i] * wx[i][:, None]
             out = out + row * wy[j][:, None]
         return out
-    f = [_pad_coordinates(_unnormalize(c, n, align_corners), n, padding_mode, align_corners)
-         for c, n in zip(coords, spatial, strict=True)]
+    f = [_settled(_pad_coordinates(_unnormalize(c, n, align_corners), n, padding_mode,
+                                   align_corners)) for c, n in zip(coords, spatial, strict=True)]
     if interpolation_mode == 1:
         # Round half to even (nearbyint); the gradient with respect to the grid is zero.
         return _gather(x, [jnp.round(v) for v in f])
