@@ -241,6 +241,9 @@ def _linalg_qr(A, mode="reduced"):
 
 @lowering(aten._linalg_svd, static=("full_matrices", "compute_uv", "driver"))
 def _linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
+    if driver is not None:  # CPU's refusal: a cuSOLVER choice, meaningless elsewhere
+        raise RuntimeError("torch.linalg.svd: keyword argument `driver=` is only supported on "
+                           "CUDA inputs with cuSOLVER backend.")
     if not compute_uv:
         s = jnp.linalg.svd(A, compute_uv=False)
         empty = jnp.zeros((0,), A.dtype)
