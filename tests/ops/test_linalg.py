@@ -276,6 +276,7 @@ _F64, _C128 = torch.float64, torch.complex128
     lambda d: torch.linalg.vector_norm(_m(_F64)(d), dtype=torch.float32),
     lambda d: torch.linalg.vector_norm(torch.ones(2, 0, dtype=_C128, device=d), ord=-1, dim=1),
     lambda d: torch.geqrf(_m(_F64, 3)(d)),
+    *(lambda d, x=x: torch.linalg.eigvals(x(d)) for x in (_m(torch.int32), _m(torch.float16))),
     lambda d: torch.linalg.svdvals(_m(_C128)(d), driver="gesvd"),
     lambda d: torch.linalg.lstsq(_m(torch.int32)(d), _m(torch.int32)(d)),
     lambda d: torch.linalg.lstsq(_m(torch.float16)(d), _m(torch.float16)(d), rcond=0.1),
