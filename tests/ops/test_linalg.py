@@ -294,3 +294,14 @@ _F64, _C128 = torch.float64, torch.complex128
 ])
 def test_linalg_refuses_as_cpu(bad):
     raises_as_cpu(bad, Exception)
+
+
+@pytest.mark.parametrize("p", [-1, math.inf])
+def test_vector_norm_of_an_empty_tensor_over_a_negative_nonempty_dim(p):
+    # the dimension reduced has 3 elements, though the tensor has none
+    x = torch.zeros(0, 2, 3, dtype=torch.float64)
+    for dim in (-1, (-2, -1)):
+        torch.testing.assert_close(
+            torch.linalg.vector_norm(x.to("tpu"), ord=p, dim=dim).cpu(),
+            torch.linalg.vector_norm(x, ord=p, dim=dim))
+    raises_as_cpu(lambda d: torch.linalg.vector_norm(x.to(d), ord=p, dim=-3))

@@ -118,7 +118,19 @@ def _byte_target(at: int):
     return adapt
 
 
+def _wrapped_norm_dims(args: list) -> list:
+    # vector_norm's reference checks an empty input's dims unwrapped: a negative dim counts as
+    # empty though its size is not (CPU's kernel wraps it first); an empty one stays as given,
+    # for CPU's message
+    x, dim = args[0], (args[2:3] or [None])[0]
+    if not isinstance(x, torch.Tensor) or x.ndim == 0 or not isinstance(dim, (list, tuple)):
+        return args
+    dim = [d + x.ndim if -x.ndim <= d < 0 and x.shape[d] else d for d in dim]
+    return [*args[:2], dim, *args[3:]]
+
+
 _CPU_ACCEPTS = {torch.ops.aten.where.self: _uint8_condition,
+                torch.ops.aten.linalg_vector_norm.default: _wrapped_norm_dims,
                 torch.ops.aten.nll_loss_forward.default: _byte_target(1),
                 torch.ops.aten.nll_loss2d_forward.default: _byte_target(1),
                 torch.ops.aten.nll_loss_backward.default: _byte_target(2),
