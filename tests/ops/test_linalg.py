@@ -305,3 +305,12 @@ def test_vector_norm_of_an_empty_tensor_over_a_negative_nonempty_dim(p):
             torch.linalg.vector_norm(x.to("tpu"), ord=p, dim=dim).cpu(),
             torch.linalg.vector_norm(x, ord=p, dim=dim))
     raises_as_cpu(lambda d: torch.linalg.vector_norm(x.to(d), ord=p, dim=-3))
+
+
+def test_slogdet_sign_of_a_nan_pivot_is_cpus():
+    a = torch.eye(3, dtype=torch.float64).index_put_((torch.tensor(0), torch.tensor(0)),
+                                                      torch.tensor(math.nan, dtype=torch.float64))
+    swapped = torch.eye(3, dtype=torch.float64)[[1, 0, 2]]
+    for x in (a, a.T.contiguous() * -2, torch.stack([a, swapped]), swapped.to(torch.complex128)):
+        torch.testing.assert_close([t.cpu() for t in torch.linalg.slogdet(x.to("tpu"))],
+                                   list(torch.linalg.slogdet(x)), equal_nan=True)
