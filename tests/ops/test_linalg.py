@@ -274,3 +274,64 @@ def test_factorisations_refuse_non_finite_matrices_as_lapack(bad, mode):
 
     with torchtpu.set_eager_mode(mode):
         raises_as_cpu(lambda d: bad(d).cpu())
+
+
+def _m(dtype, *shape):
+    """A 3 x 3 identity, or ones of ``shape``."""
+    if shape:
+        return lambda d: torch.ones(shape, dtype=dtype, device=d)
+    return lambda d: torch.eye(3, dtype=dtype, device=d)
+
+
+_F64, _C128 = torch.float64, torch.complex128
+
+
+@pytest.mark.parametrize("bad", [
+    # the meta kernels' wording and dtype names (torch.int32), not CPU's (Int)
+    *(lambda d, f=f: f(_m(_F64, 3)(d)) for f in (
+        torch.linalg.det, torch.linalg.inv_ex, torch.linalg.eigh, torch.linalg.matrix_exp,
+        torch.linalg.cholesky, torch.linalg.slogdet)),
+    lambda d: torch.linalg.inv(_m(torch.int32)(d)),
+    lambda d: torch.linalg.inv_ex(_m(torch.int64)(d)),
+    lambda d: torch.linalg.slogdet(_m(torch.float16)(d)),
+    lambda d: torch.linalg.vector_norm(_m(_F64)(d), dtype=torch.float32),
+    lambda d: torch.linalg.vector_norm(torch.ones(2, 0, dtype=_C128, device=d), ord=-1, dim=1),
+    lambda d: torch.geqrf(_m(_F64, 3)(d)),
+    *(lambda d, x=x: torch.linalg.eigvals(x(d)) for x in (_m(torch.int32), _m(torch.float16))),
+    lambda d: torch.linalg.svdvals(_m(_C128)(d), driver="gesvd"),
+    lambda d: torch.linalg.lstsq(_m(torch.int32)(d), _m(torch.int32)(d)),
+    lambda d: torch.linalg.lstsq(_m(torch.float16)(d), _m(torch.float16)(d), rcond=0.1),
+    # LAPACK kernels not built for these dtypes
+    *(lambda d, f=f, dt=dt: f(_m(dt)(d)) for f, dts in (
+        (torch.linalg.det, (torch.float16, torch.bfloat16)),
+        (torch.linalg.cholesky, (torch.float16,)),
+        (lambda a: torch.linalg.solve(a, a), (torch.bfloat16,)),
+        (torch.linalg.eigvalsh, (torch.int32, torch.bool, torch.float16)),
+        (torch.linalg.eig, (torch.int64, torch.bool, torch.bfloat16)),
+        (lambda a: torch.linalg.solve_triangular(a, a, upper=True),
+         (torch.int32, torch.float16)),
+        (lambda a: torch.linalg.householder_product(a, a[0]), (torch.int32, torch.bfloat16)),
+    ) for dt in dts),
+])
+def test_linalg_refuses_as_cpu(bad):
+    raises_as_cpu(bad, Exception)
+
+
+@pytest.mark.parametrize("p", [-1, math.inf])
+def test_vector_norm_of_an_empty_tensor_over_a_negative_nonempty_dim(p):
+    # the dimension reduced has 3 elements, though the tensor has none
+    x = torch.zeros(0, 2, 3, dtype=torch.float64)
+    for dim in (-1, (-2, -1)):
+        torch.testing.assert_close(
+            torch.linalg.vector_norm(x.to("tpu"), ord=p, dim=dim).cpu(),
+            torch.linalg.vector_norm(x, ord=p, dim=dim))
+    raises_as_cpu(lambda d: torch.linalg.vector_norm(x.to(d), ord=p, dim=-3))
+
+
+def test_slogdet_sign_of_a_nan_pivot_is_cpus():
+    a = torch.eye(3, dtype=torch.float64).index_put_((torch.tensor(0), torch.tensor(0)),
+                                                      torch.tensor(math.nan, dtype=torch.float64))
+    swapped = torch.eye(3, dtype=torch.float64)[[1, 0, 2]]
+    for x in (a, a.T.contiguous() * -2, torch.stack([a, swapped]), swapped.to(torch.complex128)):
+        torch.testing.assert_close([t.cpu() for t in torch.linalg.slogdet(x.to("tpu"))],
+                                   list(torch.linalg.slogdet(x)), equal_nan=True)

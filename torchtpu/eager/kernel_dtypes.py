@@ -157,6 +157,13 @@ def _inplace_scan(kernel: str):
     return check
 
 
+def _eig(self) -> Exception | None:
+    """CPU's eig asks for the complex type of an integer input before dispatching."""
+    if _kind(self.dtype) in "biu":
+        return RuntimeError(f"Unknown Complex ScalarType for {scalar_type_name(self.dtype)}")
+    return kernel_refuses("linalg_eig_out_cpu", "hB")(self)
+
+
 _NO_COMPLEX_CLAMP = _refuses("c", NotImplementedError("clamp is not supported for complex types"))
 
 # (op name, CPU's kernel name, dtype kinds it is not built for); the default overload.
@@ -180,6 +187,12 @@ _KERNELS = [
     ("unique_consecutive", "unique", "c"), ("threshold", "threshold_cpu", "c"),
     ("round", "round_vml_cpu", "bc"),
     ("_pdist_forward", "pdist", "hB"),
+    # LAPACK-backed kernels: float32/64 and complex only (integers fail the ops' own checks
+    # first where they have one)
+    ("_linalg_det", "lu_cpu", "hB"), ("_linalg_solve_ex", "lu_cpu", "hB"),
+    ("linalg_cholesky_ex", "cholesky_cpu", "hB"), ("_linalg_eigh", "linalg_eigh_cpu", "biuhB"),
+    ("linalg_solve_triangular", "triangular_solve_cpu", "biuhB"),
+    ("linalg_householder_product", "orgqr_cpu", "biuhB"),
     ("special_entr", "entr_cpu", "c"), ("special_i0e", "i0e_cpu", "c"),
     ("special_i1", "i1_cpu", "c"), ("special_i1e", "i1e_cpu", "c"),
     *((f"special_{f}", f"{f}_cpu", "hBc") for f in (
@@ -285,6 +298,7 @@ KERNEL_DTYPE_CHECKS = {
     _aten.round.decimals: lambda self, decimals=0: kernel_refuses(
         "round_vml_cpu" if decimals == 0 else "round_cpu", "biuc")(self),
     _aten.rrelu_with_noise.default: _rrelu,
+    _aten.linalg_eig.default: _eig,
     _aten.softshrink.default: _softshrink,
     _aten.repeat_interleave.Tensor: kernel_refuses("repeat_interleave_cpu", "bfhBc"),
     _aten.segment_reduce.default: kernel_refuses("_segment_reduce_cpu", "biuc"),

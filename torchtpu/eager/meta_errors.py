@@ -45,7 +45,13 @@ _CAT = re.compile(r"Sizes of tensors must match except in dimension (\d+)\. "
 _DTYPE = re.compile(r"torch\.(\w+)")
 # Meta kernels' dtype checks (linalg's, solvers') that print a dtype as Python does.
 _NAMING_DTYPES = ("tensor as input", "could not infer output dtype", "to have the same dtype",
-                   "does not match input dtype")
+                   "does not match input dtype", "convertible without narrowing",
+                   "Low precision dtypes not supported")
+# squareCheckInputs: the meta kernel's wording, then CPU's (LinearAlgebraUtils.h)
+_SQUARE_NDIM = re.compile(r"(\S+): The input tensor must have at least 2 dimensions, got \d+$")
+# CPU's vector_norm message lacks the space after the dimension
+_EMPTY_NORM_DIM = re.compile(r"(linalg\.vector_norm cannot compute the \S+ norm on the "
+                             r"dimension -?\d+) (because this dimension is empty)")
 _TORCH_SIZE = re.compile(r"torch\.Size\((\[[^\]]*\])\)")
 _MV = re.compile(r"size mismatch, got input \((\d+)x(\d+)\), vec \((\d+)\)")
 # lerp's meta check, which prints dtypes as Python does; CPU's as c10 does, without the comma
@@ -112,7 +118,19 @@ def _byte_target(at: int):
     return adapt
 
 
+def _wrapped_norm_dims(args: list) -> list:
+    # vector_norm's reference checks an empty input's dims unwrapped: a negative dim counts as
+    # empty though its size is not (CPU's kernel wraps it first); an empty one stays as given,
+    # for CPU's message
+    x, dim = args[0], (args[2:3] or [None])[0]
+    if not isinstance(x, torch.Tensor) or x.ndim == 0 or not isinstance(dim, (list, tuple)):
+        return args
+    dim = [d + x.ndim if -x.ndim <= d < 0 and x.shape[d] else d for d in dim]
+    return [*args[:2], dim, *args[3:]]
+
+
 _CPU_ACCEPTS = {torch.ops.aten.where.self: _uint8_condition,
+                torch.ops.aten.linalg_vector_norm.default: _wrapped_norm_dims,
                 torch.ops.aten.nll_loss_forward.default: _byte_target(1),
                 torch.ops.aten.nll_loss2d_forward.default: _byte_target(1),
                 torch.ops.aten.nll_loss_backward.default: _byte_target(2),
@@ -165,7 +183,12 @@ def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
     if _META_TYPE.search(text):  # PyTorch's own meta kernels print a CPU tensor's type
         return RuntimeError(_META_TYPE.sub(r"torch.\1Tensor{", text))
     if text.startswith("linalg.inv_ex:"):  # CPU's inv_ex checks as linalg.inv
-        return RuntimeError(text.replace("linalg.inv_ex:", "linalg.inv:", 1))
+        text = text.replace("linalg.inv_ex:", "linalg.inv:", 1)
+        return cpu_wording(op, RuntimeError(text), args) or RuntimeError(text)
+    if m := _SQUARE_NDIM.match(text):
+        return RuntimeError(f"{m.group(1)}: The input tensor A must have at least 2 dimensions.")
+    if _EMPTY_NORM_DIM.match(text):
+        return RuntimeError(_EMPTY_NORM_DIM.sub(r"\1\2", text))
     if m := _INDEX_ADD.match(text):
         return RuntimeError("index_add_(): Number of indices ({}) should be equal to "
                             "source.size(dim): ({}), for dim: {}".format(*m.groups()))

@@ -241,6 +241,9 @@ def _linalg_qr(A, mode="reduced"):
 
 @lowering(aten._linalg_svd, static=("full_matrices", "compute_uv", "driver"))
 def _linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
+    if driver is not None:  # CPU's refusal: a cuSOLVER choice, meaningless elsewhere
+        raise RuntimeError("torch.linalg.svd: keyword argument `driver=` is only supported on "
+                           "CUDA inputs with cuSOLVER backend.")
     if not compute_uv:
         s = jnp.linalg.svd(A, compute_uv=False)
         empty = jnp.zeros((0,), A.dtype)
@@ -272,8 +275,18 @@ def lu_for_det(A):
 
 @lowering(aten._linalg_slogdet)
 def _linalg_slogdet(A):
-    sign, logabsdet = jnp.linalg.slogdet(A)
-    return sign, logabsdet, *lu_for_det(A)
+    # CPU's formula from its LU: the sign is the product of sgn(U_ii) (0 for a real NaN, where
+    # jnp.linalg.slogdet's sign stayed 1) with the pivots' parity
+    lu, pivots = lu_for_det(A)
+    d = jnp.diagonal(lu, axis1=-2, axis2=-1)
+    a = jnp.abs(d)
+    if jnp.iscomplexobj(d):
+        sgn = jnp.where(a == 0, 0, d / jnp.where(a == 0, 1, a))
+    else:
+        sgn = jnp.where(jnp.isnan(d), 0, jnp.sign(d))
+    swaps = jnp.sum(pivots != jnp.arange(1, pivots.shape[-1] + 1, dtype=pivots.dtype), axis=-1)
+    parity = jnp.where(swaps % 2 == 1, -1, 1).astype(d.dtype)
+    return jnp.prod(sgn, axis=-1) * parity, jnp.sum(jnp.log(a), axis=-1), lu, pivots
 
 
 # jax's expm's largest Pade degree holds to these 1-norms.

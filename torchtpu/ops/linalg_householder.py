@@ -23,6 +23,8 @@ _HIGHEST = lax.Precision.HIGHEST
 
 @lowering(aten.geqrf)
 def _geqrf(self):
+    if self.ndim < 2:
+        raise RuntimeError("torch.geqrf: input must have at least 2 dimensions.")
     # numpy's "raw" QR is LAPACK's geqrf, with the factor in Fortran (transposed) order.
     h, tau = jnp.linalg.qr(self, mode="raw")
     return _mT(h), tau
@@ -62,7 +64,7 @@ def _ormqr(self, input2, input3, left=True, transpose=False):
 _DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
-def _lstsq_checks(a, b, driver):
+def _lstsq_checks(a, b, driver, rcond):
     if a.ndim < 2:
         raise RuntimeError("torch.linalg.lstsq: input must have at least 2 dimensions.")
     if b.ndim < 1:
@@ -71,9 +73,12 @@ def _lstsq_checks(a, b, driver):
         raise RuntimeError("torch.linalg.lstsq: Expected input and other to have the same "
                            f"dtype, but got input's dtype {scalar_type_name(a.dtype)} and "
                            f"other's dtype {scalar_type_name(b.dtype)}")
-    if not jnp.issubdtype(a.dtype, jnp.inexact):
-        raise RuntimeError("torch.linalg.lstsq: Expected input and other to be floating point "
-                           "or complex tensors")
+    if a.dtype not in (jnp.float32, jnp.float64, jnp.complex64, jnp.complex128):
+        # CPU's default rcond asks for the dtype's epsilon before its kernel's dtype check
+        if rcond is None:
+            raise RuntimeError("This function doesn't handle types other than float and double")
+        raise NotImplementedError(
+            f'"linalg_lstsq_cpu" not implemented for \'{scalar_type_name(a.dtype)}\'')
     diff = a.ndim - b.ndim
     if not 0 <= diff <= 1:
         raise RuntimeError("torch.linalg.lstsq: input.dim() must be greater or equal to "
@@ -123,7 +128,7 @@ def _lstsq_full_rank(a, b):
 @lowering(aten.linalg_lstsq, eager=True)
 def _linalg_lstsq(self, b, rcond=None, *, driver=None):
     driver = driver or "gelsy"
-    vector = _lstsq_checks(self, b, driver)
+    vector = _lstsq_checks(self, b, driver, rcond)
     b2 = b[..., None] if vector else b
     m, n = self.shape[-2:]
     real = np.finfo(self.dtype).dtype
