@@ -16,6 +16,9 @@ for the same arguments, and the composite wherever CPU would.
 makes the backward's inputs contiguous on every other device. Here a hook on the node lays the
 input's gradient out as CPU's kernel does (one copy, only for such inputs).
 
+``linalg_eigvals`` on CPU skips the eigenvectors (and eig's refusal of a non-finite matrix)
+unless the input may need a gradient; for a subclass PyTorch always takes ``linalg_eig``.
+
 ``ctc_loss`` runs PyTorch's composite on lengths moved to tpu (below).
 
 ``max_pool1d`` on CPU runs a kernel of its own, built for floating dtypes, unless the input
@@ -269,6 +272,16 @@ def _max_pool1d(self, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_
     return aten.max_pool1d.default.decompose(self, *args)
 
 
+def _linalg_eigvals(self):
+    # CPU computes eigenvectors only where a gradient may be asked for
+    # (_may_require_fw_or_bw_grad), which PyTorch also says of every tensor subclass
+    if ((torch.is_grad_enabled() and self.requires_grad)
+            or fwAD.unpack_dual(self).tangent is not None
+            or torch._C._functorch.maybe_current_level() is not None):
+        return aten.linalg_eigvals.default.decompose(self)
+    return aten._linalg_eigvals.default(self)
+
+
 def _group_norm(x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
     out = aten.group_norm.default.decompose(x, num_groups, weight, bias, eps, cudnn_enabled)
     layout = suggested_format(x)
@@ -299,6 +312,7 @@ KERNELS = {
     "ctc_loss.IntList": _ctc_loss,
     "max_pool1d": _max_pool1d,
     "group_norm": _group_norm,
+    "linalg_eigvals": _linalg_eigvals,
 }
 
 

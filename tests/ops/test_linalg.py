@@ -335,3 +335,28 @@ def test_slogdet_sign_of_a_nan_pivot_is_cpus():
     for x in (a, a.T.contiguous() * -2, torch.stack([a, swapped]), swapped.to(torch.complex128)):
         torch.testing.assert_close([t.cpu() for t in torch.linalg.slogdet(x.to("tpu"))],
                                    list(torch.linalg.slogdet(x)), equal_nan=True)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.linalg.eigvals(torch.ones(3, device=d)),
+    lambda d: torch.linalg.eigvals(torch.ones(2, 3, device=d)),
+    lambda d: torch.linalg.eigvals(torch.eye(3, dtype=torch.int32, device=d)),
+    # a gradient may be asked for: eig's refusal of a non-finite matrix
+    lambda d: torch.linalg.eigvals(torch.tensor([[1.0, math.inf], [0.0, 1.0]], device=d,
+                                                requires_grad=True)),
+], ids=["1d", "not_square", "int", "inf_requiring_grad"])
+def test_eigvals_refuses_as_cpu(bad):
+    raises_as_cpu(bad)
+
+
+def test_eigvals_without_a_gradient_skips_eigs_checks_and_vectors():
+    # CPU's eigvals of a tensor that needs no gradient never runs linalg_eig (nor its
+    # refusal of infs and NaNs); PyTorch sent every subclass through it
+    a = torch.tensor([[0.0, -1.0], [1.0, 0.0]], dtype=torch.float64)
+    torch.testing.assert_close(torch.linalg.eigvals(a.to("tpu")).cpu(), torch.linalg.eigvals(a))
+    torch.linalg.eigvals(torch.tensor([[1.0, math.inf], [0.0, 1.0]], device="tpu")).cpu()
+    x = torch.randn(4, 4, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    xt = x.detach().to("tpu").requires_grad_()
+    torch.linalg.eigvals(x).real.sum().backward()
+    torch.linalg.eigvals(xt).real.sum().backward()
+    torch.testing.assert_close(xt.grad.cpu(), x.grad, rtol=1e-4, atol=1e-5)

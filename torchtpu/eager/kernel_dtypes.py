@@ -299,6 +299,7 @@ KERNEL_DTYPE_CHECKS = {
         "round_vml_cpu" if decimals == 0 else "round_cpu", "biuc")(self),
     _aten.rrelu_with_noise.default: _rrelu,
     _aten.linalg_eig.default: _eig,
+    _aten._linalg_eigvals.default: _eig,
     _aten.softshrink.default: _softshrink,
     _aten.repeat_interleave.Tensor: kernel_refuses("repeat_interleave_cpu", "bfhBc"),
     _aten.segment_reduce.default: kernel_refuses("_segment_reduce_cpu", "biuc"),

@@ -265,6 +265,11 @@ def _linalg_eig(self):
     return w, v
 
 
+@lowering(aten._linalg_eigvals)
+def _linalg_eigvals(self):
+    return jnp.linalg.eigvals(self)
+
+
 def lu_for_det(A):
     """The LU factors _linalg_det and _linalg_slogdet return: CPU factors a real matrix's
     transpose (a C-contiguous A is F-contiguous transposed; det(A^T) = det(A)), and its
