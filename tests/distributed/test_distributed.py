@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
+# One xdist worker takes the module, so the two torchrun workers behind `seen` run once.
+pytestmark = pytest.mark.xdist_group("distributed")
+
 WORKER = Path(__file__).with_name("collectives_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
 
