@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 CHILD = Path(__file__).with_name("cache_child.py")
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,8 +35,37 @@ def _entries(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.name.endswith("-cache"))
 
 
-def test_second_process_starts_warm_and_damaged_entries_are_rebuilt(tmp_path):
-    cold = _run(tmp_path)
+# One xdist worker takes the module: the cold caches below are built once for it.
+pytestmark = pytest.mark.xdist_group("compile_cache")
+
+
+def _built(tmp_path_factory, *args: str):
+    folder = tmp_path_factory.mktemp("built")
+    return folder, _run(folder, *args)
+
+
+@pytest.fixture(scope="module")
+def compiled_cache(tmp_path_factory):
+    """A cache a cold process filled under torch.compile, and what that process saw."""
+    return _built(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def fused_cache(tmp_path_factory):
+    """A cache a cold process filled in fused eager, and what that process saw."""
+    return _built(tmp_path_factory, "fused")
+
+
+def _copy(built: Path, to: Path) -> Path:
+    """A test's own copy of a built cache (tests damage theirs), at another path than it
+    was built at, as a cache baked into an image or restored by CI is."""
+    shutil.copytree(built, to)
+    return to
+
+
+def test_second_process_starts_warm_and_damaged_entries_are_rebuilt(tmp_path, compiled_cache):
+    built, cold = compiled_cache
+    tmp_path = _copy(built, tmp_path / "cache")
     assert cold["cache"].get("persistent_hit", 0) == 0
     assert cold["cache"]["persistent_write"] > 0
     warm = _run(tmp_path)
@@ -71,8 +102,9 @@ def test_concurrent_writers_leave_whole_entries(tmp_path):
     assert after["cache"].get("persistent_miss", 0) == 0
 
 
-def test_fused_eager_starts_warm_in_a_second_process(tmp_path):
-    cold = _run(tmp_path, "fused")
+def test_fused_eager_starts_warm_in_a_second_process(tmp_path, fused_cache):
+    built, cold = fused_cache
+    tmp_path = _copy(built, tmp_path / "cache")
     assert cold["compile"]["fused_program"] >= 1 and cold["cache"]["persistent_write"] > 0
     assert cold["cache"]["fused_store_write"] >= cold["compile"]["fused_program"]
     warm = _run(tmp_path, "fused")
@@ -100,9 +132,10 @@ def test_fused_program_with_lapack_calls_loads_in_a_second_process(tmp_path):
     assert warm["out"] == cold["out"]
 
 
-def test_damaged_fused_store_entries_are_rebuilt(tmp_path):
-    cold = _run(tmp_path, "fused")
-    store = Path(cold["dir"]) / "fused"
+def test_damaged_fused_store_entries_are_rebuilt(tmp_path, fused_cache):
+    built, cold = fused_cache
+    tmp_path = _copy(built, tmp_path / "cache")
+    store = tmp_path / Path(cold["dir"]).name / "fused"
     files = _entries(store)
     assert files
     for f in files:  # every program, and the op shapes
@@ -130,11 +163,9 @@ def test_empty_cache_dir_turns_it_off(monkeypatch):
             compile_cache.setup()  # back to what the process had
 
 
-def test_a_copied_cache_starts_warm(tmp_path):
-    cold = _run(tmp_path / "built")
-    # A cache baked into an image or restored by CI sits at another path than it was built.
-    shutil.copytree(tmp_path / "built", tmp_path / "moved")
-    warm = _run(tmp_path / "moved")
+def test_a_copied_cache_starts_warm(tmp_path, compiled_cache):
+    built, cold = compiled_cache
+    warm = _run(_copy(built, tmp_path / "moved"))
     assert warm["cache"].get("persistent_miss", 0) == 0
     assert warm["cache"]["persistent_hit"] == cold["cache"]["persistent_write"]
 
