@@ -155,25 +155,21 @@ def _glow_affine(nf, dim=4):
     return nf.NormalizingFlow(nf.distributions.DiagGaussian(dim), flows)
 
 
-def _autoregressive_spline(nf, dim=2):
-    flows = []
-    for _ in range(3):
-        flows += [nf.flows.AutoregressiveRationalQuadraticSpline(dim, 1, 8),
-                  nf.flows.LULinearPermute(dim)]
-    return nf.NormalizingFlow(nf.distributions.DiagGaussian(dim, trainable=False), flows)
+def _spline(layer: str, blocks: int):
+    """A rational-quadratic spline flow of ``blocks`` ``layer`` + LULinearPermute blocks."""
 
+    def build(nf, dim=2):
+        flows = []
+        for _ in range(blocks):
+            flows += [getattr(nf.flows, layer)(dim, 1, 8), nf.flows.LULinearPermute(dim)]
+        return nf.NormalizingFlow(nf.distributions.DiagGaussian(dim, trainable=False), flows)
 
-def _coupled_spline(nf, dim=2):
-    flows = []
-    for _ in range(2):
-        flows += [nf.flows.CoupledRationalQuadraticSpline(dim, 1, 8),
-                  nf.flows.LULinearPermute(dim)]
-    return nf.NormalizingFlow(nf.distributions.DiagGaussian(dim, trainable=False), flows)
+    return build
 
 
 _FLOWS = {"realnvp": (_realnvp, 2), "glow_affine": (_glow_affine, 4),
-          "autoregressive_spline": (_autoregressive_spline, 2),
-          "coupled_spline": (_coupled_spline, 2)}
+          "autoregressive_spline": (_spline("AutoregressiveRationalQuadraticSpline", 3), 2),
+          "coupled_spline": (_spline("CoupledRationalQuadraticSpline", 2), 2)}
 
 
 def _check_flow(name, dtype, steps):

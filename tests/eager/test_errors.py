@@ -133,17 +133,18 @@ def test_mixing_devices_is_an_error():
     assert (torch.ones(3, device="tpu") * torch.tensor(2.0)).device.type == "tpu"
 
 
-_NO_RULE = "aten._linalg_eigvals.default"
+_NO_RULE = "aten._add_relu.Tensor"
 
 
 def _no_rule_op():
-    # An obscure op no rule, decomposition or composite covers.
+    # An obscure op no rule, decomposition or composite covers (TorchScript's fusion of
+    # add and relu), called with one tensor twice.
     from torchtpu.ops.decomps import DECOMPOSITIONS
     from torchtpu.ops.registry import LOWERINGS
 
-    op = torch.ops.aten._linalg_eigvals.default  # (linalg.eigvals takes linalg_eig's rule)
+    op = torch.ops.aten._add_relu.Tensor
     assert op not in LOWERINGS and op not in DECOMPOSITIONS
-    return op
+    return lambda x: op(x, x)
 
 
 def test_missing_op_names_overload_and_inputs(monkeypatch):
