@@ -50,8 +50,12 @@ def test_a_compiled_training_step_reports_a_bad_target_at_loss_item():
     bad = ids.clone()
     bad[2, 3] = 50
     loss = loss_of(ids.to(TPU), bad.to(TPU))
-    with pytest.raises(IndexError, match="^Target 50 is out of bounds.$"):
+    with pytest.raises(IndexError, match="^Target 50 is out of bounds.$") as caught:
         loss.item()
+    line = loss_of.__wrapped__.__code__.co_firstlineno + 2  # (the decorator's line is first)
+    assert str(caught.value.__cause__) == (
+        f"aten.nll_loss_forward.default in a torch.compile graph, called at {__file__}:{line} "
+        "(in loss_of) (checked at the first sync point after the graph ran)")
 
 
 def test_valid_values_raise_nothing_and_give_cpus_results():

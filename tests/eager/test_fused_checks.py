@@ -43,6 +43,22 @@ def test_indices_in_range_masks_and_ignored_targets_raise_nothing(fused):
         F.cross_entropy(logits, target).item(), rel=1e-5)
 
 
+def test_the_error_names_the_op_and_the_users_line(fused):
+    # the sync point's traceback shows where the value was read; a note says where the op ran
+    weight = torch.randn(10, 4).to(TPU)
+
+    def lookup(ids):
+        return F.embedding(ids, weight).sum()
+
+    total = lookup(torch.tensor([3, 12]).to(TPU))
+    with pytest.raises(IndexError, match="^index out of range in self$") as caught:
+        total.item()
+    line = lookup.__code__.co_firstlineno + 1
+    assert str(caught.value.__cause__) == (
+        f"aten.embedding.default, called at {__file__}:{line} (in lookup) "
+        "(fused eager checks values when a sync point runs the op)")
+
+
 def test_a_check_outside_the_forced_value_is_raised_by_synchronize(fused):
     weight = torch.randn(10, 4).to(TPU)
     bad = F.embedding(torch.tensor([11]).to(TPU), weight)

@@ -26,6 +26,7 @@ from torch.utils._pytree import tree_map
 
 from ..debug import counters as metrics
 from ..eager import bounds, deferred_checks
+from ..eager.call_site import traced_line
 from ..eager.matmul_checks import CHECKED_ON_TENSORS
 from ..eager.meta_errors import check_as_cpu
 from ..eager.number_checks import NUMBER_OPS, check_number_fits
@@ -256,7 +257,7 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None,
     ``copy_`` into an input (AOTAutograd keeps an inference graph's input mutations in it)
     records the input's new value in ``written``, by placeholder. ``checks`` collects the
     value checks of its nodes that CPU's kernels make (an index in range), as
-    (their traced outputs, make_error)."""
+    (their traced outputs, make_error, the node and its line in the user's code)."""
     env: dict[fx.Node, Any] = {}
     it = iter(inputs)
 
@@ -332,10 +333,14 @@ def _checks_of_node(node: fx.Node, args, kwargs) -> list:
     node is left out and counted: a check must never stop a graph that computes. (CPU's
     own errors raise: a division by the number 0.)"""
     try:
-        return bounds.traced_checks(node.target, _fakes(node), (args, kwargs))
+        checks = bounds.traced_checks(node.target, _fakes(node), (args, kwargs))
     except (KeyError, TypeError, AttributeError, ValueError):
         metrics.count("graph", "unchecked")
         return []
+    line = traced_line(node.meta.get("stack_trace"))
+    origin = (f"{node.target} in a torch.compile graph" + (f", called at {line}" if line else "")
+              + " (checked at the first sync point after the graph ran)")
+    return [(found, make_error, origin) for found, make_error in checks]
 
 
 def _arg_kinds(gm: fx.GraphModule) -> list[str]:
@@ -457,7 +462,8 @@ class Program:
                 self._draws[statics] = draws[2]
             else:
                 outs = interpret(self.gm, inputs, written, checks)
-        self._checks[statics] = [(len(found), make_error) for found, make_error in checks]
+        self._checks[statics] = [(len(found), make_error, origin)
+                                 for found, make_error, origin in checks]
         # A program returns arrays only; ints and Nones in the output are fixed per signature.
         # An output that is an input, unchanged (a weight a forward saves for its backward),
         # is that input tensor itself, as inductor returns it: as a program output XLA
@@ -476,7 +482,7 @@ class Program:
                 arrays_out.append(o)
         self._layout[statics] = layout
         return (arrays_out + [written[self._placeholders[i]] for i in self.mutated]
-                + [a for found, _ in checks for a in found])
+                + [a for found, *_ in checks for a in found])
 
     # AOTAutograd's boxed convention: one list argument, which we may clear early. Its
     # backward wrapper (Dynamo's ``disable``) hides the flag and passes inputs unboxed.
@@ -547,10 +553,10 @@ class Program:
 def _launch_checks(outs: list, checks: list) -> list:
     """Hand the program's check outputs (its last) to the sync points that read them; the
     rest of its outputs."""
-    n = sum(count for count, _ in checks)
+    n = sum(count for count, *_ in checks)
     found = iter(outs[len(outs) - n:])
-    for count, make_error in checks:
-        deferred_checks.launched([next(found) for _ in range(count)], make_error)
+    for count, make_error, origin in checks:
+        deferred_checks.launched([next(found) for _ in range(count)], make_error, origin)
     return outs[:len(outs) - n]
 
 

@@ -32,6 +32,7 @@ from ..ops.dtypes import to_jax_dtype
 from ..runtime.execute import executable
 from ..tensor import read
 from . import deferred_checks
+from .call_site import user_line
 from .pooling_checks import CHECKS as POOLING_CHECKS
 from .reduction_checks import histc_range_error
 from .values import unwrap
@@ -589,8 +590,11 @@ def deferred(func, handler):
     def run(args, kwargs):
         checks = _value_checks(func, args, kwargs) + _index_checks(func, args, kwargs)
         out = handler(args, kwargs)  # (recorded once it has: its shape errors first)
-        for exe, exe_args, make_error in checks:
-            deferred_checks.record(_outputs(exe, exe_args), make_error)
+        if checks:
+            origin = (f"{func}, called at {user_line()} (fused eager checks values when a "
+                      "sync point runs the op)")
+            for exe, exe_args, make_error in checks:
+                deferred_checks.record(_outputs(exe, exe_args), make_error, origin)
         return out
 
     return run

@@ -29,11 +29,27 @@ _recorded: list[tuple] = []
 _running: list[tuple] = []
 
 
-def record(outputs: tuple, make_error) -> None:
+def record(outputs: tuple, make_error, origin: str) -> None:
     """In fused eager: check at the sync point. ``outputs``: a recorded executable's pending
     outputs, the first true when the check fails; ``make_error(the others, as ints)`` builds
-    the exception."""
-    _recorded.append((outputs, make_error))
+    the exception; ``origin``: the op and the user's line that called it."""
+    _recorded.append((outputs, _noting(make_error, origin)))
+
+
+class OpCallSite(Exception):
+    """The op whose value check failed and the user's line that called it: the cause of the
+    error a sync point raises, whose traceback shows where the value was read instead."""
+
+
+def _noting(make_error, origin: str):
+    # A cause, not a note or a longer message: the error stays CPU's exception, message and
+    # all (pytest's ``match`` reads notes too).
+    def noted(*found):
+        error = make_error(*found)
+        error.__cause__ = OpCallSite(origin)
+        return error
+
+    return noted
 
 
 def count() -> int:
@@ -56,10 +72,10 @@ def dispatched(forced: set[int] | None) -> None:
     _recorded = []
 
 
-def launched(outputs: list, make_error) -> None:
+def launched(outputs: list, make_error, origin: str) -> None:
     """A compiled program's check, as ``record`` takes it but with its arrays: read at a
     sync point once the program has finished."""
-    _running.append((outputs, make_error, False))
+    _running.append((outputs, _noting(make_error, origin), False))
     if len(_running) > _MAX_UNREAD:  # a loop that never syncs: read the finished ones
         raise_failed(wait=False)
 
