@@ -427,6 +427,42 @@ def test_writing_through_an_expanded_tensor_as_cpu(op):
     assert outcomes[1] == outcomes[0]
 
 
+_PARTIAL_MASK = [[False, False, True, False], [False] * 4, [True, False, False, False]]
+
+
+@pytest.mark.parametrize("write", [
+    lambda x, i: x.reshape(3, 1).expand(3, 4).index_fill_(1, i, 9.0),
+    lambda x, i: x.reshape(3, 1).expand(3, 4).masked_fill_(
+        torch.tensor(_PARTIAL_MASK, device=x.device), -1.0),
+    lambda x, i: x.reshape(3, 1).expand(3, 4).index_put_((i, i), torch.tensor(5.0, device=x.device)),
+    lambda x, i: x.unfold(0, 2, 1).index_fill_(1, i, 7.0),
+], ids=["index_fill", "masked_fill", "index_put", "unfold"])
+def test_writing_some_elements_of_an_overlapping_view_as_cpu(write):
+    # CPU writes only the elements the op writes: the view's other elements, which share
+    # their memory, must not write the old values back.
+    def run(device):
+        x = torch.arange(3.0, device=device)
+        write(x, torch.tensor([1], device=device))
+        return x
+
+    assert_same(run(TPU), run("cpu"))
+
+
+@pytest.mark.parametrize("make", [
+    lambda d: torch.empty_strided((2, 0), (12, 1), device=d),
+    lambda d: torch.empty_strided((0, 3), (1, 5), device=d),
+    lambda d: torch.empty_strided((2, 0), (0, 0), device=d),
+])
+def test_copies_of_an_empty_tensor_keep_its_strides(make):
+    # c10 counts every empty layout as dense, so preserve_format copies keep it
+    def strides(device):
+        x = make(device)
+        return [x.clone().stride(), torch.empty_like(x).stride(), x.to(torch.float64).stride(),
+                torch.zeros_like(x).stride(), x.clone(memory_format=torch.contiguous_format).stride()]
+
+    assert strides(TPU) == strides("cpu")
+
+
 @pytest.mark.parametrize("case", [
     "shifted_copy", "shifted_setitem", "add_out", "add_partial", "add_full", "add_disjoint",
     "transposed_copy", "addcmul_partial", "sigmoid_out", "masked_fill_partial_mask"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import copy
+import math
 import threading
 import weakref
 
@@ -27,6 +28,7 @@ from .ops.views import (
     gather_view,
     math_bits,
     memory_order,
+    overlaps,
     scatter_as,
     scatter_view,
 )
@@ -580,20 +582,14 @@ def with_layout(value, stride) -> TpuTensor:
     """A fresh tensor holding ``value`` with a dense layout ``stride``: its storage holds the
     elements in that memory order, as PyTorch's would."""
     size, stride = tuple(value.shape), tuple(stride)
-    if stride == contiguous_strides(size) or not is_dense(size, stride):
+    if stride == contiguous_strides(size):
+        return wrap(value)
+    if not math.prod(size):  # c10 counts any empty layout as dense: a copy keeps it
+        return make_view(Storage(jax.numpy.zeros((0,), value.dtype)), value, size, stride, 0)
+    if not is_dense(size, stride):
         return wrap(value)
     dims = tuple(sorted(range(len(size)), key=lambda d: (-stride[d], -size[d])))
     return make_view(Storage(value, dims), value, size, stride, 0)
-
-
-def overlaps(size, stride) -> bool:
-    """Whether two indices of this geometry reach the same element (expand, unfold)."""
-    reach = 0
-    for step, n in sorted((step, n) for n, step in zip(size, stride, strict=True) if n > 1):
-        if step <= reach:
-            return True
-        reach += (n - 1) * step
-    return False
 
 
 def is_dense(size, stride) -> bool:
@@ -625,7 +621,7 @@ def write(t: TpuTensor, value: jax.Array) -> None:
         s.value = (scatter_view(s.value, memory, offset, (size, stride)) if t._bitcast is None
                    else scatter_as(s.value, memory, offset, (size, stride)))
     s.version += 1
-    if not t._direct and not overlaps(*t._geometry[:2]):
+    if not t._direct and not overlaps(*map(tuple, t._geometry[:2])):
         _cache(t, value, s.version)
     elif not t._direct:
         # Elements written twice keep one of the writes: read back what the storage holds.

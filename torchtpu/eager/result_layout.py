@@ -359,7 +359,7 @@ def _laid_out_as(out, meta, gaps: bool = False):
             return out
         if is_dense(out.shape, stride):
             return with_layout(read(out), stride)
-        if not gaps or overlaps(out.shape, stride):
+        if not gaps or overlaps(tuple(out.shape), tuple(stride)):
             return out
         return aten.copy_.default(views.fresh_strided(read(out).dtype, out.shape, stride), out)
     if isinstance(out, (list, tuple)) and isinstance(meta, (list, tuple)):

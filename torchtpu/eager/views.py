@@ -190,9 +190,11 @@ def inplace_handler(func):
 def layout_for(t: torch.Tensor, memory_format=None) -> tuple[int, ...]:
     """The strides PyTorch gives a copy of ``t`` in ``memory_format`` (default: preserve, which
     keeps a dense layout such as channels_last and makes anything else contiguous)."""
-    if memory_format in (None, torch.preserve_format) and is_dense(t.shape, t.stride()):
-        # as c10's empty_like: the strides as they are, a size-1 dimension's too (the meta
-        # kernels' empty_like recomputes that one)
+    if memory_format in (None, torch.preserve_format) and (
+            t.numel() == 0 or is_dense(t.shape, t.stride())):
+        # as c10's empty_like: the strides as they are, a size-1 dimension's too, and any
+        # empty tensor's, which c10 counts as dense (the meta kernels' empty_like recomputes
+        # those)
         return tuple(t.stride())
     meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
     return torch.empty_like(meta, memory_format=memory_format or torch.preserve_format).stride()

@@ -7,6 +7,7 @@ writing through a view scatters back into the base.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -63,13 +64,57 @@ def scatter_view(base: jax.Array, value: jax.Array, offset, layout) -> jax.Array
     flat = base.reshape(-1)
     order = dense_order(size, stride)
     if order is None:
-        flat = flat.at[_flat_index(size, stride, offset).reshape(-1)].set(value.reshape(-1))
+        index, value = _flat_index(size, stride, offset).reshape(-1), value.reshape(-1)
+        if overlaps(tuple(size), tuple(stride)):
+            flat = _write_changed(flat, index, value)
+        else:
+            flat = flat.at[index].set(value)
     else:
         logical = sorted(order)
         v = value.reshape([size[d] for d in logical])
         run = jnp.transpose(v, [logical.index(d) for d in order]).reshape(-1)
         flat = lax.dynamic_update_slice(flat, run, (offset,))
     return flat.reshape(base.shape)
+
+
+@functools.lru_cache(maxsize=1024)
+def overlaps(size: tuple, stride: tuple) -> bool:
+    """Whether two indices of this geometry reach the same element (expand, unfold)."""
+    dims = sorted((d for d in range(len(size)) if size[d] > 1), key=lambda d: stride[d])
+    reach = 0  # the farthest element the smaller-strided dimensions reach
+    for d in dims:
+        if stride[d] <= reach:
+            break
+        reach += (size[d] - 1) * stride[d]
+    else:
+        return False
+    n = math.prod(size)  # strides that interleave without sharing: count the elements
+    if n > 1 << 22:
+        return True
+    index = sum(np.arange(size[d]).reshape([-1 if e == d else 1 for e in range(len(size))])
+                * stride[d] for d in dims)
+    return np.unique(np.broadcast_to(index, size)).size < n
+
+
+def _write_changed(flat: jax.Array, index: jax.Array, value: jax.Array) -> jax.Array:
+    # CPU's kernels write only the elements an op writes: index_fill_ of an expanded view
+    # fills its base where the rest of the view, unchanged, would write the old values back.
+    # Of several changed elements sharing one place, the last in the view's order lands.
+    changed = ~_same_bits(value, flat[index])
+    position = jnp.arange(index.size, dtype=index.dtype)
+    last = jnp.full(flat.shape, -1, index.dtype).at[index].max(jnp.where(changed, position, -1))
+    keep = changed & (last[index] == position)
+    return flat.at[jnp.where(keep, index, flat.size)].set(value, mode="drop")
+
+
+def _same_bits(a: jax.Array, b: jax.Array) -> jax.Array:
+    """Elementwise: the same value, bit for bit (NaN is NaN, -0.0 is not 0.0)."""
+    if jnp.iscomplexobj(a):
+        return _same_bits(a.real, b.real) & _same_bits(a.imag, b.imag)
+    if jnp.issubdtype(a.dtype, jnp.floating):
+        unsigned = jnp.dtype(f"uint{8 * a.dtype.itemsize}")
+        return lax.bitcast_convert_type(a, unsigned) == lax.bitcast_convert_type(b, unsigned)
+    return a == b
 
 
 def reinterpret(flat: jax.Array, dtype) -> jax.Array:
