@@ -434,7 +434,8 @@ _PARTIAL_MASK = [[False, False, True, False], [False] * 4, [True, False, False, 
     lambda x, i: x.reshape(3, 1).expand(3, 4).index_fill_(1, i, 9.0),
     lambda x, i: x.reshape(3, 1).expand(3, 4).masked_fill_(
         torch.tensor(_PARTIAL_MASK, device=x.device), -1.0),
-    lambda x, i: x.reshape(3, 1).expand(3, 4).index_put_((i, i), torch.tensor(5.0, device=x.device)),
+    lambda x, i: x.reshape(3, 1).expand(3, 4).index_put_((i, i),
+                                                         torch.tensor(5.0, device=x.device)),
     lambda x, i: x.unfold(0, 2, 1).index_fill_(1, i, 7.0),
 ], ids=["index_fill", "masked_fill", "index_put", "unfold"])
 def test_writing_some_elements_of_an_overlapping_view_as_cpu(write):
@@ -457,8 +458,9 @@ def test_copies_of_an_empty_tensor_keep_its_strides(make):
     # c10 counts every empty layout as dense, so preserve_format copies keep it
     def strides(device):
         x = make(device)
-        return [x.clone().stride(), torch.empty_like(x).stride(), x.to(torch.float64).stride(),
-                torch.zeros_like(x).stride(), x.clone(memory_format=torch.contiguous_format).stride()]
+        copies = [x.clone(), torch.empty_like(x), x.to(torch.float64), torch.zeros_like(x),
+                  x.clone(memory_format=torch.contiguous_format)]
+        return [c.stride() for c in copies]
 
     assert strides(TPU) == strides("cpu")
 
