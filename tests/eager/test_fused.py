@@ -292,6 +292,21 @@ def test_views_and_inplace_inside_one_program(fused):
     torch.testing.assert_close(a.cpu(), expected)
 
 
+@pytest.mark.parametrize("writes", [
+    lambda x: (x.__setitem__(1, x[1].flip(0)), x.add_(1), x[1].add_(100)),
+    lambda x: (x[1].mul_(x[1].clone().flip(0)), x.add_(1), x[1].add_(100)),
+    lambda x: (x.__setitem__((1, slice(1, None)), x[1, :-1].clone()), x.add_(1), x[1].add_(3)),
+], ids=["flip", "mul_flipped", "shift"])
+def test_a_view_written_from_its_own_elements_inside_one_program(fused, writes):
+    # XLA:CPU wrote such an update in place while the same fusion still read the old
+    # elements (openxla/xla#49176)
+    x = torch.arange(12.0).reshape(2, 6)
+    on_tpu = x.to(TPU)
+    writes(x)
+    writes(on_tpu)
+    assert_same(on_tpu, x)
+
+
 def test_switching_modes_leaves_no_pending_values():
     from torchtpu.runtime.execute import Pending
     from torchtpu.tensor import Storage, TpuTensor

@@ -16,6 +16,7 @@ import numpy as np
 from jax import lax
 
 from ..runtime.execute import Executable, executable
+from ..runtime.platform import platform
 from .registry import lowering
 
 aten = __import__("torch").ops.aten
@@ -73,7 +74,15 @@ def scatter_view(base: jax.Array, value: jax.Array, offset, layout) -> jax.Array
         logical = sorted(order)
         v = value.reshape([size[d] for d in logical])
         run = jnp.transpose(v, [logical.index(d) for d in order]).reshape(-1)
-        flat = lax.dynamic_update_slice(flat, run, (offset,))
+        if platform() == "cpu":
+            # XLA:CPU can emit a dynamic-update-slice of a reshaped base in place while the
+            # same fusion still reads the base (x[1] = x[1].flip(0), then more ops: fused
+            # eager's program wrote a mix of old and new elements; openxla/xla#49176). Its
+            # scatter reads the update first.
+            flat = flat.at[offset + jnp.arange(run.size)].set(
+                run, indices_are_sorted=True, unique_indices=True)
+        else:
+            flat = lax.dynamic_update_slice(flat, run, (offset,))
     return flat.reshape(base.shape)
 
 
