@@ -229,6 +229,29 @@ def test_the_gradients_are_laid_out_as_their_inputs_as_cpus_flash_kernel():
         torch.testing.assert_close(a.cpu(), e, rtol=1e-5, atol=1e-6)
 
 
+def test_the_output_of_an_expanded_query_is_contiguous_as_cpus():
+    # CPU's kernel allocates empty_like(query): a query with zero strides (one expanded over
+    # the batch and heads) gives a contiguous output, not one ordered by sorting its strides.
+    outs = []
+    for device in ("cpu", TPU):
+        q = torch.linspace(-1, 1, 5 * 8, device=device).reshape(1, 1, 5, 8).expand(2, 3, 5, 8)
+        kv = torch.linspace(-1, 1, 2 * 3 * 7 * 8, device=device).reshape(2, 3, 7, 8)
+        outs.append(F.scaled_dot_product_attention(q, kv, kv))
+    assert outs[1].stride() == outs[0].stride()
+    torch.testing.assert_close(outs[1].cpu(), outs[0], **TOL[torch.float32])
+
+
+def test_key_and_value_of_different_lengths_raise_the_math_paths_error():
+    # CPU's flash kernel does not check them (it reads past the shorter); its math path and
+    # tpu raise (tpu's one op had failed in its lowering instead).
+    q, k, v = _inputs()
+    with sdpa_kernel(SDPBackend.MATH), pytest.raises(RuntimeError) as cpu:
+        F.scaled_dot_product_attention(q, k, v[:, :, :6])
+    with pytest.raises(RuntimeError) as tpu:
+        F.scaled_dot_product_attention(q.to(TPU), k.to(TPU), v[:, :, :6].to(TPU))
+    assert str(tpu.value) == str(cpu.value)
+
+
 @pytest.mark.parametrize("empty", ["query", "key"])
 def test_an_empty_sequence_under_the_flash_backend_as_cpu(empty):
     # CPU returns before choosing a kernel: an empty output, or zeros for no keys.
