@@ -216,12 +216,17 @@ def test_the_output_is_laid_out_as_the_query_as_cpus_flash_kernel():
     torch.testing.assert_close(compiled.cpu(), out_cpu, rtol=1e-5, atol=1e-6)
 
 
-def test_the_gradients_are_laid_out_as_their_inputs_as_cpus_flash_kernel():
-    # A graph torch.compile runs op by op views them as PyTorch's meta laid them out.
+@pytest.mark.parametrize("inputs", ["transposed", "contiguous"])
+def test_the_gradients_are_laid_out_as_cpus_flash_kernel(inputs):
+    # (B, L, H, E) order whatever the inputs' (a contiguous query's gradient had been
+    # contiguous). A graph torch.compile runs op by op views them as PyTorch's meta lays them.
     grads = []
     for device in ("cpu", TPU):
         qkv = torch.linspace(-1, 1, 2 * 5 * 3 * 8).reshape(2, 5, 3, 2, 4).to(device)
-        q, k, v = (t.transpose(1, 2).requires_grad_() for t in qkv.unbind(2))
+        q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))
+        if inputs == "contiguous":
+            q, k, v = (t.contiguous() for t in (q, k, v))
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         grads.append(torch.autograd.grad(out, (q, k, v), torch.ones_like(out)))
     for a, e in zip(*reversed(grads), strict=True):

@@ -65,7 +65,10 @@ def _attention_meta(query, key, value, attn_mask, is_causal, scale):
 @torch.library.register_fake("torchtpu::attention_backward")
 def _attention_backward_meta(grad_out, query, key, value, attn_mask, out, logsumexp, probs,
                              is_causal, scale):
-    return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
+    # CPU's flash backward lays each gradient out as (B, L, H, E) whatever its input's layout
+    # (a contiguous query's gradient too), as its meta kernel says.
+    return tuple(torch.empty_permuted(x.shape, (0, 2, 1, 3), dtype=x.dtype, device=x.device)
+                 for x in (query, key, value))
 
 
 def probs_shape(query, key, value) -> tuple[int, ...]:
