@@ -127,6 +127,10 @@ def _cpu_runs_flash(query, key, value, attn_mask, dropout_p, is_causal, scale, e
         return False  # the composite's device error; symbolic shapes stay unspecialised
     if query.shape[-1] == 0 or query.shape[-2] == 0 or key.shape[-2] == 0:
         return False  # CPU returns before choosing a kernel (the chooser refuses these)
+    if key.dim() > 1 and value.dim() > 1 and key.shape[-2] != value.shape[-2]:
+        # CPU's flash kernel does not check and reads past the shorter one; the composite
+        # raises the math path's error instead.
+        return False
     if any(t.dim() and t.shape[-1] > 1 and t.stride(-1) != 1 for t in (query, key, value)):
         return False
     with _disable_current_modes():  # torch.compile's fake and tracing modes

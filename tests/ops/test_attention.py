@@ -216,17 +216,45 @@ def test_the_output_is_laid_out_as_the_query_as_cpus_flash_kernel():
     torch.testing.assert_close(compiled.cpu(), out_cpu, rtol=1e-5, atol=1e-6)
 
 
-def test_the_gradients_are_laid_out_as_their_inputs_as_cpus_flash_kernel():
-    # A graph torch.compile runs op by op views them as PyTorch's meta laid them out.
+@pytest.mark.parametrize("inputs", ["transposed", "contiguous"])
+def test_the_gradients_are_laid_out_as_cpus_flash_kernel(inputs):
+    # (B, L, H, E) order whatever the inputs' (a contiguous query's gradient had been
+    # contiguous). A graph torch.compile runs op by op views them as PyTorch's meta lays them.
     grads = []
     for device in ("cpu", TPU):
         qkv = torch.linspace(-1, 1, 2 * 5 * 3 * 8).reshape(2, 5, 3, 2, 4).to(device)
-        q, k, v = (t.transpose(1, 2).requires_grad_() for t in qkv.unbind(2))
+        q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))
+        if inputs == "contiguous":
+            q, k, v = (t.contiguous() for t in (q, k, v))
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         grads.append(torch.autograd.grad(out, (q, k, v), torch.ones_like(out)))
     for a, e in zip(*reversed(grads), strict=True):
         assert a.stride() == e.stride()
         torch.testing.assert_close(a.cpu(), e, rtol=1e-5, atol=1e-6)
+
+
+def test_the_output_of_an_expanded_query_is_contiguous_as_cpus():
+    # CPU's kernel allocates empty_like(query): a query with zero strides (one expanded over
+    # the batch and heads) gives a contiguous output, not one ordered by sorting its strides.
+    outs = []
+    for device in ("cpu", TPU):
+        q = torch.linspace(-1, 1, 5 * 8, device=device).reshape(1, 1, 5, 8).expand(2, 3, 5, 8)
+        kv = torch.linspace(-1, 1, 2 * 3 * 7 * 8, device=device).reshape(2, 3, 7, 8)
+        outs.append(F.scaled_dot_product_attention(q, kv, kv))
+    assert outs[1].stride() == outs[0].stride()
+    torch.testing.assert_close(outs[1].cpu(), outs[0], **TOL[torch.float32])
+
+
+def test_key_and_value_of_different_lengths_raise_the_math_paths_error():
+    # CPU's flash kernel does not check them (it reads past the shorter); its math path and
+    # tpu raise (tpu's one op had failed in its lowering instead).
+    q, k, v = _inputs()
+    with sdpa_kernel(SDPBackend.MATH), pytest.raises(RuntimeError) as cpu:
+        F.scaled_dot_product_attention(q, k, v[:, :, :6])
+    with pytest.raises(RuntimeError) as tpu:
+        F.scaled_dot_product_attention(q.to(TPU), k.to(TPU), v[:, :, :6].to(TPU))
+    assert str(tpu.value) == str(cpu.value)
 
 
 @pytest.mark.parametrize("empty", ["query", "key"])

@@ -189,3 +189,22 @@ def test_native_multi_head_attention_of_an_empty_batch_gives_no_weights_as_cpu()
                                                for a in args])
     assert expected[1] is None and out[1] is None
     assert out[0].shape == expected[0].shape and out[0].device.type == "tpu"
+
+
+def test_inference_fast_paths_with_a_padding_mask_compile():
+    # Under torch.compile (no nested tensors) they reach _masked_softmax, which has no meta
+    # kernel: tracing it ran it on real tpu tensors, which failed ("could not find kernel").
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True).eval()
+    x, padding = torch.randn(2, 5, 8), PADDING
+    with torch.no_grad():
+        expected = layer(x, src_key_padding_mask=padding)
+        weights = layer.self_attn(x, x, x, key_padding_mask=padding)[1]
+        layer.to(TPU)
+        out = torch.compile(layer, backend="tpu")(x.to(TPU), src_key_padding_mask=padding.to(TPU))
+        attend = torch.compile(layer.self_attn, backend="tpu")
+        out_weights = attend(*[x.to(TPU)] * 3, key_padding_mask=padding.to(TPU))[1]
+    # CPU's eager path zeroes the padded positions (a nested batch), its compiled one does not
+    keep = ~padding.unsqueeze(-1)
+    torch.testing.assert_close(out.cpu() * keep, expected * keep, **TOL)
+    torch.testing.assert_close(out_weights.cpu(), weights, **TOL)

@@ -132,9 +132,13 @@ def _register_fake_rules() -> None:
 
 
 # Ops PyTorch has no meta kernel for (FakeTensor would run them for real, which a tpu tensor
-# cannot do): the gradients of Gamma's and Dirichlet's samples, shaped like their first input.
+# cannot do), shaped like their first input: the gradients of Gamma's and Dirichlet's samples,
+# and the masked softmax of nn.TransformerEncoder's and nn.MultiheadAttention's inference fast
+# paths given a padding mask (their ops decompose to it, ops/decomps.py).
 _SHAPED_LIKE_FIRST = (torch.ops.aten._standard_gamma_grad.default,
-                      torch.ops.aten._dirichlet_grad.default)
+                      torch.ops.aten._dirichlet_grad.default,
+                      torch.ops.aten._masked_softmax.default,
+                      torch.ops.aten._masked_softmax_backward.default)
 
 
 def _like_first_fake(mode, func, first, *args, **kwargs):

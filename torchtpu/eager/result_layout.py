@@ -146,7 +146,7 @@ def following_memory_format(func, inner: Handler) -> Handler:
         if lapack is not None:
             return _laid_out_as(out, lapack(args, kwargs, out), gaps=True)
         unbatched = func in _AS_A_BATCH_OF_ONE and _unbatched_channels_last_3d(args[0])
-        if not (always or unbatched or _follows(func, follows, args)
+        if not (always or unbatched or _follows(func, follows, args) or func in _FAKE_LAYOUT
                 or not all(args[i].is_contiguous() for i in _QUERY_LAYOUT.get(func, ()))):
             meta = unit_strides and unit_strides(args)
             return out if meta is None else _laid_out_as(out, meta)
@@ -343,10 +343,11 @@ def scattering_in_memory_order(inner: Handler) -> Handler:
     return handler
 
 
-# Their outputs are laid out as these inputs (the query; the query, key and value for the
-# gradients), as CPU's flash kernels lay them out (the fake kernels say how; ops/attention.py).
-_QUERY_LAYOUT = {torch.ops.torchtpu.attention.default: (0,),
-                 torch.ops.torchtpu.attention_backward.default: (1, 2, 3)}
+# As CPU's flash kernels lay their results out (the fake kernels say how; ops/attention.py):
+# the output as the query (which then needs the fake only when the query is not contiguous),
+# the gradients in (B, L, H, E) order whatever their inputs' (so always).
+_QUERY_LAYOUT = {torch.ops.torchtpu.attention.default: (0,)}
+_FAKE_LAYOUT = {torch.ops.torchtpu.attention_backward.default}
 
 
 def _laid_out_as(out, meta, gaps: bool = False):

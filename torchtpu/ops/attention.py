@@ -49,8 +49,14 @@ def memory_order(query: torch.Tensor) -> tuple[int, ...]:
 
 @torch.library.register_fake("torchtpu::attention")
 def _attention_meta(query, key, value, attn_mask, is_causal, scale):
-    out = torch.empty_permuted((*query.shape[:-1], value.shape[-1]), memory_order(query),
-                               dtype=query.dtype, device=query.device)
+    if value.shape[-1] == query.shape[-1]:
+        # CPU's kernel allocates empty_like(query): a dense query's exact strides (a size-1
+        # dim's too), an expanded or sliced one's order made dense (contiguous where a stride
+        # is 0), which sorting the strides alone does not give.
+        out = torch.empty_like(query)
+    else:
+        out = torch.empty_permuted((*query.shape[:-1], value.shape[-1]), memory_order(query),
+                                   dtype=query.dtype, device=query.device)
     acc = torch.float64 if query.dtype == torch.float64 else torch.float32
     probs = query.new_empty(probs_shape(query, key, value), dtype=acc)
     return out, query.new_empty(query.shape[:-1], dtype=acc), probs
@@ -59,7 +65,10 @@ def _attention_meta(query, key, value, attn_mask, is_causal, scale):
 @torch.library.register_fake("torchtpu::attention_backward")
 def _attention_backward_meta(grad_out, query, key, value, attn_mask, out, logsumexp, probs,
                              is_causal, scale):
-    return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
+    # CPU's flash backward lays each gradient out as (B, L, H, E) whatever its input's layout
+    # (a contiguous query's gradient too), as its meta kernel says.
+    return tuple(torch.empty_permuted(x.shape, (0, 2, 1, 3), dtype=x.dtype, device=x.device)
+                 for x in (query, key, value))
 
 
 def probs_shape(query, key, value) -> tuple[int, ...]:
