@@ -87,3 +87,20 @@ def test_a_conjugate_view_of_an_output_stays_conjugated():
     x = torch.tensor([1 + 2j, 3 - 4j])
     _, conj = torch.compile(f, backend="tpu")(x.to(TPU))
     assert torch.equal(conj.cpu().resolve_conj(), f(x)[1].resolve_conj())
+
+
+@pytest.mark.parametrize("write", [
+    lambda x: x[::2].narrow(0, 1, 1).copy_(x[::2].narrow(0, 1, 1).flip(-1).clone()),
+    lambda x: x.__setitem__((1, slice(1, None)), x[1, :-1].clone()),
+    lambda x: x.select(1, 2).copy_(x.select(1, 2).flip(0) * 2),
+], ids=["strided_rows_flipped", "shift", "column_flipped"])
+def test_a_view_written_from_its_own_elements_as_on_cpu(write):
+    # XLA:CPU can write a region in place while the same fusion still reads it
+    # (openxla/xla#49176): the region writes are scatters there (ops/indexing.py)
+    def f(x):
+        write(x)
+        return x * 1
+
+    x = torch.arange(24.0).reshape(4, 6)
+    out = torch.compile(f, backend="tpu")(x.to(TPU))
+    assert_same(out, f(x.clone()))

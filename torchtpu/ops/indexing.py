@@ -12,6 +12,7 @@ import torch
 from jax import lax
 
 from ..runtime.execute import executable
+from ..runtime.platform import platform
 from .cpp_sort import std_sort
 from .dtypes import (
     check_with_meta,
@@ -444,9 +445,23 @@ def _constant_pad_nd(self, pad, value=0):
     return lax.pad(self, jnp.asarray(value, self.dtype), cfg)
 
 
+def _strided_write(self, src, dim: int, start, step: int):
+    """``self`` with ``src`` written at ``start`` of ``dim`` every ``step``, as a view's write
+    (scatter_view): XLA:CPU's dynamic-update-slice of such a region could run in place while
+    its fusion still read ``self`` (a compiled x[::2][1:2].copy_(flipped), openxla/xla#49176)."""
+    from .views import scatter_view
+
+    strides = [math.prod(self.shape[d + 1:]) for d in range(self.ndim)]
+    layout = (tuple(src.shape), tuple(s * step if d == dim else s for d, s in enumerate(strides)))
+    return scatter_view.jitted(self, src, start * strides[dim], layout)
+
+
 @lowering(aten.select_scatter)
 def _select_scatter(self, src, dim, index):
     dim = dim % self.ndim
+    if platform() == "cpu" and self.size:
+        index = jnp.where(index < 0, index + self.shape[dim], index)
+        return _strided_write(self, jnp.expand_dims(src.astype(self.dtype), dim), dim, index, 1)
     return self.at[(slice(None),) * dim + (index,)].set(src.astype(self.dtype))
 
 
@@ -454,6 +469,12 @@ def _select_scatter(self, src, dim, index):
 def _slice_scatter(self, src, dim=0, start=None, end=None, step=1):
     dim = dim % self.ndim
     src = src.astype(self.dtype)
+    if platform() == "cpu" and src.size:
+        if not isinstance(start, jax.Array):
+            start = slice(start, end, step).indices(self.shape[dim])[0]
+        else:
+            start = jnp.where(start < 0, start + self.shape[dim], start)
+        return _strided_write(self, src, dim, start, step)
     if isinstance(start, jax.Array):  # traced (torch.compile: ``cache[:, pos:pos + 1] = x``)
         start = jnp.where(start < 0, start + self.shape[dim], start)
         if step == 1:
