@@ -300,7 +300,7 @@ class _SubclassOnTpu(TpuTensor):
         # replacement, or one that is missing indeed)
         if name in _PAYLOAD:
             value = _restore_payload(self, name)
-            if value is not None:
+            if value is not _MISSING:
                 return value
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
@@ -343,7 +343,7 @@ class _Attributes(dict):
     __slots__ = ()
 
     def keys(self):
-        return [k for k in dict.keys(self) if k not in _PAYLOAD]
+        return dict.fromkeys(k for k in dict.keys(self) if k not in _PAYLOAD).keys()
 
     def __iter__(self):
         return iter(self.keys())
@@ -361,6 +361,7 @@ class _Attributes(dict):
 _INSTANCE_DICT = torch.Tensor.__dict__["__dict__"]
 _PLAIN_TORCH_FUNCTIONS = (torch.Tensor.__torch_function__.__func__,
                           torch._C._disabled_torch_function_impl)
+_MISSING = object()
 # Each such tensor's _Attributes, found again if its __dict__ is replaced wholesale.
 _HIDDEN = torch.utils.weak.WeakIdKeyDictionary()
 
@@ -380,11 +381,11 @@ def _hide_payload(t: torch.Tensor, attrs: dict | None = None) -> None:
 def _restore_payload(t: torch.Tensor, name: str):
     """The payload entry ``name`` of ``t``, whose ``__dict__`` was replaced by one without it
     (MetaTensor of a batch: ``ret.__dict__ = {...its input's attributes}``); the payload is
-    put back beside the new attributes. None when ``t`` never had one."""
+    put back beside the new attributes. ``_MISSING`` when ``t`` never had one."""
     hidden = _HIDDEN.get(t)
     current = _INSTANCE_DICT.__get__(t)
     if hidden is None or hidden is current or not dict.__contains__(hidden, name):
-        return None
+        return _MISSING
     restored = {k: dict.__getitem__(hidden, k) for k in _PAYLOAD if dict.__contains__(hidden, k)}
     restored.update(dict.items(current))
     _hide_payload(t, restored)
