@@ -335,27 +335,28 @@ _TPU_CLASSES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 class _Attributes(dict):
     """The ``__dict__`` of a tpu tensor of a user's class. Its payload entries are in it,
-    where attribute lookup reads them, but out of its iteration: code that copies a tensor's
-    attributes wholesale onto another (MONAI's MetaTensor copies an op's input's onto its
-    result, each op) copies the user's only, as on cuda, where ``__dict__`` holds nothing
-    else. Copying the payload would give the result its input's values."""
+    where attribute lookup (and ``in``, which our own checks use) reads them, but out of its
+    keys, items and iteration: code that copies a tensor's attributes wholesale onto another
+    (MONAI's MetaTensor copies an op's input's onto its result, each op) copies the user's
+    only, as on cuda, where ``__dict__`` holds nothing else. Copying the payload would give
+    the result its input's values."""
 
     __slots__ = ()
 
-    def keys(self):
-        return dict.fromkeys(k for k in dict.keys(self) if k not in _PAYLOAD).keys()
+    def copy(self) -> dict:
+        return {k: v for k, v in dict.items(self) if k not in _PAYLOAD}
 
-    def __iter__(self):
-        return iter(self.keys())
+    def keys(self):
+        return self.copy().keys()
 
     def items(self):
-        return [(k, v) for k, v in dict.items(self) if k not in _PAYLOAD]
+        return self.copy().items()
 
     def values(self):
-        return [v for k, v in dict.items(self) if k not in _PAYLOAD]
+        return self.copy().values()
 
-    def copy(self) -> dict:
-        return dict(self.items())
+    def __iter__(self):
+        return iter(self.copy())
 
 
 _INSTANCE_DICT = torch.Tensor.__dict__["__dict__"]
