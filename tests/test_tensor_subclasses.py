@@ -167,3 +167,37 @@ def test_a_wrapper_subclass_beside_tpu_tensors_runs_its_own_dispatch(eager_mode)
         return [torch.add(x, w), torch.mul(w, x), torch.ops.aten.gelu_backward(x, w)]
 
     assert_same(run(TPU), run("cpu"))
+
+
+class CopiesAttributes(torch.Tensor):
+    """Puts its first argument's attributes onto each result, wholesale, as MONAI's
+    MetaTensor does (its metadata: affine, applied transforms)."""
+
+    replace = False
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        ret = super().__torch_function__(func, types, args, kwargs)
+        source = args[0] if args and isinstance(args[0], cls) else None
+        if isinstance(ret, cls) and source is not None and ret is not source:
+            attrs = source.__dict__
+            if cls.replace:
+                ret.__dict__ = {k: attrs[k] for k in attrs.keys()}
+            else:
+                ret.__dict__.update({k: attrs[k] for k in attrs.keys()})
+        return ret
+
+
+def test_a_class_copying_attributes_between_tensors_copies_only_the_users():
+    # Each op's result had its input's values: __dict__ held the tpu payload too.
+    def run(device, replace):
+        CopiesAttributes.replace = replace
+        x = torch.arange(6.0, device=device).reshape(2, 3).as_subclass(CopiesAttributes)
+        x.note = "affine"
+        y = (x * 2 + 1)[None].sum(-1)
+        return sorted(y.__dict__), y.note, y.shape, y.as_subclass(torch.Tensor)
+
+    for replace in (False, True):
+        tpu, cpu = run(TPU, replace), run("cpu", replace)
+        assert tpu[:3] == cpu[:3]
+        assert_same(tpu[3], cpu[3])

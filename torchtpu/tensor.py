@@ -220,6 +220,8 @@ class TpuTensor(torch.Tensor):
                 new.grad = copy.deepcopy(self.grad, memo)
             new.__dict__.update(copy.deepcopy(user_state(self), memo))
             new.__class__ = type(self)  # a user's subclass (tpu_class) stays one
+            if isinstance(new, _SubclassOnTpu):
+                _hide_payload(new)
         memo[id(self)] = new
         return new
 
@@ -295,6 +297,15 @@ class _SubclassOnTpu(TpuTensor):
 
     _user_class: type = torch.Tensor
 
+    def __getattr__(self, name: str):
+        # (reached only for an attribute not found: a payload entry after a __dict__
+        # replacement, or one that is missing indeed)
+        if name in _PAYLOAD:
+            value = _restore_payload(self, name)
+            if value is not _MISSING:
+                return value
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
     @classmethod
     def _on_tpu_torch_function(cls, func, types, args=(), kwargs=None):
         # PyTorch's default __torch_function__ (which a user's own reaches through super()),
@@ -322,6 +333,66 @@ _SubclassOnTpu.__torch_function__ = _SubclassOnTpu.__dict__["_on_tpu_torch_funct
 
 
 _TPU_CLASSES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class _Attributes(dict):
+    """The ``__dict__`` of a tpu tensor of a user's class. Its payload entries are in it,
+    where attribute lookup (and ``in``, which our own checks use) reads them, but out of its
+    keys, items and iteration: code that copies a tensor's attributes wholesale onto another
+    (MONAI's MetaTensor copies an op's input's onto its result, each op) copies the user's
+    only, as on cuda, where ``__dict__`` holds nothing else. Copying the payload would give
+    the result its input's values."""
+
+    __slots__ = ()
+
+    def copy(self) -> dict:
+        return {k: v for k, v in dict.items(self) if k not in _PAYLOAD}
+
+    def keys(self):
+        return self.copy().keys()
+
+    def items(self):
+        return self.copy().items()
+
+    def values(self):
+        return self.copy().values()
+
+    def __iter__(self):
+        return iter(self.copy())
+
+
+_INSTANCE_DICT = torch.Tensor.__dict__["__dict__"]
+_PLAIN_TORCH_FUNCTIONS = (torch.Tensor.__torch_function__.__func__,
+                          torch._C._disabled_torch_function_impl)
+_MISSING = object()
+# Each such tensor's _Attributes, found again if its __dict__ is replaced wholesale.
+_HIDDEN = torch.utils.weak.WeakIdKeyDictionary()
+
+
+def _hide_payload(t: torch.Tensor, attrs: dict | None = None) -> None:
+    """Give ``t`` (of a user's class) an ``_Attributes`` ``__dict__``, kept for
+    ``_restore_payload`` when the class has a ``__torch_function__`` of its own (what may
+    replace it). Only then: torch.utils.swap_tensors (module.to of a Parameter subclass)
+    refuses a tensor that is weakly referenced."""
+    attrs = _Attributes(dict.items(_INSTANCE_DICT.__get__(t) if attrs is None else attrs))
+    _INSTANCE_DICT.__set__(t, attrs)
+    torch_function = type(t)._user_class.__torch_function__
+    if getattr(torch_function, "__func__", torch_function) not in _PLAIN_TORCH_FUNCTIONS:
+        _HIDDEN[t] = attrs
+
+
+def _restore_payload(t: torch.Tensor, name: str):
+    """The payload entry ``name`` of ``t``, whose ``__dict__`` was replaced by one without it
+    (MetaTensor of a batch: ``ret.__dict__ = {...its input's attributes}``); the payload is
+    put back beside the new attributes. ``_MISSING`` when ``t`` never had one."""
+    hidden = _HIDDEN.get(t)
+    current = _INSTANCE_DICT.__get__(t)
+    if hidden is None or hidden is current or not dict.__contains__(hidden, name):
+        return _MISSING
+    restored = {k: dict.__getitem__(hidden, k) for k in _PAYLOAD if dict.__contains__(hidden, k)}
+    restored.update(dict.items(current))
+    _hide_payload(t, restored)
+    return restored[name]
 
 
 def tpu_class(cls: type) -> type:
@@ -375,6 +446,8 @@ def _reclassed(op, t: TpuTensor, cls: type) -> torch.Tensor:
     with torch._C.DisableTorchFunctionSubclass():
         new = op(t)
     new.__class__ = tpu_class(cls)
+    if isinstance(new, _SubclassOnTpu):
+        _hide_payload(new)
     return new
 
 
@@ -489,7 +562,7 @@ def set_data(t: torch.Tensor, value: torch.Tensor) -> None:
         # The setter swapped the C++ tensor's metadata (shape, strides, dtype, storage); the
         # payload that holds the values lives on the Python object and moves with it. (After
         # swap_tensors the two may share one __dict__.)
-        moved = {k: v for k, v in value.__dict__.items() if k in _PAYLOAD}
+        moved = {k: v for k, v in dict.items(value.__dict__) if k in _PAYLOAD}
         for key in _PAYLOAD:
             t.__dict__.pop(key, None)
         t.__dict__.update(moved)
