@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from conftest import assert_same, raises_as_cpu
@@ -30,7 +32,7 @@ def _train(device, make_opt, path, steps=4):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
     model.to(device)
-    opt = make_opt(model.parameters(), PATHS[path])
+    opt = make_opt(model.parameters(), PATHS.get(path))
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
     g = torch.Generator().manual_seed(1)
     losses = []
@@ -226,3 +228,186 @@ def test_sparse_adam_trains_a_sparse_embedding_as_on_cpu(eager_mode, maximize):
         p = torch.nn.Parameter(torch.ones(2))
         p.grad = torch.ones(2)
         torch.optim.SparseAdam([p]).step()
+
+
+
+# The optimizers beyond SGD/Adam/AdamW/Adagrad, which have no fused kernel. Each default
+# case takes one of the two paths; -m slow runs both, and maximize and a tensor lr.
+OTHER_OPTIMS = {
+    "nadam_decoupled": (torch.optim.NAdam, dict(lr=1e-2, weight_decay=0.1,
+                                                decoupled_weight_decay=True)),
+    "radam_decoupled": (torch.optim.RAdam, dict(lr=1e-2, weight_decay=0.1,
+                                                decoupled_weight_decay=True)),
+    "adamax": (torch.optim.Adamax, dict(lr=1e-2, weight_decay=0.1)),
+    "asgd": (torch.optim.ASGD, dict(lr=1e-2, weight_decay=0.1, t0=2)),
+    "rprop": (torch.optim.Rprop, dict(lr=1e-2)),
+    "rmsprop_centered": (torch.optim.RMSprop, dict(lr=1e-2, centered=True, momentum=0.9,
+                                                   weight_decay=0.1)),
+    "adadelta": (torch.optim.Adadelta, dict(lr=1.0, weight_decay=0.1)),
+    "adafactor": (torch.optim.Adafactor, dict(lr=1e-2, weight_decay=0.1)),
+}
+_VARIANTS = {"for-loop": {"foreach": False}, "foreach": {"foreach": True},
+             "maximize": {"maximize": True}, "tensor_lr": {"foreach": False}}
+
+
+def _other_cases(variants=_VARIANTS):
+    for i, name in enumerate(OTHER_OPTIMS):
+        for j, variant in enumerate(variants):
+            default = j == i % 2  # for-loop and foreach in turn
+            yield pytest.param(name, variant, id=f"{name}-{variant}",
+                               marks=() if default else pytest.mark.slow)
+
+
+def _other(name, tensor_lr=False, **extra):
+    cls, kw = OTHER_OPTIMS[name]
+    if tensor_lr:  # a fresh one for each run: the scheduler writes it in place
+        return lambda params, _: cls(params, **{**kw, **extra, "lr": torch.tensor(kw["lr"])})
+    return lambda params, _: cls(params, **{**kw, **extra})
+
+
+@pytest.mark.parametrize("name,variant", list(_other_cases()))
+def test_other_optimizers_match_cpu(name, variant):
+    # 1e-5: RMSprop's centered sqrt(avg - mean^2) is 1 ulp off where CPU's MKL sqrt is (1 in
+    # 5 float32 values here are not correctly rounded on CPU; XLA's are).
+    extra = dict(_VARIANTS[variant], tensor_lr=variant == "tensor_lr")
+    tpu = _train("tpu", _other(name, **extra), None)
+    cpu = _train("cpu", _other(name, **extra), None)
+    assert_same(tpu, cpu, rtol=1e-5, atol=1e-5)
+
+
+
+@pytest.fixture
+def capturable_on_cpu(monkeypatch):
+    """CPU runs the capturable algorithms too (they refuse CPU only because CUDA graphs
+    need a device): tpu's capturable steps are then held to the same code on CPU."""
+    import importlib
+
+    import torch.optim.optimizer as base
+    devices = base._get_capturable_supported_devices
+    for name in ("optimizer", "adam", "adamw", "nadam", "radam", "adamax", "asgd", "rmsprop",
+                 "rprop", "adadelta"):
+        module = importlib.import_module(f"torch.optim.{name}")
+        if hasattr(module, "_get_capturable_supported_devices"):
+            monkeypatch.setattr(module, "_get_capturable_supported_devices",
+                                lambda supports_xla=True: [*devices(supports_xla), "cpu"])
+
+
+@pytest.mark.parametrize("name,variant", list(_other_cases({"foreach": 0, "for-loop": 0})))
+def test_capturable_steps_match_cpu(capturable_on_cpu, name, variant):
+    # The step counts and bias corrections stay on the device as tensors; the lr too.
+    if name == "adafactor" or (name == "radam_decoupled" and variant == "for-loop"):
+        pytest.skip("PyTorch: no capturable path")
+    extra = dict(_VARIANTS[variant], capturable=True, tensor_lr=True)
+    tpu = _train("tpu", _other(name, **extra), None)
+    cpu = _train("cpu", _other(name, **extra), None)
+    assert_same(tpu, cpu, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("line_search", [None, "strong_wolfe"])
+def test_lbfgs_steps_as_on_cpu(line_search):
+    # Its steps read the loss and the curvature back (.item()) to decide the next one. A
+    # well-conditioned problem: on Rosenbrock a 1-ulp difference in a dot product (XLA's
+    # fuses a multiply-add where CPU rounds the product) grows into another path.
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(6, 3, generator=g), torch.randn(6, generator=g)
+
+    def run(device):
+        w = torch.nn.Parameter(torch.zeros(3, device=device))
+        opt = torch.optim.LBFGS([w], lr=0.5, max_iter=6, history_size=3,
+                                line_search_fn=line_search)
+
+        def closure():
+            opt.zero_grad()
+            loss = (a.to(device) @ w - b.to(device)).square().sum() + 0.1 * w.pow(4).sum()
+            loss.backward()
+            return loss
+
+        losses = [opt.step(closure).detach() for _ in range(2)]
+        return losses, w.detach(), opt.state[w]["func_evals"], opt.state[w]["n_iter"]
+
+    assert_same(run("tpu"), run("cpu"), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(not hasattr(torch.optim, "Muon"), reason="no torch.optim.Muon")
+def test_muon_orthogonalises_its_update_as_on_cpu():
+    def run(device):
+        w = torch.nn.Parameter(torch.randn(8, 6, generator=torch.Generator().manual_seed(0))
+                               .to(device))
+        opt = torch.optim.Muon([w], lr=0.02, weight_decay=0.1, adjust_lr_fn="match_rms_adamw")
+        x = torch.randn(5, 8, generator=torch.Generator().manual_seed(1)).to(device)
+        for _ in range(3):
+            (x @ w).square().mean().backward()
+            opt.step()
+            opt.zero_grad()
+        return w.detach(), opt.state[w]["momentum_buffer"]
+
+    assert_same(run("tpu"), run("cpu"), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("foreach", [False, True])
+@pytest.mark.parametrize("name", [n for n in OTHER_OPTIMS if n != "adafactor"])
+def test_other_optimizers_complex_and_differentiable_steps_match_cpu(name, foreach):
+    def complex_step(device):
+        p = torch.nn.Parameter(torch.randn(4, 3, dtype=torch.complex64,
+                                           generator=torch.Generator().manual_seed(0)).to(device))
+        opt = _other(name, foreach=foreach)([p], None)
+        for _ in range(3):
+            ((p * p.conj()).real.sum() + p.abs().pow(3).sum()).backward()
+            opt.step()
+            opt.zero_grad()
+        return p.detach(), [v for v in opt.state[p].values() if isinstance(v, torch.Tensor)]
+
+    def gradient_through_steps(device):
+        g = torch.Generator().manual_seed(0)
+        w0 = torch.randn(4, 3, generator=g).to(device).requires_grad_()
+        x = torch.randn(5, 4, generator=g).to(device)
+        w = w0.clone()
+        opt = _other(name, foreach=foreach, differentiable=True)([w], None)
+        w.grad, = torch.autograd.grad((x @ w).tanh().square().sum(), [w], create_graph=True)
+        opt.step()
+        return torch.autograd.grad((x @ w).square().sum(), [w0])
+
+    assert_same(complex_step("tpu"), complex_step("cpu"), rtol=1e-5, atol=1e-5)
+    if not foreach:  # PyTorch: "_foreach ops don't support autograd"
+        assert_same(gradient_through_steps("tpu"), gradient_through_steps("cpu"), rtol=1e-4,
+                    atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["nadam_decoupled",
+                                  *[pytest.param(n, marks=pytest.mark.slow)
+                                    for n in ("adafactor", "asgd")]])
+def test_a_cpu_state_dict_trains_on_in_a_tpu_optimizer_and_back(name):
+    # load_state_dict moves the moments to the parameter's device and keeps `step` on CPU
+    # (it is a tensor there unless capturable); the state dict of the tpu optimizer loads
+    # back into a CPU one.
+    torch.manual_seed(0)
+    cpu_model = torch.nn.Linear(4, 3)
+    tpu_model = torch.nn.Linear(4, 3).to("tpu")
+    cpu_opt = _other(name)(cpu_model.parameters(), None)
+    tpu_opt = _other(name)(tpu_model.parameters(), None)
+    x = torch.randn(6, 4)
+
+    def step(model, opt):
+        model(x.to(model.weight.device)).square().sum().backward()
+        opt.step()
+        opt.zero_grad()
+
+    step(cpu_model, cpu_opt)
+    tpu_model.load_state_dict(cpu_model.state_dict())
+    tpu_opt.load_state_dict(copy.deepcopy(cpu_opt.state_dict()))
+    moments = [v for k, v in tpu_opt.state[tpu_model.weight].items() if k != "step"]
+    assert all(v.device.type == "tpu" for v in moments if isinstance(v, torch.Tensor))
+    for _ in range(2):
+        step(cpu_model, cpu_opt)
+        step(tpu_model, tpu_opt)
+    assert_same(list(tpu_model.parameters()), list(cpu_model.parameters()), rtol=1e-5,
+                atol=1e-6)
+    back_model = torch.nn.Linear(4, 3)
+    back_model.load_state_dict({k: v.cpu() for k, v in tpu_model.state_dict().items()})
+    back_opt = _other(name)(back_model.parameters(), None)
+    back_opt.load_state_dict(tpu_opt.state_dict())
+    step(back_model, back_opt)
+    step(cpu_model, cpu_opt)
+    assert_same(list(back_model.parameters()), list(cpu_model.parameters()), rtol=1e-5,
+                atol=1e-6)
