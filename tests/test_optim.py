@@ -8,6 +8,8 @@ import pytest
 import torch
 from conftest import assert_same, raises_as_cpu
 
+import torchtpu
+
 OPTIMS = {
     "sgd": lambda p, kw: torch.optim.SGD(p, lr=0.1, momentum=0.9, **kw),
     "sgd_nesterov_wd": lambda p, kw: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True,
@@ -231,8 +233,9 @@ def test_sparse_adam_trains_a_sparse_embedding_as_on_cpu(eager_mode, maximize):
 
 
 
-# The optimizers beyond SGD/Adam/AdamW/Adagrad, which have no fused kernel. Each default
-# case takes one of the two paths; -m slow runs both, and maximize and a tensor lr.
+# The optimizers beyond SGD/Adam/AdamW/Adagrad, which have no fused kernel. The default
+# suite takes two of them (one path each); -m slow runs all, both paths, maximize and a
+# tensor lr.
 OTHER_OPTIMS = {
     "nadam_decoupled": (torch.optim.NAdam, dict(lr=1e-2, weight_decay=0.1,
                                                 decoupled_weight_decay=True)),
@@ -250,12 +253,12 @@ _VARIANTS = {"for-loop": {"foreach": False}, "foreach": {"foreach": True},
              "maximize": {"maximize": True}, "tensor_lr": {"foreach": False}}
 
 
-def _other_cases(variants=_VARIANTS):
-    for i, name in enumerate(OTHER_OPTIMS):
-        for j, variant in enumerate(variants):
-            default = j == i % 2  # for-loop and foreach in turn
+def _other_cases(variants=_VARIANTS, default=(("nadam_decoupled", "foreach"),
+                                              ("adafactor", "for-loop"))):
+    for name in OTHER_OPTIMS:
+        for variant in variants:
             yield pytest.param(name, variant, id=f"{name}-{variant}",
-                               marks=() if default else pytest.mark.slow)
+                               marks=() if (name, variant) in default else pytest.mark.slow)
 
 
 def _other(name, tensor_lr=False, **extra):
@@ -292,7 +295,8 @@ def capturable_on_cpu(monkeypatch):
                                 lambda supports_xla=True: [*devices(supports_xla), "cpu"])
 
 
-@pytest.mark.parametrize("name,variant", list(_other_cases({"foreach": 0, "for-loop": 0})))
+@pytest.mark.parametrize("name,variant", list(_other_cases(
+    {"foreach": 0, "for-loop": 0}, default=(("nadam_decoupled", "foreach"),))))
 def test_capturable_steps_match_cpu(capturable_on_cpu, name, variant):
     # The step counts and bias corrections stay on the device as tensors; the lr too.
     if name == "adafactor" or (name == "radam_decoupled" and variant == "for-loop"):
@@ -303,7 +307,8 @@ def test_capturable_steps_match_cpu(capturable_on_cpu, name, variant):
     assert_same(tpu, cpu, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("line_search", [None, "strong_wolfe"])
+@pytest.mark.parametrize("line_search", [pytest.param(None, marks=pytest.mark.slow),
+                                         "strong_wolfe"])
 def test_lbfgs_steps_as_on_cpu(line_search):
     # Its steps read the loss and the curvature back (.item()) to decide the next one. A
     # well-conditioned problem: on Rosenbrock a 1-ulp difference in a dot product (XLA's
@@ -328,6 +333,7 @@ def test_lbfgs_steps_as_on_cpu(line_search):
     assert_same(run("tpu"), run("cpu"), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(torch.optim, "Muon"), reason="no torch.optim.Muon")
 def test_muon_orthogonalises_its_update_as_on_cpu():
     def run(device):
@@ -411,3 +417,126 @@ def test_a_cpu_state_dict_trains_on_in_a_tpu_optimizer_and_back(name):
     step(cpu_model, cpu_opt)
     assert_same(list(back_model.parameters()), list(cpu_model.parameters()), rtol=1e-5,
                 atol=1e-6)
+
+
+_SCHEDULERS = {
+    "one_cycle": lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=0.05, total_steps=8),
+    "warm_restarts": lambda o: torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(
+        o, T_0=2, T_mult=2, eta_min=1e-4),
+    "sequential": lambda o: torch.optim.lr_scheduler.SequentialLR(o, [
+        torch.optim.lr_scheduler.LinearLR(o, start_factor=0.1, total_iters=3),
+        torch.optim.lr_scheduler.LambdaLR(o, lambda epoch: 0.9 ** epoch)], milestones=[3]),
+}
+
+
+@pytest.mark.parametrize("name,tensor_lr", [
+    (name, tensor_lr) if (name, tensor_lr) in (("one_cycle", True), ("warm_restarts", False))
+    else pytest.param(name, tensor_lr, marks=pytest.mark.slow)
+    for name in _SCHEDULERS for tensor_lr in (False, True)])
+def test_lr_schedulers_drive_a_tpu_optimizer_as_on_cpu(name, tensor_lr):
+    # A tensor lr (capturable Adam's on the device) is written in place by the scheduler.
+    def run(device):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 3).to(device)
+        lr = torch.tensor(0.01, device=device) if tensor_lr else 0.01
+        opt = torch.optim.Adam(model.parameters(), lr=lr, capturable=tensor_lr and device != "cpu")
+        sched = _SCHEDULERS[name](opt)
+        x, lrs = torch.randn(5, 4), []
+        for _ in range(6):
+            model(x.to(device)).square().mean().backward()
+            opt.step()
+            opt.zero_grad()
+            sched.step()
+            lrs.append(float(opt.param_groups[0]["lr"]))
+        return lrs, list(model.parameters())
+
+    tpu, cpu = run("tpu"), run("cpu")
+    assert tpu[0] == pytest.approx(cpu[0], rel=1e-6)
+    assert_same(tpu[1], cpu[1], rtol=1e-5, atol=1e-6)
+
+
+def test_reduce_lr_on_plateau_reads_a_tpu_loss():
+    def run(device):
+        model = torch.nn.Linear(2, 1).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=1, factor=0.5,
+                                                           threshold=0.05, cooldown=1)
+        lrs = []
+        for loss in (1.0, 0.9, 0.95, 0.96, 0.97, 0.5, 0.6, 0.7, 0.8):
+            sched.step(torch.tensor(loss, device=device))
+            lrs.append(opt.param_groups[0]["lr"])
+        return lrs, sched.best
+
+    assert run("tpu") == run("cpu")
+
+
+@pytest.mark.parametrize("use_buffers", [pytest.param(False, marks=pytest.mark.slow), True])
+def test_swa_averages_and_update_bn_over_a_tpu_loader_as_on_cpu(use_buffers):
+    # EMA over parameters (and the BatchNorm statistics with use_buffers), SWALR's annealing,
+    # then update_bn recomputing the statistics from a loader of tpu batches.
+    from torch.optim import swa_utils
+
+    def run(device):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.BatchNorm1d(6),
+                                    torch.nn.ReLU(), torch.nn.Linear(6, 2)).to(device)
+        ema = swa_utils.AveragedModel(model, multi_avg_fn=swa_utils.get_ema_multi_avg_fn(0.9),
+                                      use_buffers=use_buffers)
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        swa_lr = swa_utils.SWALR(opt, swa_lr=0.05, anneal_epochs=3, anneal_strategy="cos")
+        g = torch.Generator().manual_seed(1)
+        batches = [torch.randn(8, 4, generator=g).to(device) for _ in range(4)]
+        lrs = []
+        for x in batches:
+            model(x).square().mean().backward()
+            opt.step()
+            opt.zero_grad()
+            ema.update_parameters(model)
+            swa_lr.step()
+            lrs.append(opt.param_groups[0]["lr"])
+        swa_utils.update_bn(batches, ema)
+        ema.eval()
+        return lrs, list(ema.parameters()), list(ema.buffers()), ema(batches[0])
+
+    tpu, cpu = run("tpu"), run("cpu")
+    assert tpu[0] == pytest.approx(cpu[0], rel=1e-12)
+    assert_same(tpu[1:], cpu[1:], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["fused", "compile"])
+def test_a_whole_step_in_fused_eager_or_compiled_equals_strict(mode):
+    # Forward, backward, NAdam's foreach step and a scheduler as one program (fused eager
+    # records them; torch.compile traces the step): the numbers strict eager gives.
+    def run(how):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(),
+                                    torch.nn.Linear(8, 3)).to("tpu")
+        opt = torch.optim.NAdam(model.parameters(), lr=torch.tensor(0.01),
+                                decoupled_weight_decay=True, weight_decay=0.1)
+        sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=0.9)
+
+        def step(x):
+            loss = model(x).square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss.detach()
+
+        if how == "compile":
+            step = torch.compile(step, backend="tpu")
+        g = torch.Generator().manual_seed(1)
+        with torchtpu.set_eager_mode("fused" if how == "fused" else "strict"):
+            losses = []
+            for _ in range(3):
+                losses.append(step(torch.randn(5, 6, generator=g).to("tpu")))
+                sched.step()
+            return [t.cpu() for t in [*losses, *model.parameters(),
+                                      *_state_tensors(opt, model.parameters())]]
+
+    assert_same(run(mode), run("strict"), rtol=1e-5, atol=1e-6)
+
+
+def _state_tensors(opt, params):
+    return [v for p in params for _, v in sorted(opt.state[p].items())
+            if isinstance(v, torch.Tensor)]
