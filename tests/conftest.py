@@ -62,3 +62,31 @@ def raises_as_cpu(bad, exc: type = RuntimeError, *, tpu_kernels: bool = False) -
 def eager_mode(request):
     with torchtpu.set_eager_mode(request.param):
         yield request.param
+
+
+def compare_with_gradients(fn, *inputs, grad=True, rtol=1e-4, atol=1e-4):
+    """``fn`` on CPU and on tpu copies of ``inputs``: outputs, then the gradients of a fixed
+    cotangent with respect to the floating inputs."""
+    def leaves(device):
+        return [x.detach().to(device).requires_grad_(grad and x.is_floating_point())
+                for x in inputs]
+
+    cpu_in, tpu_in = leaves("cpu"), leaves(TPU)
+    expected, actual = fn(*cpu_in), fn(*tpu_in)
+    assert_same(actual, expected, rtol=rtol, atol=atol)
+    expected = [expected] if isinstance(expected, torch.Tensor) else list(expected)
+    actual = [actual] if isinstance(actual, torch.Tensor) else list(actual)
+    outs = [i for i, e in enumerate(expected) if e.requires_grad]
+    wrt = [i for i, x in enumerate(cpu_in) if x.requires_grad]
+    if not (grad and outs and wrt):
+        return
+    g = torch.Generator().manual_seed(1)
+    cotangents = [torch.randn(expected[i].shape, generator=g) for i in outs]
+    grads_cpu = torch.autograd.grad([expected[i] for i in outs], [cpu_in[i] for i in wrt],
+                                    cotangents, allow_unused=True)
+    grads_tpu = torch.autograd.grad([actual[i] for i in outs], [tpu_in[i] for i in wrt],
+                                    [c.to(TPU) for c in cotangents], allow_unused=True)
+    for a, e in zip(grads_tpu, grads_cpu, strict=True):
+        assert (a is None) == (e is None)
+        if e is not None:
+            assert_same(a, e, rtol=10 * rtol, atol=10 * atol)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import TPU, assert_same
+from conftest import compare_with_gradients
 
 import torchtpu
 
@@ -51,39 +51,11 @@ def _on(device, t):
     return t.to(device)
 
 
-def compare(fn, *inputs, grad=True, rtol=1e-4, atol=1e-4):
-    """``fn`` on CPU and on tpu copies of ``inputs``: outputs, then the gradients of a fixed
-    cotangent with respect to the floating inputs."""
-    def leaves(device):
-        return [x.detach().to(device).requires_grad_(grad and x.is_floating_point())
-                for x in inputs]
-
-    cpu_in, tpu_in = leaves("cpu"), leaves(TPU)
-    expected, actual = fn(*cpu_in), fn(*tpu_in)
-    assert_same(actual, expected, rtol=rtol, atol=atol)
-    expected = [expected] if isinstance(expected, torch.Tensor) else list(expected)
-    actual = [actual] if isinstance(actual, torch.Tensor) else list(actual)
-    outs = [i for i, e in enumerate(expected) if e.requires_grad]
-    wrt = [i for i, x in enumerate(cpu_in) if x.requires_grad]
-    if not (grad and outs and wrt):
-        return
-    g = torch.Generator().manual_seed(1)
-    cotangents = [torch.randn(expected[i].shape, generator=g) for i in outs]
-    grads_cpu = torch.autograd.grad([expected[i] for i in outs], [cpu_in[i] for i in wrt],
-                                    cotangents, allow_unused=True)
-    grads_tpu = torch.autograd.grad([actual[i] for i in outs], [tpu_in[i] for i in wrt],
-                                    [c.to(TPU) for c in cotangents], allow_unused=True)
-    for a, e in zip(grads_tpu, grads_cpu, strict=True):
-        assert (a is None) == (e is None)
-        if e is not None:
-            assert_same(a, e, rtol=10 * rtol, atol=10 * atol)
-
-
 # ---- default suite: one function from each of the most used families ----
 
 @pytest.mark.slow
 def test_gaussian_blur_and_rgb_to_hsv_match_cpu():
-    compare(lambda x: KC.rgb_to_hsv(KF.gaussian_blur2d(x, (5, 5), (1.5, 1.5))), IMG)
+    compare_with_gradients(lambda x: KC.rgb_to_hsv(KF.gaussian_blur2d(x, (5, 5), (1.5, 1.5))), IMG)
 
 
 def test_augmentation_sequential_applies_cpu_drawn_params_as_cpu():
@@ -100,7 +72,7 @@ def test_augmentation_sequential_applies_cpu_drawn_params_as_cpu():
                                for key, v in p.data.items()}) for p in params]
         return seq.to(x.device)(x, k, params=on)
 
-    compare(apply, IMG, keypoints)
+    compare_with_gradients(apply, IMG, keypoints)
 
 
 def test_warp_affine_with_a_fill_in_fused_eager_matches_cpu():
@@ -109,7 +81,7 @@ def test_warp_affine_with_a_fill_in_fused_eager_matches_cpu():
     # other (the next row's pixel, 0.6 off)
     fill = torch.tensor([0.1, 0.5, 0.9])
     with torchtpu.set_eager_mode("fused"):
-        compare(lambda x, m: KT.warp_affine(x, m, (16, 20), padding_mode="fill",
+        compare_with_gradients(lambda x, m: KT.warp_affine(x, m, (16, 20), padding_mode="fill",
                                             fill_value=fill), IMG, AFFINE, grad=False)
 
 
@@ -239,14 +211,14 @@ _SWEEP = ([("filters.sobel_of_blur", lambda x: KF.sobel(KF.gaussian_blur2d(x, (5
 @pytest.mark.slow
 @pytest.mark.parametrize("name,fn,inputs", _SWEEP, ids=[s[0] for s in _SWEEP])
 def test_kornia_sweep_matches_cpu(name, fn, inputs):
-    compare(fn, *inputs)
+    compare_with_gradients(fn, *inputs)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name,fn,inputs", _SWEEP[::4], ids=[s[0] for s in _SWEEP[::4]])
 def test_kornia_sweep_matches_cpu_in_fused_eager(name, fn, inputs):
     with torchtpu.set_eager_mode("fused"):
-        compare(fn, *inputs)
+        compare_with_gradients(fn, *inputs)
 
 
 @pytest.mark.slow
@@ -256,14 +228,14 @@ def test_kornia_sweep_matches_cpu_in_fused_eager(name, fn, inputs):
 def test_kornia_compiled_matches_cpu(name):
     fn, inputs = next((f, i) for n, f, i in _SWEEP if n == name)
     compiled = torch.compile(fn, backend="tpu")
-    compare(lambda *a: (fn if a[0].device.type == "cpu" else compiled)(*a), *inputs)
+    compare_with_gradients(lambda *a: (fn if a[0].device.type == "cpu" else compiled)(*a), *inputs)
 
 
 @pytest.mark.slow
 def test_hardnet_descriptor_matches_cpu():
     torch.manual_seed(0)
     net = KFe.HardNet(pretrained=False).eval()
-    compare(lambda x: net.to(x.device)(x), PATCHES)
+    compare_with_gradients(lambda x: net.to(x.device)(x), PATCHES)
 
 
 _AUGMENTATIONS = [
@@ -296,4 +268,4 @@ def test_augmentation_with_cpu_drawn_params_matches_cpu(aug):
         on = {k: v.to(x.device) if isinstance(v, torch.Tensor) else v for k, v in params.items()}
         return aug.to(x.device)(x, params=on)
 
-    compare(apply, IMG)
+    compare_with_gradients(apply, IMG)

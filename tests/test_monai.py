@@ -10,7 +10,7 @@ import copy
 
 import pytest
 import torch
-from conftest import TPU, assert_same
+from conftest import TPU, assert_same, compare_with_gradients
 
 import torchtpu
 
@@ -69,24 +69,6 @@ def train_step(make, x, *, steps=1, loss_fn=None, rtol=1e-4, atol=1e-4):
     assert_same(list(tpu.parameters()), list(cpu.parameters()), rtol=10 * rtol, atol=10 * atol)
 
 
-def compare(fn, *inputs, grad=True, rtol=1e-4, atol=1e-4):
-    """``fn`` of CPU and tpu copies of ``inputs``: the result, and the gradients of its sum
-    with respect to the floating inputs."""
-    def leaves(device):
-        return [x.detach().to(device).requires_grad_(grad and x.is_floating_point())
-                for x in inputs]
-
-    cpu_in, tpu_in = leaves("cpu"), leaves(TPU)
-    expected, actual = fn(*cpu_in), fn(*tpu_in)
-    assert_same(actual, expected, rtol=rtol, atol=atol)
-    if grad and isinstance(expected, torch.Tensor) and expected.requires_grad:
-        expected.sum().backward()
-        actual.sum().backward()
-        for a, e in zip(tpu_in, cpu_in, strict=True):
-            if e.grad is not None:
-                assert_same(a.grad, e.grad, rtol=10 * rtol, atol=10 * atol)
-
-
 # --- default: MetaTensor, a loss, a network step --------------------------------------------
 
 
@@ -105,7 +87,8 @@ def test_metatensor_ops_and_a_transform_keep_their_values_and_metadata():
 
 
 def test_dice_ce_loss_and_its_gradient():
-    compare(lambda x, y: L.DiceCELoss(to_onehot_y=True, softmax=True)(x, y), LOGITS2, LABELS2)
+    loss = L.DiceCELoss(to_onehot_y=True, softmax=True)
+    compare_with_gradients(lambda x, y: loss(x, y), LOGITS2, LABELS2)
 
 
 # --- slow sweeps ------------------------------------------------------------------------------
@@ -230,7 +213,7 @@ LOSSES = {
 @pytest.mark.slow
 @pytest.mark.parametrize("name", LOSSES)
 def test_loss_and_its_gradient(name):
-    compare(*LOSSES[name])
+    compare_with_gradients(*LOSSES[name])
 
 
 def _blobs():
@@ -296,7 +279,7 @@ METRICS = {
 @pytest.mark.parametrize("name", METRICS)
 def test_metric(name):
     fn, *inputs = METRICS[name]
-    compare(fn, *inputs, grad=False)
+    compare_with_gradients(fn, *inputs, grad=False)
 
 
 TRANSFORMS = {
