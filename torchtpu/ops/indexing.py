@@ -471,7 +471,7 @@ def _slice_scatter(self, src, dim=0, start=None, end=None, step=1):
     src = src.astype(self.dtype)
     if platform() == "cpu" and src.size:
         if not isinstance(start, jax.Array):
-            start = slice(start, end, step).indices(self.shape[dim])[0]
+            start = slice(start, None, step).indices(self.shape[dim])[0]  # (end may be traced)
         else:
             start = jnp.where(start < 0, start + self.shape[dim], start)
         return _strided_write(self, src, dim, start, step)
