@@ -694,7 +694,7 @@ def write(t: TpuTensor, value: jax.Array) -> None:
         s.value = (scatter_view(s.value, memory, offset, (size, stride)) if t._bitcast is None
                    else scatter_as(s.value, memory, offset, (size, stride)))
     s.version += 1
-    if not t._direct and not overlaps(*map(tuple, t._geometry[:2])):
+    if not t._direct and not overlaps(*t._geometry[:2]):  # (tuples: lru_cache keys)
         _cache(t, value, s.version)
     elif not t._direct:
         # Elements written twice keep one of the writes: read back what the storage holds.

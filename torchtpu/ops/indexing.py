@@ -469,14 +469,14 @@ def _select_scatter(self, src, dim, index):
 def _slice_scatter(self, src, dim=0, start=None, end=None, step=1):
     dim = dim % self.ndim
     src = src.astype(self.dtype)
-    if platform() == "cpu" and src.size:
-        if not isinstance(start, jax.Array):
-            start = slice(start, None, step).indices(self.shape[dim])[0]  # (end may be traced)
-        else:
-            start = jnp.where(start < 0, start + self.shape[dim], start)
-        return _strided_write(self, src, dim, start, step)
-    if isinstance(start, jax.Array):  # traced (torch.compile: ``cache[:, pos:pos + 1] = x``)
+    traced = isinstance(start, jax.Array)  # (torch.compile: ``cache[:, pos:pos + 1] = x``)
+    if traced:
         start = jnp.where(start < 0, start + self.shape[dim], start)
+    if platform() == "cpu" and src.size:
+        if not traced:
+            start = slice(start, None, step).indices(self.shape[dim])[0]  # (end may be traced)
+        return _strided_write(self, src, dim, start, step)
+    if traced:
         if step == 1:
             return lax.dynamic_update_slice_in_dim(self, src, start, dim)
         rows = start + step * jnp.arange(src.shape[dim])
