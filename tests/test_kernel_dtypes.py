@@ -64,6 +64,20 @@ CASES = [
     # (bools are integers to CPU's check, and its words have two spaces the meta's lack)
     ("addcdiv by bools", torch.float32, lambda x: torch.addcdiv(x, x > 0.3, x > 0.5)),
     ("addcdiv of integers", i64, lambda x: torch.addcdiv(x, x, x)),
+    # cdist's kernel: float32/64 only, both inputs in the first one's dtype (a matrix product
+    # where it takes that form), integers refused before with c10's dtype names
+    ("cdist", torch.float16, lambda x: torch.cdist(x, x)),
+    ("cdist with p=1", torch.bfloat16, lambda x: torch.cdist(x, x, p=1.0)),
+    ("batched cdist", torch.bfloat16, lambda x: torch.cdist(x[None], x[None])),
+    ("cdist of two dtypes", torch.float32, lambda x: torch.cdist(x, x.double(), p=3.0)),
+    ("cdist as a product of two dtypes", torch.float32,
+     lambda x: torch.cdist(x, x.double(), compute_mode="use_mm_for_euclid_dist")),
+    ("cdist of integers", i64, lambda x: torch.cdist(x.float(), x)),
+    ("cdist_backward", torch.float16, lambda x: torch.ops.aten._cdist_backward(
+        x[:, :2], x, x, 1.0, x[:, :2])),
+    # (a decomposition's matmul checks as the user's would)
+    ("_euclidean_dist of two dtypes", torch.float32,
+     lambda x: torch.ops.aten._euclidean_dist(x, x.double())),
 ]
 
 
@@ -75,6 +89,18 @@ def test_a_dtype_cpus_kernel_is_not_built_for_is_refused_as_cpu(name, dtype, op)
 def test_lcm_of_bools_is_refused_as_cpu():
     raises_as_cpu(lambda device: torch.lcm(_x(device, b), _x(device, b)), NotImplementedError,
                   tpu_kernels=True)
+
+
+@pytest.mark.parametrize("rows, columns, mode", [
+    (6, 3, "use_mm_for_euclid_dist"), (0, 3, "use_mm_for_euclid_dist_if_necessary"),
+    (4, 0, "donot_use_mm_for_euclid_dist")])
+def test_half_cdist_runs_where_cpu_computes_it_without_its_kernel(rows, columns, mode):
+    # a matrix product, an empty result or zeros
+    def dist(device):
+        x = (torch.arange(rows * columns) / 7).to(torch.float16).reshape(rows, columns)
+        return torch.cdist(x.to(device), x[:4].to(device) + 1, compute_mode=mode)
+
+    assert torch.equal(dist("tpu").cpu(), dist("cpu"))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])

@@ -22,6 +22,7 @@ from ..ops.dtypes import cpp_name, scalar_type_name, to_torch_dtype
 from ..ops.reduction import check_nonempty
 from . import (
     conv_checks,
+    distance_checks,
     fft_checks,
     foreach_checks,
     indexing_checks,
@@ -46,7 +47,7 @@ _DTYPE = re.compile(r"torch\.(\w+)")
 # Meta kernels' dtype checks (linalg's, solvers') that print a dtype as Python does.
 _NAMING_DTYPES = ("tensor as input", "could not infer output dtype", "to have the same dtype",
                    "does not match input dtype", "convertible without narrowing",
-                   "Low precision dtypes not supported")
+                   "Low precision dtypes not supported", "only supports floating-point dtypes")
 # squareCheckInputs: the meta kernel's wording, then CPU's (LinearAlgebraUtils.h)
 _SQUARE_NDIM = re.compile(r"(\S+): The input tensor must have at least 2 dimensions, got \d+$")
 # CPU's vector_norm message lacks the space after the dimension
@@ -302,6 +303,21 @@ def _addmv_dtypes(result, mat, vec):
 
 def _bmm_check(self, mat2):
     return _not_for_bool("bmm", self, mat2) or _same_dtype(self, mat2)
+
+
+def _matmul_check(self, other):
+    """A user's matmul runs PyTorch's composite, whose dot, mv, mm or bmm checks the dtypes;
+    aten.matmul reaches its rule from decompositions (_euclidean_dist's), which check the
+    product it folds into here."""
+    if self.ndim == 0 or other.ndim == 0:
+        return None  # (the meta kernel's check)
+    if self.ndim == 1 and other.ndim == 1:
+        return _dot_check(self, other)
+    if other.ndim == 1:
+        return _addmv_dtypes(other.dtype, self, other)
+    if other.ndim == 2:
+        return _same_mm_dtypes(self, other) or _not_for_bool("addmm_impl_cpu_", self, other)
+    return _bmm_check(self, other)
 
 
 def _bool_subtraction(self, other, *_) -> str | None:
@@ -718,6 +734,8 @@ _CPU_CHECKS = {
     **dict.fromkeys((_aten.where.self, _aten.where.ScalarSelf, _aten.where.ScalarOther,
                      _aten.where.Scalar), _where_check),
     **matmul_checks.CHECKS,
+    **distance_checks.CHECKS,
+    _aten.matmul.default: _matmul_check,
     **{op: _division_refuses for op in _DIVISIONS},
 }
 _CPU_CHECKS |= {**foreach_checks.each_tensor(_CPU_CHECKS),
