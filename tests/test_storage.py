@@ -132,3 +132,24 @@ def test_a_tpu_storage_pickles_and_saves_in_the_legacy_format(tmp_path):
     buffer.seek(0)  # (an UntypedStorage: PyTorch's legacy loader fails on CPU's too)
     typed, tail = torch.load(buffer, weights_only=False)
     assert typed.tolist() == t.tolist() and tail.tolist() == [2, 3, 4, 5]
+
+
+def test_a_slice_of_a_storage_views_its_bytes_as_on_cpu():
+    def run(device):
+        t = torch.arange(6.0, device=device)
+        s = t.untyped_storage()
+        part = s[4:12]
+        inner = part[4:8]  # a slice of a slice
+        read = (part.nbytes(), part.tolist(), inner.tolist(), s[-4:].tolist(), s[30:].nbytes(),
+                part.data_ptr() - s.data_ptr(), inner.data_ptr() - s.data_ptr())
+        part.fill_(0)  # writes reach the tensor
+        words = torch.empty(0, dtype=torch.int16, device=device).set_(s[2:10])
+        inner_view = torch.empty(0, device=device).set_(inner)
+        inner_view += 5
+        return read, t.cpu(), words.cpu(), inner_view.cpu()
+
+    tpu, cpu = run(TPU), run("cpu")
+    assert tpu[0] == cpu[0]
+    assert_same(list(tpu[1:]), list(cpu[1:]))
+    with pytest.raises(RuntimeError, match="starting at byte 2 cannot be viewed as Float"):
+        torch.empty(0, device=TPU).set_(torch.zeros(4, device=TPU).untyped_storage()[2:10])

@@ -8,6 +8,7 @@ import torch
 from torch.utils.backend_registration import _normalization_device
 
 from .serialization import _names_tpu
+from .tensor import storage_byte_offset, whole_storage
 
 _storage_data_ptr = torch._C.StorageBase.data_ptr
 _storage_copy_ = torch._C.StorageBase.copy_
@@ -23,8 +24,27 @@ def _data_ptr(storage) -> int:
     # tensors sharing a storage by pointer (safetensors, save_pretrained) works as on cuda.
     if storage.device.type == "tpu":
         shared = getattr(storage, "_tpu_storage", None)
-        return storage._cdata if shared is None else id(shared)
+        return storage._cdata if shared is None else id(shared) + storage_byte_offset(storage)
     return _storage_data_ptr(storage)
+
+
+def _sliced(getitem):
+    # PyTorch's C function makes a slice's storage object (the bounds and step checks, its
+    # size) around a device pointer; a tpu storage's bytes are the tensor storage it views,
+    # so the slice records that and where it starts, for reads and writes through it.
+    def getitem_(storage, idx):
+        part = getitem(storage, idx)
+        if storage.device.type == "tpu" and isinstance(idx, slice):
+            shared = getattr(storage, "_tpu_storage", None)
+            if shared is not None:
+                part._tpu_storage = shared
+                part._tpu_whole = whole_storage(storage)
+                part._tpu_offset = (storage_byte_offset(storage)
+                                    + range(storage.nbytes())[idx].start)
+        return part
+
+    getitem_._torchtpu = True
+    return getitem_
 
 
 def _copy_(storage, src, non_blocking: bool | None = None):
@@ -118,6 +138,8 @@ def install() -> None:
         if not getattr(cls.tolist, "_torchtpu", False):
             cls.tolist = _listed_on_the_host(cls.tolist)
     torch.UntypedStorage.data_ptr = _data_ptr
+    if not getattr(torch.UntypedStorage.__getitem__, "_torchtpu", False):
+        torch.UntypedStorage.__getitem__ = _sliced(torch.UntypedStorage.__getitem__)
     torch.UntypedStorage.copy_ = _copy_
     torch.UntypedStorage.fill_ = _fill_
     torch.UntypedStorage._write_file = _write_file

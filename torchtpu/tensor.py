@@ -753,3 +753,14 @@ try:  # (PyTorch imports it with torch.nested)
 except ImportError:
     _NJT = None
 _FakeTensor = torch._subclasses.fake_tensor.FakeTensor
+
+
+def storage_byte_offset(storage) -> int:
+    """Where a slice of a tpu storage (``storage[4:8]``) starts in the storage it was cut
+    from: 0 for a whole one (``t.untyped_storage()``)."""
+    return getattr(storage, "_tpu_offset", 0)
+
+
+def whole_storage(storage):
+    """The whole tpu storage a slice of one was cut from (the storage itself if whole)."""
+    return getattr(storage, "_tpu_whole", storage)

@@ -12,7 +12,15 @@ from ..debug import counters as metrics
 from ..ops.dtypes import broadcast, cast, cpp_name, scalar_type_name, to_jax_dtype
 from ..runtime.platform import check_device_index
 from ..runtime.transfer import to_device, to_host
-from ..tensor import TpuTensor, read, with_layout, wrap, write
+from ..tensor import (
+    TpuTensor,
+    read,
+    storage_byte_offset,
+    whole_storage,
+    with_layout,
+    wrap,
+    write,
+)
 from . import deferred_checks, mutation, views
 
 aten = torch.ops.aten
@@ -174,6 +182,14 @@ def _set_source_storage(args, kwargs):
             f"set_: sizes {list(size)}, strides {list(stride)} and storage offset {offset} "
             f"need {needed} bytes, more than the tpu storage's {storage.nbytes()}: growing a "
             "tpu storage through set_ is not supported (resize_ a tensor viewing it first)")
+    if shift := storage_byte_offset(storage):
+        # A slice of a tpu storage (storage[4:8]) is viewed through the storage it was cut
+        # from (CPU's tensor views the slice's own storage object, at offset 0).
+        if shift % self.element_size():
+            raise RuntimeError(
+                f"set_: a slice of a tpu storage starting at byte {shift} cannot be viewed as "
+                f"{scalar_type_name(self.dtype)} ({self.element_size()} bytes an element)")
+        storage, offset = whole_storage(storage), offset + shift // self.element_size()
     shared = getattr(storage, "_tpu_storage", None)  # set by TpuTensor.untyped_storage
     if shared is None and storage.device.type == "tpu":
         raise RuntimeError("set_: this tpu storage was not taken from a tpu tensor "
