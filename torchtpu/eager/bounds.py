@@ -255,6 +255,13 @@ def _integer_divisor(args, kwargs):
     result = torch.result_type(self, other)
     if result.is_floating_point or result.is_complex or result == torch.bool:
         return None  # no integer division (bool: CPU's kernels refuse it, before any value)
+    try:
+        shape = torch.broadcast_shapes(*(t.shape for t in (self, other)
+                                         if isinstance(t, torch.Tensor)))
+    except RuntimeError:
+        return None  # the op's own shape check raises
+    if not math.prod(shape):
+        return None  # an empty result divides nothing: CPU's kernel never sees the zero
     return other, result
 
 
