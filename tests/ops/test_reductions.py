@@ -31,6 +31,12 @@ def test_bad_reductions_are_refused_as_cpu(bad, eager_mode):
     raises_as_cpu(bad)
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.uint8])
+def test_logcumsumexp_of_integers_is_refused_as_cpu(dtype):
+    raises_as_cpu(lambda d: torch.logcumsumexp(torch.ones(3, dtype=dtype, device=d), 0),
+                  NotImplementedError, tpu_kernels=True)
+
+
 @pytest.mark.parametrize("data", [[1.0, 2.0, float("inf")], [float("inf")], [-float("inf")],
                                   [float("nan")]])
 def test_histc_over_data_that_is_not_finite_is_refused(data):

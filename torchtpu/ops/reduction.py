@@ -13,7 +13,7 @@ from jax import lax
 
 from ..runtime.platform import platform
 from .complex_edges import complex_logaddexp
-from .dtypes import LOW_PRECISION, check_with_meta, float_of, opmath, to_jax_dtype
+from .dtypes import LOW_PRECISION, check_with_meta, float_of, opmath, scalar_type_name, to_jax_dtype
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -484,6 +484,9 @@ def _cummin(self, dim):
 @lowering(aten.logcumsumexp)
 @opmath
 def _logcumsumexp(self, dim):
+    if not jnp.issubdtype(self.dtype, jnp.inexact):  # CPU's kernel has no integer form
+        raise NotImplementedError(
+            f'"logcumsumexp_out_tpu" not implemented for \'{scalar_type_name(self.dtype)}\'')
     if self.ndim == 0 or self.size == 0:
         return self
     if jnp.iscomplexobj(self):
