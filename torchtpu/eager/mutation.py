@@ -598,6 +598,12 @@ def _out_handler(func, compute, laid_out, out_names, in_out_dtype, pointwise: bo
             raise
         if not isinstance(result, (list, tuple)):
             result = [result]
+        if laid_out is not None and not resizing and any(
+                tuple(t.shape) != tuple(v.shape) for t, v in zip(outs, result, strict=True)):
+            # a non-empty out of another shape is resized too (deprecated), and restrided
+            resizing = True
+            result = laid_out(args, kwargs)
+            result = result if isinstance(result, (list, tuple)) else [result]
         for i, (t, v) in enumerate(zip(outs, result, strict=True)):
             try:
                 refuse_out_dtype(func, pointwise, self_dtype, t, _dtype_of(v), position=i)
