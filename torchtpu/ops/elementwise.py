@@ -25,6 +25,7 @@ from .complex_edges import (
     inverse_trig,
     trig_c99,
     with_infinite_modulus,
+    zero_to_the,
 )
 from .dtypes import (
     LOW_PRECISION,
@@ -397,7 +398,7 @@ def _pow(self, exponent):
     if a.dtype == jnp.bool_:  # CPU's kernel has no bool form
         raise NotImplementedError('"pow" not implemented for \'Bool\'')
     if not jnp.issubdtype(a.dtype, jnp.integer):
-        return jnp.power(a, b)
+        return _power(a, b)
     # PyTorch's integer power with a negative exponent: 1 and -1 keep their magnitude, others
     # truncate to 0 (jnp wraps around).
     neg = b < 0
@@ -405,6 +406,13 @@ def _pow(self, exponent):
     odd = (b % 2) != 0
     small = jnp.where(a == 1, 1, jnp.where(a == -1, jnp.where(odd, -1, 1), 0)).astype(a.dtype)
     return jnp.where(neg, small, out)
+
+
+def _power(a, b):
+    if jnp.issubdtype(a.dtype, jnp.complexfloating):
+        a, b = jnp.broadcast_arrays(a, b)
+        return jnp.where(a == 0, zero_to_the(b), jnp.power(a, b))
+    return jnp.power(a, b)
 
 
 def _real_angle(x):
@@ -453,9 +461,9 @@ def _pow_scalar(self, exponent):
     if isinstance(exponent, (int, float)):  # a constant here (torch.compile)
         if exponent == -0.5 and dtype != jnp.float16:
             return exact_rsqrt(x).astype(dtype)
-        return forms.get(exponent, lambda: jnp.power(x, e))().astype(dtype)
+        return forms.get(exponent, lambda: _power(x, e))().astype(dtype)
     # A number passed at run time (eager): every form, selected.
-    out = jnp.power(x, e)
+    out = _power(x, e)
     for value, form in forms.items():
         out = jnp.where(e == value, form(), out)
     if dtype != jnp.float16:
