@@ -143,9 +143,14 @@ def _refuse_cast_first(func, args) -> None:
     """A pointwise in-place op whose kernel refuses its dtype: CPU's TensorIterator checks the
     cast of its result into self first (``int_t.fmod_(1j)`` cannot be cast before fmod
     refuses a complex). Checked once the op has failed, to cost nothing when it works."""
+    other = args[1] if len(args) > 1 else None
+    if isinstance(other, torch.Tensor):  # and the shapes before either
+        shape = torch.broadcast_shapes(args[0].shape, other.shape)
+        if shape != args[0].shape:
+            raise RuntimeError(f"output with shape {list(args[0].shape)} doesn't match the "
+                               f"broadcast shape {list(shape)}")
     dtype = _iterated_dtype(func, args)
-    if dtype is not None and isinstance(args[1] if len(args) > 1 else None,
-                                        (torch.Tensor, bool, int, float, complex)):
+    if dtype is not None and isinstance(other, (torch.Tensor, bool, int, float, complex)):
         _check_cast(dtype, args[0], func)
 
 
