@@ -98,11 +98,21 @@ def _compare(op, fn):
     lowering(op)(rule)
 
 
+def _promote_to_float(self, other):
+    """Integer inputs promoted to float (atan2, copysign, xlogy): CPU casts each operand from
+    its own dtype to the float result, so an int -1 beside a uint8 tensor stays -1 (cast to
+    uint8 first, it would be 255)."""
+    dtype = result_type(self, other)
+    if not jnp.issubdtype(dtype, jnp.inexact):
+        dtype = default_float()
+    return [astype(x, dtype) if hasattr(x, "dtype") else jnp.asarray(x, dtype)
+            for x in (self, other)]
+
+
 def _binary_float(op, fn):
     @opmath
     def rule(self, other):
-        a, b = promote(self, other)
-        return fn(float_of(a), float_of(b))
+        return fn(*_promote_to_float(self, other))
 
     lowering(op)(rule)
 
@@ -236,8 +246,7 @@ for _op, _fn in [
     (aten.fmax, lambda a, b: jnp.where(jnp.isnan(a) | (a < b), b, a)),
     (aten.fmin, lambda a, b: jnp.where(jnp.isnan(a) | (b < a), b, a)),
     (aten.fmod, jnp.fmod),
-    (aten.remainder, jnp.remainder), (aten.copysign, jnp.copysign),
-    (aten.nextafter, jnp.nextafter), (aten.xlogy, jax.scipy.special.xlogy),
+    (aten.remainder, jnp.remainder), (aten.nextafter, jnp.nextafter),
 ]:
     _binary(_op, _fn)
 
@@ -280,6 +289,7 @@ def _logaddexp(a, b):
 
 
 for _op, _fn in [(aten.atan2, jnp.arctan2), (aten.hypot, jnp.hypot),
+                 (aten.copysign, jnp.copysign), (aten.xlogy, jax.scipy.special.xlogy),
                  (aten.logaddexp, _logaddexp), (aten.logaddexp2, jnp.logaddexp2)]:
     _binary_float(_op, _fn)
 
