@@ -134,3 +134,10 @@ def test_var_mean_of_infinities_gives_cpus_welford_mean(op, dim):
 def test_an_empty_reduced_dim_is_named_as_cpu_names_it(bad, eager_mode):
     # amax/amin name the dim as given, max.dim and the arg reductions as wrapped
     raises_as_cpu(bad, IndexError)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.float32])
+def test_median_of_nothing_is_nan_as_cpu_converts_it(dtype):
+    # NaN as x86 converts it into an integer: int32's and int64's minimum, uint8's 0
+    empty = torch.ones(0, dtype=dtype)
+    assert_same(torch.median(empty.to("tpu")), torch.median(empty))

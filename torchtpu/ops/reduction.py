@@ -13,7 +13,15 @@ from jax import lax
 
 from ..runtime.platform import platform
 from .complex_edges import complex_logaddexp
-from .dtypes import LOW_PRECISION, check_with_meta, float_of, opmath, scalar_type_name, to_jax_dtype
+from .dtypes import (
+    LOW_PRECISION,
+    astype,
+    check_with_meta,
+    float_of,
+    opmath,
+    scalar_type_name,
+    to_jax_dtype,
+)
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -567,8 +575,9 @@ def _nanmedian_all(self):
 
 
 def _median_of_all(self, ignore_nan):
-    if self.size == 0 and jnp.issubdtype(self.dtype, jnp.inexact):
-        return jnp.full((), jnp.nan, self.dtype)  # CPU's median of nothing
+    if self.size == 0:
+        # CPU's median of nothing: NaN, converted as x86 converts it (an integer's minimum)
+        return astype(jnp.full((), jnp.nan, jnp.float32), self.dtype)
     return _median(self.reshape(-1), 0, False, ignore_nan=ignore_nan)[0]
 
 
