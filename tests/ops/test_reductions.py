@@ -141,3 +141,13 @@ def test_median_of_nothing_is_nan_as_cpu_converts_it(dtype):
     # NaN as x86 converts it into an integer: int32's and int64's minimum, uint8's 0
     empty = torch.ones(0, dtype=dtype)
     assert_same(torch.median(empty.to("tpu")), torch.median(empty))
+
+
+@pytest.mark.parametrize("op", [lambda x: x.sum(dtype=torch.int64),
+                                lambda x: x.prod(dtype=torch.int32),
+                                lambda x: x.cumsum(0, dtype=torch.int64)],
+                         ids=["sum", "prod", "cumsum"])
+def test_a_reductions_integer_dtype_converts_floats_as_cpu(op):
+    # NaN and a float past the range convert as x86 converts them (XLA's convert saturates)
+    x = torch.tensor([float("nan"), 3e30, -2.5, 2.7])
+    assert_same(op(x.to("tpu")), op(x))

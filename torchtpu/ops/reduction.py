@@ -58,7 +58,7 @@ def _complex_apart(reduce, x, **kwargs):
 def _sum(self, dim=None, keepdim=False, *, dtype=None):
     out_dtype = _acc_dtype(self, dtype)
     acc = jnp.float32 if out_dtype in LOW_PRECISION else out_dtype
-    x = self.astype(acc)
+    x = astype(self, jnp.dtype(acc))  # (a float into an integer dtype: CPU's conversion)
     return _complex_apart(jnp.sum, x, axis=_axes(dim, self.ndim), keepdims=keepdim).astype(
         out_dtype)
 
@@ -78,8 +78,9 @@ def _mean(self, dim=None, keepdim=False, *, dtype=None):
 
 @lowering(aten.prod.dim_int, aten.prod.default)
 def _prod(self, dim=None, keepdim=False, *, dtype=None):
-    return jnp.prod(self, axis=_axes(dim, self.ndim), keepdims=keepdim,
-                    dtype=_acc_dtype(self, dtype))
+    out_dtype = jnp.dtype(_acc_dtype(self, dtype))
+    return jnp.prod(astype(self, out_dtype), axis=_axes(dim, self.ndim), keepdims=keepdim,
+                    dtype=out_dtype)
 
 
 def check_nonempty(name, self, dim, as_given=False):
@@ -390,7 +391,7 @@ _WIDER = {jnp.dtype(jnp.float32): jnp.dtype(jnp.float64),
 
 def _scan(fn, self, dim, dtype):
     out_dtype = _acc_dtype(self, dtype)
-    x = self.astype(out_dtype)
+    x = astype(self, jnp.dtype(out_dtype))
     if not self.ndim:
         return x
     return fn(x.astype(cpu_acc(out_dtype)), axis=dim % self.ndim).astype(out_dtype)
