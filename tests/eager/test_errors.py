@@ -327,15 +327,6 @@ def test_out_checks_as_cpu(bad):
                                                    torch.ones((), device=d)),
     lambda d: torch.zeros(3, 2, device=d).index_add(0, torch.tensor([-1], device=d),
                                                      torch.ones(1, 2, device=d)),
-    # a larger self adds slice by slice (index_select's words) unless alpha is 1 along the
-    # first or last dim (scatter_add's); an empty one reads no index
-    lambda d: torch.zeros(3, 2, device=d).index_add(0, torch.tensor([5], device=d),
-                                                     torch.ones(1, 2, device=d), alpha=2),
-    lambda d: torch.zeros(2, 3, 2, device=d).index_add(1, torch.tensor([-1], device=d),
-                                                        torch.ones(2, 1, 2, device=d)),
-    lambda d: torch.zeros(0, 3, device=d).index_add(1, torch.tensor([5], device=d),
-                                                     torch.ones(0, 1, device=d)).add(
-                                                         torch.ones(2, device=d)),
     # copy_: sizes that do not broadcast, a broadcast shape larger than the destination
     lambda d: torch.empty(2, 3, device=d).copy_(torch.ones(4)),
     lambda d: torch.empty(3, device=d).copy_(torch.ones(1, 3)),
@@ -345,8 +336,7 @@ def test_out_checks_as_cpu(bad):
     lambda d: torch.addmm(torch.zeros(4, 8, device=d).double(),
                           torch.ones(4, 16, device=d).double(), torch.ones(16, 8, device=d)),
 ], ids=["index_add_1d", "index_add_negative", "index_add_0d", "index_add_2d_negative",
-        "index_add_alpha", "index_add_middle_dim", "index_add_empty", "copy_sizes",
-        "copy_larger", "addmm_mat1", "addmm_self"])
+        "copy_sizes", "copy_larger", "addmm_mat1", "addmm_self"])
 def test_errors_of_cpus_own_kernels(bad):
     raises_as_cpu(bad, Exception)
 
