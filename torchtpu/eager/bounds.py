@@ -41,6 +41,11 @@ from .views import meta_like
 aten = torch.ops.aten
 
 
+def _traced(x) -> bool:
+    """A CPU tensor in a compiled graph (a constant it captured): its value is the program's."""
+    return isinstance(x, torch._subclasses.fake_tensor.FakeTensor)
+
+
 def _on_device(x) -> bool:
     """A tpu tensor: a TpuTensor in eager, a fake one in a compiled graph (traced_checks)."""
     return isinstance(x, torch.Tensor) and x.device.type == "tpu"
@@ -514,7 +519,7 @@ def _value_checks(func, args, kwargs, unwrap=unwrap) -> list:
                        partial(_distribution_error, one_pass, probs.shape[-1])))
     if func in _DIVISIONS and (found := _integer_divisor(args, kwargs)) is not None:
         divisor, dtype = found
-        if not _on_device(divisor):
+        if not _on_device(divisor) and not _traced(divisor):
             _no_zero_divisor(divisor, dtype)  # nothing to wait for
         elif divisor.numel():
             checks.append((_any_zero, (unwrap(divisor), to_jax_dtype(dtype)),
