@@ -76,6 +76,18 @@ def test_ldexp_into_an_integer_refuses_as_cpu():
     raises_as_cpu(lambda device: torch.ldexp(ints(device), ints(device), out=ints(device)))
 
 
+@pytest.mark.parametrize("op, other", [
+    (torch.copysign, -1), (torch.xlogy, -1), (torch.copysign, torch.tensor(-3)),
+    (torch.atan2, torch.tensor(-3)), (torch.xlogy, torch.tensor(-3)),
+], ids=["copysign_number", "xlogy_number", "copysign_0d", "atan2_0d", "xlogy_0d"])
+def test_ops_that_take_integers_as_floats_cast_each_operand_as_cpu(op, other):
+    # the result is float: -1 is -1.0, not uint8's 255 first
+    def run(device):
+        return op(torch.tensor([1, 2, 0], dtype=torch.uint8, device=device), other)
+
+    assert_same(run("tpu"), run("cpu"))
+
+
 def test_shifting_bools_promotes_as_cpu():
     # bools << 1 are int64 on CPU (the meta kernel of __lshift__ refuses any bool tensor)
     run_both(lambda b: [b << 1, b >> 1, b << torch.tensor(2, dtype=torch.int8), 1 << b],

@@ -518,3 +518,19 @@ def test_index_reduce_prod_of_bools_is_a_logical_and():
     run_both(lambda s, i, src: s.index_reduce(0, i, src, "prod"),
              torch.tensor([[True, True], [True, False], [False, True]]), torch.tensor([0, 0, 2]),
              torch.tensor([[True, False], [True, True], [True, True]]))
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: torch.zeros(3, 2, device=d).index_add(0, torch.tensor([5], device=d),
+                                                     torch.ones(1, 2, device=d), alpha=2).cpu(),
+    lambda d: torch.zeros(2, 3, 2, device=d).index_add(1, torch.tensor([-1], device=d),
+                                                        torch.ones(2, 1, 2, device=d)).cpu(),
+    lambda d: torch.zeros(0, 3, device=d).index_add(1, torch.tensor([5], device=d),
+                                                     torch.ones(0, 1, device=d)).add(
+                                                         torch.ones(2, device=d)),
+], ids=["alpha", "middle_dim", "empty_self"])
+def test_index_add_of_a_larger_self_checks_indices_as_cpus_path(bad):
+    # CPU adds slice by slice (index_select's words) unless alpha is 1 along the first or last
+    # dim (scatter_add's); into an empty self it reads no index (.cpu(): fused eager's check
+    # runs at the sync)
+    raises_as_cpu(bad, Exception)

@@ -103,6 +103,18 @@ def test_half_cdist_runs_where_cpu_computes_it_without_its_kernel(rows, columns,
     assert torch.equal(dist("tpu").cpu(), dist("cpu"))
 
 
+@pytest.mark.parametrize("op", [
+    lambda d: torch.gcd(torch.ones(0, device=d), torch.ones(5, device=d)),
+    lambda d: torch.fmod(torch.ones(2, 3, dtype=c64, device=d), torch.ones(4, 3, device=d)),
+    lambda d: torch.ones(2, 1, device=d).lcm_(torch.ones(2, 2, 5, device=d)),
+    lambda d: torch.ones(2, 1, dtype=b, device=d).remainder_(torch.ones(2, 3, dtype=b,
+                                                                        device=d)),
+], ids=["gcd", "fmod", "lcm_", "remainder_"])
+def test_shapes_are_checked_before_the_kernels_dtypes_as_on_cpu(op):
+    # TensorIterator broadcasts (and checks an in-place op's self) before it picks a kernel
+    raises_as_cpu(op)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 def test_the_dtypes_cpus_kernels_take_still_run(dtype):
     for op in (torch.floor, torch.sign, torch.trunc, torch.relu, lambda x: torch.heaviside(x, x)):

@@ -131,11 +131,12 @@ def test_a_one_channel_slice_of_a_channels_last_tensor_gives_channels_last_resul
 
 @pytest.mark.parametrize("op", [
     lambda x: torch.pow(2.0, x), lambda x: torch.ldexp(torch.tensor(2.0, device=x.device), x),
-    lambda x: F.rrelu(x),
-], ids=["pow", "ldexp", "rrelu"])
+    lambda x: F.rrelu(x), lambda x: x.masked_fill(x > 0, 2.0),
+], ids=["pow", "ldexp", "rrelu", "masked_fill"])
 def test_pow_of_a_number_and_rrelu_are_contiguous_as_cpus(op):
     # CPU's pow(Scalar, Tensor) allocates its result before it runs the iterator (ldexp is
-    # self * pow(2, other)); rrelu's kernel allocates it contiguous.
+    # self * pow(2, other)); rrelu's kernel allocates it contiguous, masked_fill fills a
+    # contiguous clone.
     for x in (torch.randn(4, 3, 5, 2).permute(2, 0, 1, 3),
               torch.randn(5, 4, 3, 2).contiguous(memory_format=torch.channels_last)):
         cpu, tpu = op(x), op(x.to("tpu"))

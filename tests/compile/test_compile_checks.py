@@ -111,3 +111,16 @@ def test_a_loop_that_never_syncs_still_reports_and_keeps_no_backlog():
 def test_an_integer_division_by_the_number_zero_raises_as_it_compiles():
     with pytest.raises(RuntimeError, match="^ZeroDivisionError"):  # (jax's note follows)
         torch.compile(lambda a: a // 0, backend="tpu")(torch.tensor([3, 4]).to(TPU))
+
+
+@pytest.mark.parametrize("value", [-3, 0])
+def test_an_integer_division_by_a_captured_cpu_tensor_is_checked_in_the_program(value):
+    # a 0-d CPU constant: its value is the program's (reading it while tracing failed)
+    divisor = torch.tensor(value)
+    fmod = torch.compile(lambda a: torch.fmod(a, divisor), backend="tpu")
+    a = torch.tensor([5, 7])
+    if value:
+        assert torch.equal(fmod(a.to(TPU)).cpu(), torch.fmod(a, divisor))
+    else:
+        with pytest.raises(RuntimeError, match="^ZeroDivisionError"):
+            fmod(a.to(TPU)).cpu()

@@ -104,3 +104,14 @@ def test_a_view_written_from_its_own_elements_as_on_cpu(write):
     x = torch.arange(24.0).reshape(4, 6)
     out = torch.compile(f, backend="tpu")(x.to(TPU))
     assert_same(out, f(x.clone()))
+
+
+@pytest.mark.parametrize("op", [lambda x: torch.cummin(x, 0)[0], lambda x: x.clone()])
+def test_a_result_equal_to_an_input_is_new_memory(op):
+    # cummin of a 0-d tensor lowers to its input array itself; the graph's result is still a
+    # new tensor, so writing to it leaves the input alone.
+    x = torch.tensor(-3.0).to(TPU)
+    out = torch.compile(op, backend="tpu")(x)
+    out.mul_(2)
+    assert_same(x, torch.tensor(-3.0))
+    assert_same(out, torch.tensor(-6.0))

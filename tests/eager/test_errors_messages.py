@@ -82,3 +82,27 @@ def test_complex_and_polar_refuse_parts_as_cpu(op, dtypes):
     # polar promoted mixed dtypes and let its meta kernel word integer parts.
     raises_as_cpu(lambda d: op(torch.ones(2, dtype=dtypes[0], device=d),
                                torch.ones(2, dtype=dtypes[1], device=d)))
+
+
+_B, _H = torch.bool, torch.half
+
+
+@pytest.mark.parametrize("bad", [
+    # CPU checks the shapes before the dtypes (meta kernels check dtypes first)
+    lambda d: torch.mm(_ones(2, 3, dtype=_B)(d), _ones(4, 2)(d)),
+    lambda d: torch.bmm(_ones(3, 2, 3, dtype=_H)(d), _ones(3, 4, 2)(d)),
+    lambda d: torch.matmul(_ones(3, 2, 3, dtype=_B)(d), _ones(3, 4, 2, dtype=_B)(d)),
+    lambda d: torch.baddbmm(_ones(2, 5, 5)(d), _ones(2, 2, 3)(d), _ones(2, 3, 2, dtype=_H)(d)),
+    lambda d: torch.mv(_ones(2, 3)(d), _ones(4, dtype=_B)(d)),
+    lambda d: torch.addmv(_ones(2)(d), _ones(2, 3)(d), _ones(4, dtype=_H)(d)),
+    lambda d: torch.dot(_ones(3, dtype=_B)(d), _ones(4, dtype=_B)(d)),
+    lambda d: torch.addbmm(_ones(2, 2, dtype=_B)(d), _ones(2, 2, 3, dtype=_B)(d),
+                           _ones(2, 4, 2)(d)),
+    # the kernel is chosen by the first operand's dtype; addmm compares dtypes before bools
+    lambda d: torch.bmm(_ones(3, 2, 3)(d), _ones(3, 3, 2, dtype=_B)(d)),
+    lambda d: torch.baddbmm(_ones(1, dtype=_B)(d), _ones(3, 2, 3, dtype=_B)(d),
+                            _ones(3, 3, 2)(d)),
+    lambda d: torch.addmm(_ones(2, 2, dtype=_B)(d), _ones(2, 3, dtype=_B)(d), _ones(3, 2)(d)),
+])
+def test_matrix_products_check_in_cpus_order(bad):
+    raises_as_cpu(bad, Exception)

@@ -46,6 +46,11 @@ def test_division_by_zero_that_cpu_allows():
     for op in (lambda t: t // 0, lambda t: t % 0.0, lambda t: torch.div(t.long(), 0),
                lambda t: t.long() // 2):
         assert_same(op(x.to("tpu")), op(x))
+    # an empty result divides nothing, whatever the (broadcast) divisor holds
+    empty = torch.zeros(0, 3, dtype=torch.long)
+    for op in (lambda t, d: t % torch.tensor(0, device=d), lambda t, d: t // 0,
+               lambda t, d: t.fmod_(torch.zeros(1, 3, dtype=torch.long, device=d))):
+        assert_same(op(empty.to("tpu"), "tpu"), op(empty, "cpu"))
 
 
 @pytest.mark.parametrize("value", [0, 1.0, float("nan"), False, [1, 1], []], ids=str)

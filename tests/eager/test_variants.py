@@ -65,13 +65,17 @@ def test_resize_to_the_same_shape_keeps_the_layout():
     lambda x, out: torch.exp(x, out=out),
     lambda x, out: torch.fft.fft2(x, out=out),
 ])
-def test_an_empty_out_is_resized_to_the_results_layout(op):
-    # TensorIterator restrides an out it resizes in a permuted input's order; fft2 leaves its
-    # out contiguous, though its own result is not.
+@pytest.mark.parametrize("size", [(0,), (2, 1)])
+def test_an_empty_out_is_resized_to_the_results_layout(op, size):
+    # TensorIterator restrides an out it resizes in a permuted input's order (an empty one,
+    # or one of another shape, resized with a warning); fft2 leaves its out contiguous,
+    # though its own result is not.
     def run(device):
         x = torch.arange(24.0, device=device).reshape(2, 3, 4).permute(2, 0, 1) / 10 + 1
-        out = torch.empty(0, dtype=op(x, None).dtype, device=device)
-        returned = op(x, out)
+        out = torch.zeros(size, dtype=op(x, None).dtype, device=device)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            returned = op(x, out)
         return returned is out, out, out.stride()
 
     assert_same(run(TPU), run("cpu"))

@@ -110,3 +110,16 @@ def test_refs_real_and_imag_are_real_views_of_the_base():
     torch._refs.imag(t).mul_(10)
     torch._refs.imag(z).mul_(10)
     torch.testing.assert_close(t.cpu(), z)
+
+
+@pytest.mark.parametrize("op", [lambda z: torch.pow(0, z),
+                                lambda z: torch.pow(torch.zeros_like(z), z),
+                                lambda z: torch.pow(torch.zeros_like(z), 1 + 1j)],
+                         ids=["number_base", "tensor_base", "number_exponent"])
+def test_a_complex_zero_to_a_power_is_cpus(op):
+    # CPU's cpow(0, y) is cexp(y * clog(0)): 0 for a positive real part, inf + NaN i for a
+    # negative one, NaN for 0 ** 0 or an imaginary exponent (XLA's pow: NaN, and 1 for 0 ** 0)
+    z = torch.tensor([1 + 1j, 0.5, 0, -1, -1 + 2j, 1e-3j], dtype=torch.complex64)
+    expected, actual = op(z), op(z.to("tpu")).cpu()
+    torch.testing.assert_close(torch.view_as_real(actual), torch.view_as_real(expected),
+                               equal_nan=True)

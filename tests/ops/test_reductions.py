@@ -31,6 +31,12 @@ def test_bad_reductions_are_refused_as_cpu(bad, eager_mode):
     raises_as_cpu(bad)
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.uint8])
+def test_logcumsumexp_of_integers_is_refused_as_cpu(dtype):
+    raises_as_cpu(lambda d: torch.logcumsumexp(torch.ones(3, dtype=dtype, device=d), 0),
+                  NotImplementedError, tpu_kernels=True)
+
+
 @pytest.mark.parametrize("data", [[1.0, 2.0, float("inf")], [float("inf")], [-float("inf")],
                                   [float("nan")]])
 def test_histc_over_data_that_is_not_finite_is_refused(data):
@@ -128,3 +134,20 @@ def test_var_mean_of_infinities_gives_cpus_welford_mean(op, dim):
 def test_an_empty_reduced_dim_is_named_as_cpu_names_it(bad, eager_mode):
     # amax/amin name the dim as given, max.dim and the arg reductions as wrapped
     raises_as_cpu(bad, IndexError)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.float32])
+def test_median_of_nothing_is_nan_as_cpu_converts_it(dtype):
+    # NaN as x86 converts it into an integer: int32's and int64's minimum, uint8's 0
+    empty = torch.ones(0, dtype=dtype)
+    assert_same(torch.median(empty.to("tpu")), torch.median(empty))
+
+
+@pytest.mark.parametrize("op", [lambda x: x.sum(dtype=torch.int64),
+                                lambda x: x.prod(dtype=torch.int32),
+                                lambda x: x.cumsum(0, dtype=torch.int64)],
+                         ids=["sum", "prod", "cumsum"])
+def test_a_reductions_integer_dtype_converts_floats_as_cpu(op):
+    # NaN and a float past the range convert as x86 converts them (XLA's convert saturates)
+    x = torch.tensor([float("nan"), 3e30, -2.5, 2.7])
+    assert_same(op(x.to("tpu")), op(x))

@@ -428,6 +428,11 @@ class Program:
             output.args = ((*output.args[0], *bases),)
             gm.recompile()
         self._strides = [_dense_layout(o) for o in output.args[0]]
+        # Outputs that may be handed back as the input tensor their value is: an input or a
+        # view of one. A rule may return its input array unchanged (cummin of a 0-d tensor),
+        # but the graph's result is then new memory, which a later write must not share.
+        self._passthrough = [isinstance(o, fx.Node) and (o.op == "placeholder" or _is_view(o))
+                             for o in output.args[0]]
         # Outputs PyTorch puts on the CPU (computed from CPU inputs only) go back there.
         self._on_host = [_on_host(o) for o in output.args[0]]
         # Outputs that view another output: (position, (that output's position, geometry)).
@@ -474,7 +479,8 @@ class Program:
         for k, o in enumerate(outs):
             if not isinstance(o, jax.Array) or k in replayed:  # (a replayed view: made later)
                 layout.append(("const", None if k in replayed else o))
-            elif id(o) in position:
+            elif id(o) in position and (self._passthrough[k]
+                                        or self.kinds[position[id(o)]] != "array"):
                 i = position[id(o)]
                 layout.append(("input" if self.kinds[i] == "array" else "int", i))
             else:

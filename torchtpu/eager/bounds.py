@@ -41,6 +41,11 @@ from .views import meta_like
 aten = torch.ops.aten
 
 
+def _traced(x) -> bool:
+    """A CPU tensor in a compiled graph (a constant it captured): its value is the program's."""
+    return isinstance(x, torch._subclasses.fake_tensor.FakeTensor)
+
+
 def _on_device(x) -> bool:
     """A tpu tensor: a TpuTensor in eager, a fake one in a compiled graph (traced_checks)."""
     return isinstance(x, torch.Tensor) and x.device.type == "tpu"
@@ -53,7 +58,8 @@ class _Spec:
     negative: bool  # whether -size <= index < 0 is valid (counts from the end)
     error: type
     message: Callable[[int, int, int, int], str]  # (bad value, dim, size, its flat position)
-    # (args) -> the _Spec of CPU's other kernel path for these args, if it checks otherwise
+    # (args, kwargs) -> the _Spec of CPU's other kernel path for these args, if it checks
+    # otherwise
     path: Callable | None = None
 
 
@@ -165,7 +171,7 @@ _SELECT = _Spec(_dim_index, False, IndexError, _in_self)
 _UNCHECKED = _Spec(lambda args, kwargs: [], False, IndexError, _in_self)
 
 
-def _index_select_path(args) -> _Spec | None:
+def _index_select_path(args, kwargs) -> _Spec | None:
     self, dim = args[0], args[1]
     if self.dim() <= 1:
         return None
@@ -177,8 +183,24 @@ def _index_select_path(args) -> _Spec | None:
 _INDEX_SELECT = _Spec(_dim_index, False, IndexError, _in_self, _index_select_path)
 _ADD_LOW_RANK = _Spec(lambda args, kwargs: [(args[2], 0, args[0].numel(), None)], False,
                       IndexError, _in_self)
-_ADD = _Spec(_dim_index, False, RuntimeError, _bounds,
-             lambda args: _ADD_LOW_RANK if args[0].dim() <= 1 else None)
+
+
+def _index_add_path(args, kwargs) -> _Spec | None:
+    """CPU's index_add of a self of two dimensions or more (and elements) adds by scatter_add
+    (whose bounds message is the default) only along the first or last dimension with alpha
+    1; otherwise it adds slice by slice, checking each index as index_select does."""
+    self, dim = args[0], args[1]
+    if self.dim() <= 1:
+        return _ADD_LOW_RANK
+    if self.numel() == 0:
+        return _UNCHECKED  # it returns before reading an index
+    alpha = kwargs.get("alpha", 1)
+    if isinstance(alpha, bool) or alpha != 1 or dim % self.dim() not in (0, self.dim() - 1):
+        return _SELECT
+    return None
+
+
+_ADD = _Spec(_dim_index, False, RuntimeError, _bounds, _index_add_path)
 _COPY = _Spec(_dim_index, False, IndexError, _index_copy)
 _BAG = _Spec(_bag_indices, False, RuntimeError, _bag)
 _TAKE = _Spec(_flat, True, IndexError, _take)
@@ -255,6 +277,13 @@ def _integer_divisor(args, kwargs):
     result = torch.result_type(self, other)
     if result.is_floating_point or result.is_complex or result == torch.bool:
         return None  # no integer division (bool: CPU's kernels refuse it, before any value)
+    try:
+        shape = torch.broadcast_shapes(*(t.shape for t in (self, other)
+                                         if isinstance(t, torch.Tensor)))
+    except RuntimeError:
+        return None  # the op's own shape check raises
+    if not math.prod(shape):
+        return None  # an empty result divides nothing: CPU's kernel never sees the zero
     return other, result
 
 
@@ -490,7 +519,7 @@ def _value_checks(func, args, kwargs, unwrap=unwrap) -> list:
                        partial(_distribution_error, one_pass, probs.shape[-1])))
     if func in _DIVISIONS and (found := _integer_divisor(args, kwargs)) is not None:
         divisor, dtype = found
-        if not _on_device(divisor):
+        if not _on_device(divisor) and not _traced(divisor):
             _no_zero_divisor(divisor, dtype)  # nothing to wait for
         elif divisor.numel():
             checks.append((_any_zero, (unwrap(divisor), to_jax_dtype(dtype)),
@@ -526,7 +555,7 @@ def _index_pairs(func, args, kwargs):
     if spec is None:
         return
     if spec.path is not None:
-        spec = spec.path(args) or spec
+        spec = spec.path(args, kwargs) or spec
     for index, dim, size, ignore in spec.pairs(args, kwargs):
         if _on_device(index) and index.numel() and not index.is_floating_point():
             yield spec, index, dim, size, -size if spec.negative else 0, ignore

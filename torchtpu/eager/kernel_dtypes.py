@@ -47,6 +47,8 @@ def result_refuses(kernel: str, kinds: str):
     on (``1 << x`` of a float x, atan2 of a real and a complex)."""
 
     def check(self, other, *_, **__) -> NotImplementedError | None:
+        if not _broadcast(self, other):
+            return None  # TensorIterator's shape error comes first (the meta kernel's)
         if isinstance(self, torch.Tensor) or isinstance(other, torch.Tensor):  # decomposed ops'
             dtype = torch.result_type(self, other)
         else:
@@ -57,6 +59,14 @@ def result_refuses(kernel: str, kinds: str):
         return None
 
     return check
+
+
+def _broadcast(*operands) -> bool:
+    try:
+        torch.broadcast_shapes(*(tuple(x.shape) for x in operands if hasattr(x, "shape")))
+    except RuntimeError:
+        return False
+    return True
 
 
 def _refuses(kind: str, error: Exception):

@@ -143,9 +143,14 @@ def _refuse_cast_first(func, args) -> None:
     """A pointwise in-place op whose kernel refuses its dtype: CPU's TensorIterator checks the
     cast of its result into self first (``int_t.fmod_(1j)`` cannot be cast before fmod
     refuses a complex). Checked once the op has failed, to cost nothing when it works."""
+    other = args[1] if len(args) > 1 else None
+    if isinstance(other, torch.Tensor):  # and the shapes before either
+        shape = torch.broadcast_shapes(args[0].shape, other.shape)
+        if shape != args[0].shape:
+            raise RuntimeError(f"output with shape {list(args[0].shape)} doesn't match the "
+                               f"broadcast shape {list(shape)}")
     dtype = _iterated_dtype(func, args)
-    if dtype is not None and isinstance(args[1] if len(args) > 1 else None,
-                                        (torch.Tensor, bool, int, float, complex)):
+    if dtype is not None and isinstance(other, (torch.Tensor, bool, int, float, complex)):
         _check_cast(dtype, args[0], func)
 
 
@@ -598,6 +603,12 @@ def _out_handler(func, compute, laid_out, out_names, in_out_dtype, pointwise: bo
             raise
         if not isinstance(result, (list, tuple)):
             result = [result]
+        if laid_out is not None and not resizing and any(
+                tuple(t.shape) != tuple(v.shape) for t, v in zip(outs, result, strict=True)):
+            # a non-empty out of another shape is resized too (deprecated), and restrided
+            resizing = True
+            result = laid_out(args, kwargs)
+            result = result if isinstance(result, (list, tuple)) else [result]
         for i, (t, v) in enumerate(zip(outs, result, strict=True)):
             try:
                 refuse_out_dtype(func, pointwise, self_dtype, t, _dtype_of(v), position=i)

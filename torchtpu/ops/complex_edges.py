@@ -151,6 +151,15 @@ def complex_exp(z):
     return lax.complex(real, imag)
 
 
+def zero_to_the(y):
+    """C's cpow(0, y) = cexp(y * clog(0)), as CPU's pow of a complex zero base: 0 for an
+    exponent of positive real part, inf + NaN i for a negative one, NaN otherwise (XLA's pow
+    gives NaN, and 1 for 0 ** 0)."""
+    re, im = y.real, y.imag
+    neg_inf = jnp.asarray(-jnp.inf, re.dtype)
+    return complex_exp(lax.complex(re * neg_inf - im * 0, re * 0 + im * neg_inf))
+
+
 def complex_logaddexp(a, b):
     """CPU's complex kernel (jnp's folds the imaginary parts): the operand of larger real part
     factored out, any NaN infectious, and infinite real parts of one sign taken apart."""

@@ -25,6 +25,7 @@ from .complex_edges import (
     inverse_trig,
     trig_c99,
     with_infinite_modulus,
+    zero_to_the,
 )
 from .dtypes import (
     LOW_PRECISION,
@@ -97,11 +98,21 @@ def _compare(op, fn):
     lowering(op)(rule)
 
 
+def _promote_to_float(self, other):
+    """Integer inputs promoted to float (atan2, copysign, xlogy): CPU casts each operand from
+    its own dtype to the float result, so an int -1 beside a uint8 tensor stays -1 (cast to
+    uint8 first, it would be 255)."""
+    dtype = result_type(self, other)
+    if not jnp.issubdtype(dtype, jnp.inexact):
+        dtype = default_float()
+    return [astype(x, dtype) if hasattr(x, "dtype") else jnp.asarray(x, dtype)
+            for x in (self, other)]
+
+
 def _binary_float(op, fn):
     @opmath
     def rule(self, other):
-        a, b = promote(self, other)
-        return fn(float_of(a), float_of(b))
+        return fn(*_promote_to_float(self, other))
 
     lowering(op)(rule)
 
@@ -235,8 +246,7 @@ for _op, _fn in [
     (aten.fmax, lambda a, b: jnp.where(jnp.isnan(a) | (a < b), b, a)),
     (aten.fmin, lambda a, b: jnp.where(jnp.isnan(a) | (b < a), b, a)),
     (aten.fmod, jnp.fmod),
-    (aten.remainder, jnp.remainder), (aten.copysign, jnp.copysign),
-    (aten.nextafter, jnp.nextafter), (aten.xlogy, jax.scipy.special.xlogy),
+    (aten.remainder, jnp.remainder), (aten.nextafter, jnp.nextafter),
 ]:
     _binary(_op, _fn)
 
@@ -279,6 +289,7 @@ def _logaddexp(a, b):
 
 
 for _op, _fn in [(aten.atan2, jnp.arctan2), (aten.hypot, jnp.hypot),
+                 (aten.copysign, jnp.copysign), (aten.xlogy, jax.scipy.special.xlogy),
                  (aten.logaddexp, _logaddexp), (aten.logaddexp2, jnp.logaddexp2)]:
     _binary_float(_op, _fn)
 
@@ -397,7 +408,7 @@ def _pow(self, exponent):
     if a.dtype == jnp.bool_:  # CPU's kernel has no bool form
         raise NotImplementedError('"pow" not implemented for \'Bool\'')
     if not jnp.issubdtype(a.dtype, jnp.integer):
-        return jnp.power(a, b)
+        return _power(a, b)
     # PyTorch's integer power with a negative exponent: 1 and -1 keep their magnitude, others
     # truncate to 0 (jnp wraps around).
     neg = b < 0
@@ -405,6 +416,13 @@ def _pow(self, exponent):
     odd = (b % 2) != 0
     small = jnp.where(a == 1, 1, jnp.where(a == -1, jnp.where(odd, -1, 1), 0)).astype(a.dtype)
     return jnp.where(neg, small, out)
+
+
+def _power(a, b):
+    if jnp.issubdtype(a.dtype, jnp.complexfloating):
+        a, b = jnp.broadcast_arrays(a, b)
+        return jnp.where(a == 0, zero_to_the(b), jnp.power(a, b))
+    return jnp.power(a, b)
 
 
 def _real_angle(x):
@@ -453,9 +471,9 @@ def _pow_scalar(self, exponent):
     if isinstance(exponent, (int, float)):  # a constant here (torch.compile)
         if exponent == -0.5 and dtype != jnp.float16:
             return exact_rsqrt(x).astype(dtype)
-        return forms.get(exponent, lambda: jnp.power(x, e))().astype(dtype)
+        return forms.get(exponent, lambda: _power(x, e))().astype(dtype)
     # A number passed at run time (eager): every form, selected.
-    out = jnp.power(x, e)
+    out = _power(x, e)
     for value, form in forms.items():
         out = jnp.where(e == value, form(), out)
     if dtype != jnp.float16:

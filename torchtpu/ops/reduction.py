@@ -13,7 +13,15 @@ from jax import lax
 
 from ..runtime.platform import platform
 from .complex_edges import complex_logaddexp
-from .dtypes import LOW_PRECISION, check_with_meta, float_of, opmath, to_jax_dtype
+from .dtypes import (
+    LOW_PRECISION,
+    astype,
+    check_with_meta,
+    float_of,
+    opmath,
+    scalar_type_name,
+    to_jax_dtype,
+)
 from .registry import lowering
 
 aten = torch.ops.aten
@@ -50,7 +58,7 @@ def _complex_apart(reduce, x, **kwargs):
 def _sum(self, dim=None, keepdim=False, *, dtype=None):
     out_dtype = _acc_dtype(self, dtype)
     acc = jnp.float32 if out_dtype in LOW_PRECISION else out_dtype
-    x = self.astype(acc)
+    x = astype(self, jnp.dtype(acc))  # (a float into an integer dtype: CPU's conversion)
     return _complex_apart(jnp.sum, x, axis=_axes(dim, self.ndim), keepdims=keepdim).astype(
         out_dtype)
 
@@ -70,8 +78,9 @@ def _mean(self, dim=None, keepdim=False, *, dtype=None):
 
 @lowering(aten.prod.dim_int, aten.prod.default)
 def _prod(self, dim=None, keepdim=False, *, dtype=None):
-    return jnp.prod(self, axis=_axes(dim, self.ndim), keepdims=keepdim,
-                    dtype=_acc_dtype(self, dtype))
+    out_dtype = jnp.dtype(_acc_dtype(self, dtype))
+    return jnp.prod(astype(self, out_dtype), axis=_axes(dim, self.ndim), keepdims=keepdim,
+                    dtype=out_dtype)
 
 
 def check_nonempty(name, self, dim, as_given=False):
@@ -382,7 +391,7 @@ _WIDER = {jnp.dtype(jnp.float32): jnp.dtype(jnp.float64),
 
 def _scan(fn, self, dim, dtype):
     out_dtype = _acc_dtype(self, dtype)
-    x = self.astype(out_dtype)
+    x = astype(self, jnp.dtype(out_dtype))
     if not self.ndim:
         return x
     return fn(x.astype(cpu_acc(out_dtype)), axis=dim % self.ndim).astype(out_dtype)
@@ -484,6 +493,9 @@ def _cummin(self, dim):
 @lowering(aten.logcumsumexp)
 @opmath
 def _logcumsumexp(self, dim):
+    if not jnp.issubdtype(self.dtype, jnp.inexact):  # CPU's kernel has no integer form
+        raise NotImplementedError(
+            f'"logcumsumexp_out_tpu" not implemented for \'{scalar_type_name(self.dtype)}\'')
     if self.ndim == 0 or self.size == 0:
         return self
     if jnp.iscomplexobj(self):
@@ -564,8 +576,9 @@ def _nanmedian_all(self):
 
 
 def _median_of_all(self, ignore_nan):
-    if self.size == 0 and jnp.issubdtype(self.dtype, jnp.inexact):
-        return jnp.full((), jnp.nan, self.dtype)  # CPU's median of nothing
+    if self.size == 0:
+        # CPU's median of nothing: NaN, converted as x86 converts it (an integer's minimum)
+        return astype(jnp.full((), jnp.nan, jnp.float32), self.dtype)
     return _median(self.reshape(-1), 0, False, ignore_nan=ignore_nan)[0]
 
 
