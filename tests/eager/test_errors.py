@@ -171,13 +171,14 @@ def test_cpu_fallback_runs_counts_and_reports(monkeypatch):
 
 def test_debug_mode_names_op_and_user_line():
     x = torch.ones(3, device="tpu")
+    before = torchtpu.get_eager_mode()  # (strict, or TORCHTPU_EAGER_MODE's)
     with torchtpu.set_eager_mode("debug"):
         with pytest.raises(RuntimeError) as info:
             x + torch.ones(4, device="tpu")  # THIS LINE
     text = str(info.value)
     assert "aten.add.Tensor" in text
     assert "test_errors.py" in text and "test_debug_mode_names_op_and_user_line" in text
-    assert torchtpu.get_eager_mode() == "strict"
+    assert torchtpu.get_eager_mode() == before
 
 
 def test_debug_mode_reports_errors_inside_backward():

@@ -83,11 +83,13 @@ _NAN, _INF = float("nan"), float("inf")
     lambda d: torch.normal(torch.zeros(2, device=d), torch.tensor([1.0, -1.0], device=d)),
     lambda d: torch.normal(0.0, torch.tensor([1.0, _NAN], device=d)),
     lambda d: torch.normal(torch.zeros(2, device=d), torch.tensor([1.0, -1.0, 1.0], device=d)),
+    # valid std: CPU's broadcast message, not jnp's ValueError
+    lambda d: torch.normal(torch.zeros(2, 3, device=d), torch.ones(3, 2, device=d)),
     lambda d: torch.poisson(torch.tensor([2.0, -1.0], device=d)),
 ], ids=["multinomial_negative", "multinomial_zero_row", "multinomial_replaced_nan",
         "multinomial_replaced_inf", "multinomial_replaced_zero_row_first", "bernoulli",
         "bernoulli_tensor_p", "normal_std", "normal_nan_std", "normal_std_before_shapes",
-        "poisson"])
+        "normal_shapes", "poisson"])
 def test_random_parameters_raise_as_cpu(bad):
     # CPU's samplers check their parameters' values (cuda asserts on the device); strict and
     # debug eager read them as they read indices.

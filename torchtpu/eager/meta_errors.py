@@ -761,6 +761,9 @@ _CPU_CHECKS = {
     **{op: lambda real, imag: _broadcast_message([real.shape, imag.shape]) if (
         real.dtype == imag.dtype and np.dtype(real.dtype).kind == "f") else None
        for op in (_aten.complex.default, _aten.polar.default)},
+    # (an eager rule: no meta kernel runs, and jnp's broadcast raised a ValueError)
+    _aten.normal.Tensor_Tensor: lambda mean, std, *_: _broadcast_message([mean.shape,
+                                                                          std.shape]),
     **CLAMP_CHECKS,
     _aten.max.default: _first(nonempty_check("max"), kernel_refuses("max_all", "c")),
     _aten.min.default: _first(nonempty_check("min"), kernel_refuses("min_all", "c")),
