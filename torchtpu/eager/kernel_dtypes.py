@@ -69,6 +69,20 @@ def _broadcast(*operands) -> bool:
     return True
 
 
+def not_for_bool(kernel: str, *tensors) -> NotImplementedError | None:
+    if any(t.dtype == bool for t in tensors):
+        return NotImplementedError(f'"{kernel}" not implemented for \'Bool\'')
+    return None
+
+
+def same_dtype(self, other, *_, **__) -> str | None:
+    """CPU's kernels that take their operands in one dtype (linalg_cross, grid_sampler)."""
+    if self.dtype != other.dtype:
+        return (f"expected scalar type {scalar_type_name(self.dtype)} but found "
+                f"{scalar_type_name(other.dtype)}")
+    return None
+
+
 def _refuses(kind: str, error: Exception):
     def check(self, *_, **__) -> Exception | None:
         return error if _kind(self.dtype) == kind else None

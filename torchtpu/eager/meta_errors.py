@@ -31,7 +31,13 @@ from . import (
     pooling_checks,
 )
 from .clamp_checks import CLAMP_CHECKS
-from .kernel_dtypes import KERNEL_DTYPE_CHECKS, kernel_refuses, result_refuses
+from .kernel_dtypes import (
+    KERNEL_DTYPE_CHECKS,
+    kernel_refuses,
+    not_for_bool,
+    result_refuses,
+    same_dtype,
+)
 from .number_checks import overflow_error
 from .reduction_checks import (
     arg_reduction_check,
@@ -232,23 +238,6 @@ def _broadcast_message(shapes: Sequence[tuple]) -> str | None:
     return None
 
 
-def _expand_message(shape: Sequence[int], target: Sequence[int]) -> str | None:
-    """CPU's expand_size message, when ``shape`` does not expand to ``target``."""
-    lead = len(target) - len(shape)
-    for i in range(len(target) - 1, lead - 1, -1):
-        size = shape[i - lead]
-        if size not in (1, target[i]):
-            return (f"The expanded size of the tensor ({target[i]}) must match the existing "
-                    f"size ({size}) at non-singleton dimension {i}.  Target sizes: "
-                    f"{list(target)}.  Tensor sizes: {list(shape)}")
-    return None
-
-
-def _addmm_expand(self, mat1, mat2, *_) -> str | None:
-    # CPU expands self to the product's shape
-    return _expand_message(self.shape, (mat1.shape[0], mat2.shape[1]))
-
-
 def _bce_with_logits_order(self, target, weight=None, pos_weight=None, *_) -> str | None:
     # CPU's formula meets pos_weight with the target first, the weight last
     shapes = [t.shape for t in (pos_weight, target, self, weight) if t is not None]
@@ -258,101 +247,6 @@ def _bce_with_logits_order(self, target, weight=None, pos_weight=None, *_) -> st
 def _c10_name(name: str) -> str:
     dtype = getattr(torch, name, None)
     return scalar_type_name(dtype) if isinstance(dtype, torch.dtype) else f"torch.{name}"
-
-
-def _not_for_bool(kernel: str, *tensors) -> NotImplementedError | None:
-    if any(t.dtype == bool for t in tensors):
-        return NotImplementedError(f'"{kernel}" not implemented for \'Bool\'')
-    return None
-
-
-def _same_mm_dtypes(m1, m2) -> str | None:
-    if m1.dtype != m2.dtype:
-        return (f"expected m1 and m2 to have the same dtype, but got: {cpp_name(m1.dtype)} != "
-                f"{cpp_name(m2.dtype)}")
-    return None
-
-
-# Matrix products: CPU multiplies only like dtypes (their meta kernels promote instead).
-# Where CPU checks the shapes before a dtype, a check leaves bad shapes to the meta kernel,
-# whose shape errors are CPU's.
-def _mm_check(self, mat2):
-    for name, m in (("self", self), ("mat2", mat2)):
-        if m.ndim != 2:
-            return f"{name} must be a matrix"
-    if self.shape[1] != mat2.shape[0]:
-        return None
-    return _same_mm_dtypes(self, mat2) or _not_for_bool("addmm_impl_cpu_", self, mat2)
-
-
-def _addmm_check(self, mat1, mat2, *_):
-    # CPU compares self with mat2 first, then mat1 with mat2; the shapes, then the kernel
-    for name, t in (("self", self), ("mat1", mat1)):
-        if t.dtype != mat2.dtype:
-            return (f"{name} and mat2 must have the same dtype, but got "
-                    f"{scalar_type_name(t.dtype)} and {scalar_type_name(mat2.dtype)}")
-    if mat1.ndim != 2 or mat2.ndim != 2 or mat1.shape[1] != mat2.shape[0] or _addmm_expand(
-            self, mat1, mat2):
-        return None
-    return _not_for_bool("addmm_impl_cpu_", self, mat1, mat2)
-
-
-def _addmv_shapes(shape, mat, vec) -> str | None:
-    """addmv's meta checks (``shape``: self's), CPU's before its dtypes (a meta kernel
-    checks dtypes first). mv is addmv into a vector of mat's rows."""
-    shape = (mat.shape[0],) if shape is None and mat.ndim else shape
-    if mat.ndim != 2 or vec.ndim != 1 or len(shape) > 1:
-        return f"vector + matrix @ vector expected, got {len(shape)}, {mat.ndim}, {vec.ndim}"
-    if mat.shape[1] != vec.shape[0] or math.prod(shape) not in (1, mat.shape[0]):
-        return (f"size mismatch, got input ({shape[0] if shape else 1}), mat "
-                f"({mat.shape[0]}x{mat.shape[1]}), vec ({vec.shape[0]})")
-    return None
-
-
-def _addmv_dtypes(result, mat, vec):
-    dtypes = [to_torch_dtype(d) for d in (result, mat.dtype, vec.dtype)]
-    if len(set(dtypes)) > 1:
-        names = [scalar_type_name(d) for d in dtypes]
-        return f"addmv input tensors must have the same dtype, but got {names[0]}, " \
-               f"{names[1]}, and {names[2]}"
-    return _not_for_bool("addmv_impl_cpu", mat, vec)
-
-
-def _batch_shapes(batch1, batch2) -> str | None:
-    """bmm's and baddbmm's meta checks, CPU's before its dtypes."""
-    for name, b in (("batch1", batch1), ("batch2", batch2)):
-        if b.ndim != 3:
-            return f"{name} must be a 3D tensor"
-    expected = [batch1.shape[0], batch1.shape[2]]
-    if list(batch2.shape[:2]) != expected:
-        return (f"Expected size for first two dimensions of batch2 tensor to be: "
-                f"[{expected[0]}, {expected[1]}] but got: [{batch2.shape[0]}, "
-                f"{batch2.shape[1]}].")
-    return None
-
-
-def _bmm_dtypes(self, mat2):
-    # the kernel is chosen by self's dtype, then it reads mat2 as that dtype
-    return _not_for_bool("bmm", self) or _same_dtype(self, mat2)
-
-
-def _bmm_check(self, mat2):
-    return _batch_shapes(self, mat2) or _bmm_dtypes(self, mat2)
-
-
-def _matmul_check(self, other):
-    """A user's matmul runs PyTorch's composite, whose dot, mv, mm or bmm checks the dtypes;
-    aten.matmul reaches its rule from decompositions (_euclidean_dist's), which check the
-    product it folds into here."""
-    if self.ndim == 0 or other.ndim == 0:
-        return None  # (the meta kernel's check)
-    if self.ndim == 1 and other.ndim == 1:
-        return _dot_check(self, other)
-    if other.ndim == 1:
-        return _addmv_dtypes(other.dtype, self, other)
-    if other.ndim == 2:
-        return _same_mm_dtypes(self, other) or _not_for_bool("addmm_impl_cpu_", self, other)
-    return _bmm_dtypes(self, other)  # (batched and broadcast: the folded bmm's shapes fit)
 
 
 def _bool_subtraction(self, other, *_) -> str | None:
@@ -411,62 +305,9 @@ def _pixel_unshuffle_check(self, downscale_factor):
     return None
 
 
-def _same_dtype(self, other, *_, **__) -> str | None:
-    """CPU's kernels that take their operands in one dtype (linalg_cross, grid_sampler)."""
-    if self.dtype != other.dtype:
-        return (f"expected scalar type {scalar_type_name(self.dtype)} but found "
-                f"{scalar_type_name(other.dtype)}")
-    return None
-
-
-def _baddbmm_check(self, batch1, batch2, *_, **__):
-    if message := _batch_shapes(batch1, batch2):
-        return message
-    if self.ndim <= 3 and (message := _expand_message(
-            self.shape, (batch1.shape[0], batch1.shape[1], batch2.shape[2]))):
-        return message
-    if self.dtype != batch1.dtype:
-        return (f"Input dtypes must be the same, got: input {cpp_name(self.dtype)}, batch1: "
-                f"{cpp_name(batch1.dtype)}, batch2: {cpp_name(batch2.dtype)}")
-    return _not_for_bool("baddbmm", self) or _same_dtype(batch1, batch2)
-
-
-def _addbmm_check(self, batch1, batch2, *_, **__):
-    """CPU's addbmm runs addmm_ on each batch: its checks, self against mat2 first, after
-    its own checks of the shapes."""
-    for name, b in (("batch1", batch1), ("batch2", batch2)):
-        if b.ndim != 3:
-            return f"{name} must be a 3D tensor"
-    if self.ndim <= 2 and (message := _expand_message(self.shape,
-                                                      (batch1.shape[1], batch2.shape[2]))):
-        return message
-    if batch1.shape[0] != batch2.shape[0]:
-        return (f"batch1 and batch2 must have same number of batches, got {batch1.shape[0]} "
-                f"and {batch2.shape[0]}")
-    if batch1.shape[2] != batch2.shape[1]:
-        return (f"Incompatible matrix sizes for bmm ({batch1.shape[1]}x{batch1.shape[2]} and "
-                f"{batch2.shape[1]}x{batch2.shape[2]})")
-    for names, a, b in (("self and mat2", self, batch2), ("mat1 and mat2", batch1, batch2)):
-        if a.dtype != b.dtype:
-            return (f"{names} must have the same dtype, but got {scalar_type_name(a.dtype)} "
-                    f"and {scalar_type_name(b.dtype)}")
-    return _not_for_bool("addmm_impl_cpu_", self)
-
-
-def _dot_check(self, other, *_):
-    if self.ndim != 1 or other.ndim != 1:  # (CPU's dot_check looks at the dims first)
-        return f"1D tensors expected, but got {self.ndim}D and {other.ndim}D tensors"
-    if self.dtype != other.dtype:
-        return ("dot : expected both vectors to have same dtype, but found "
-                f"{scalar_type_name(self.dtype)} and {scalar_type_name(other.dtype)}")
-    if self.shape != other.shape:
-        return None
-    return _not_for_bool("dot", self)
-
-
 def _grid_sampler_check(input, grid, *_):  # noqa: A002
     """check_grid_sampler_common, in CPU's order."""
-    if message := _same_dtype(input, grid):
+    if message := same_dtype(input, grid):
         return message
     if grid.shape[0] != input.shape[0]:
         return ("grid_sampler(): expected grid and input to have same batch size, but got "
@@ -550,7 +391,7 @@ def _norm_dtypes(*at: int):
             if any(p.dtype != np.float32 for p in params):
                 return "mixed dtype (CPU): expect parameter to have scalar type of Float"
             return None
-        return next(filter(None, (_same_dtype(x, p) for p in params[1:])), None)
+        return next(filter(None, (same_dtype(x, p) for p in params[1:])), None)
 
     return check
 
@@ -678,7 +519,7 @@ def _unscale_check(grads, found_inf, inv_scale):
 
 
 # Ops whose broadcast CPU checks among other shapes, or in another order, than their arguments'.
-_BROADCAST_ORDER = {torch.ops.aten.addmm.default: _addmm_expand,
+_BROADCAST_ORDER = {torch.ops.aten.addmm.default: matmul_checks.addmm_expand,
                     torch.ops.aten.binary_cross_entropy_with_logits.default:
                         _bce_with_logits_order}
 
@@ -694,11 +535,7 @@ _CPU_CHECKS = {
         "at least one index must be provided"),
     **nn_checks.DECOMPOSED,
     _aten.nll_loss_forward.default: nn_checks.nll_check,
-    _aten.linalg_cross.default: _same_dtype,
-    _aten.baddbmm.default: _baddbmm_check,
-    _aten.addbmm.default: _addbmm_check,
-    _aten.dot.default: _dot_check,
-    _aten.vdot.default: _dot_check,
+    _aten.linalg_cross.default: same_dtype,
     _aten._amp_foreach_non_finite_check_and_unscale.default: _unscale_check,
     _aten._amp_foreach_non_finite_check_and_unscale_.default: _unscale_check,
     _aten.nll_loss2d_forward.default: nn_checks.nll2d_check,
@@ -732,15 +569,8 @@ _CPU_CHECKS = {
                                  arg_reduction_check("argmin")),
     _aten._softmax.default: _softmax_check("softmax"),
     _aten._log_softmax.default: _softmax_check("log_softmax"),
-    _aten.abs.default: lambda self: _not_for_bool("abs_cpu", self),
+    _aten.abs.default: lambda self: not_for_bool("abs_cpu", self),
     _aten.convolution.default: conv_checks.convolution_check,
-    _aten.mm.default: _mm_check,
-    _aten.addmm.default: _addmm_check,
-    _aten.mv.default: lambda mat, vec: (_addmv_shapes(None, mat, vec)  # into vec's dtype
-                                        or _addmv_dtypes(vec.dtype, mat, vec)),
-    _aten.addmv.default: lambda self, mat, vec, *_: (_addmv_shapes(self.shape, mat, vec)
-                                                     or _addmv_dtypes(self.dtype, mat, vec)),
-    _aten.bmm.default: _bmm_check,
     _aten.index_select.default: _index_select_check,
     _aten.masked_fill.Scalar: _masked_fill_check,
     _aten.masked_fill.Tensor: _masked_fill_check,
@@ -795,7 +625,6 @@ _CPU_CHECKS = {
                      _aten.where.Scalar), _where_check),
     **matmul_checks.CHECKS,
     **distance_checks.CHECKS,
-    _aten.matmul.default: _matmul_check,
     **{op: _division_refuses for op in _DIVISIONS},
 }
 _CPU_CHECKS |= {**foreach_checks.each_tensor(_CPU_CHECKS),
