@@ -108,11 +108,12 @@ def addmm_expand(self, mat1, mat2, *_) -> str | None:
     return _expand_message(self.shape, (mat1.shape[0], mat2.shape[1]))
 
 
-def _same_mm_dtypes(m1, m2) -> str | None:
+def _mm_dtypes(m1, m2) -> Exception | str | None:
+    """mm's kernel: like dtypes, then not bools."""
     if m1.dtype != m2.dtype:
         return (f"expected m1 and m2 to have the same dtype, but got: {cpp_name(m1.dtype)} != "
                 f"{cpp_name(m2.dtype)}")
-    return None
+    return not_for_bool("addmm_impl_cpu_", m1, m2)
 
 
 # Matrix products: CPU multiplies only like dtypes (their meta kernels promote instead).
@@ -124,7 +125,7 @@ def _mm_check(self, mat2):
             return f"{name} must be a matrix"
     if self.shape[1] != mat2.shape[0]:
         return None
-    return _same_mm_dtypes(self, mat2) or not_for_bool("addmm_impl_cpu_", self, mat2)
+    return _mm_dtypes(self, mat2)
 
 
 def _addmm_check(self, mat1, mat2, *_):
@@ -193,7 +194,7 @@ def _matmul_check(self, other):
     if other.ndim == 1:
         return _addmv_dtypes(other.dtype, self, other)
     if other.ndim == 2:
-        return _same_mm_dtypes(self, other) or not_for_bool("addmm_impl_cpu_", self, other)
+        return _mm_dtypes(self, other)
     return _bmm_dtypes(self, other)  # (batched and broadcast: the folded bmm's shapes fit)
 
 
