@@ -123,3 +123,19 @@ def test_a_complex_zero_to_a_power_is_cpus(op):
     expected, actual = op(z), op(z.to("tpu")).cpu()
     torch.testing.assert_close(torch.view_as_real(actual), torch.view_as_real(expected),
                                equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_pow_at_infinity_and_nan_is_cpus(dtype):
+    # CPU's cpow multiplies y * clog(x) as C does (Annex G): (inf * 1j) ** (1 + 1j) and
+    # (inf + NaN i) ** 2 are inf + NaN i, NaN ** 0 is NaN (XLA's pow: NaN + NaN i, inf + 0i, 1)
+    inf, nan = float("inf"), float("nan")
+    bases = [complex(inf, 0), complex(-inf, 2), complex(0, inf), complex(inf, inf),
+             complex(1, -inf), complex(inf, nan), complex(nan, inf), complex(nan, 0), 2 + 3j]
+    exponents = [2, 0.5, 1 + 1j, -1, 0, -2 + 1j, 1j, complex(inf, 0), complex(nan, 0)]
+    x = torch.tensor([b for b in bases for _ in exponents], dtype=dtype)
+    y = torch.tensor(exponents * len(bases), dtype=dtype)
+    for op in (lambda x, y: x ** y, lambda x, y: x ** y[3], lambda x, y: x ** 0.5):
+        expected, actual = op(x, y), op(x.to("tpu"), y.to("tpu")).cpu()
+        torch.testing.assert_close(torch.view_as_real(actual), torch.view_as_real(expected),
+                                   equal_nan=True)

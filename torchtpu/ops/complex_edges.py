@@ -151,13 +151,40 @@ def complex_exp(z):
     return lax.complex(real, imag)
 
 
-def zero_to_the(y):
-    """C's cpow(0, y) = cexp(y * clog(0)), as CPU's pow of a complex zero base: 0 for an
-    exponent of positive real part, inf + NaN i for a negative one, NaN otherwise (XLA's pow
-    gives NaN, and 1 for 0 ** 0)."""
-    re, im = y.real, y.imag
-    neg_inf = jnp.asarray(-jnp.inf, re.dtype)
-    return complex_exp(lax.complex(re * neg_inf - im * 0, re * 0 + im * neg_inf))
+def _c99_multiply(z, w):
+    """C's complex product (Annex G, libgcc's __muldc3): where the plain product is NaN + NaN i
+    but a factor is infinite, the infinite factor's parts become +-1 or +-0, NaNs become 0, and
+    the product is recomputed times infinity."""
+    a, b, c, d = z.real, z.imag, w.real, w.imag
+    ac, bd, ad, bc = a * c, b * d, a * d, b * c
+    re, im = ac - bd, ad + bc
+    lost = jnp.isnan(re) & jnp.isnan(im)
+    zero = jnp.zeros_like(a)
+
+    def unit(v):  # an infinite part as +-1, a finite one as +-0
+        return jnp.copysign(jnp.where(jnp.isinf(v), 1.0, 0.0).astype(v.dtype), v)
+
+    def unnan(v):
+        return jnp.where(jnp.isnan(v), jnp.copysign(zero, v), v)
+
+    z_inf = jnp.isinf(a) | jnp.isinf(b)
+    w_inf = jnp.isinf(c) | jnp.isinf(d)
+    a, b = jnp.where(z_inf, unit(a), a), jnp.where(z_inf, unit(b), b)
+    c, d = jnp.where(z_inf, unnan(c), c), jnp.where(z_inf, unnan(d), d)
+    c, d = jnp.where(w_inf, unit(c), c), jnp.where(w_inf, unit(d), d)
+    a, b = jnp.where(w_inf, unnan(a), a), jnp.where(w_inf, unnan(b), b)
+    overflow = ~(z_inf | w_inf) & (jnp.isinf(ac) | jnp.isinf(bd) | jnp.isinf(ad) | jnp.isinf(bc))
+    a, b, c, d = (jnp.where(overflow, unnan(v), v) for v in (a, b, c, d))
+    recomputed = z_inf | w_inf | overflow
+    re = jnp.where(lost & recomputed, jnp.inf * (a * c - b * d), re)
+    im = jnp.where(lost & recomputed, jnp.inf * (a * d + b * c), im)
+    return lax.complex(re, im)
+
+
+def complex_pow(x, y):
+    """glibc's cpow, which CPU calls: cexp(y * clog(x)) with C's product. XLA's pow differs at
+    the edges (0 ** y, an infinite base or exponent, NaN ** 0) and rounds differently."""
+    return complex_exp(_c99_multiply(y, with_infinite_modulus(jnp.log)(x)))
 
 
 def complex_logaddexp(a, b):

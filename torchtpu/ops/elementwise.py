@@ -20,12 +20,12 @@ from .complex_edges import (
     complex_exp,
     complex_expm1,
     complex_logaddexp,
+    complex_pow,
     complex_sqrt,
     imag_sign_kept,
     inverse_trig,
     trig_c99,
     with_infinite_modulus,
-    zero_to_the,
 )
 from .dtypes import (
     LOW_PRECISION,
@@ -420,8 +420,7 @@ def _pow(self, exponent):
 
 def _power(a, b):
     if jnp.issubdtype(a.dtype, jnp.complexfloating):
-        a, b = jnp.broadcast_arrays(a, b)
-        return jnp.where(a == 0, zero_to_the(b), jnp.power(a, b))
+        return complex_pow(a, b)
     return jnp.power(a, b)
 
 
@@ -467,7 +466,7 @@ def _pow_scalar(self, exponent):
     if dtype != jnp.float16:
         forms |= {2: lambda: x * x, 3: lambda: rounded(rounded(x * x) * x),
                   -2: lambda: inverse(rounded(x * x)), -1: lambda: inverse(x),
-                  0.5: lambda: imag_sign_kept(jnp.sqrt)(x)}
+                  0.5: lambda: imag_sign_kept(_sqrt)(x)}
     if isinstance(exponent, (int, float)):  # a constant here (torch.compile)
         if exponent == -0.5 and dtype != jnp.float16:
             return exact_rsqrt(x).astype(dtype)
