@@ -132,3 +132,22 @@ def test_views_of_one_storage_as_another_dtype_load_sharing_it():
     loaded[2][1, 0] = 9
     assert loaded[1].tolist() == [7, 1073741824, 1077936128]
     assert loaded[3].tolist() == [[9.0, 4.0]] and loaded[3].stride() == (2, 1)
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+@pytest.mark.parametrize("where", ["tpu", torch.device("tpu:0"), {"cpu": "tpu"}])
+def test_a_storage_loaded_onto_tpu_is_a_tpu_storage(where, legacy):
+    # as torch.load(map_location='cuda') gives cuda storages; one a tensor in the same file
+    # was loaded from is that tensor's storage, as the two shared it when saved
+    t = torch.arange(6.0)
+    loaded = torch.load(_saved({"s": t.storage(), "views": (t[2:], [t.storage()])},
+                               _use_new_zipfile_serialization=not legacy),
+                        map_location=where, weights_only=False)
+    storage, (view, [again]) = loaded["s"], loaded["views"]
+    assert isinstance(storage, torch.TypedStorage) and storage.device.type == "tpu"
+    assert again is storage and view.device.type == "tpu"
+    assert storage.dtype == torch.float32 and storage.tolist() == t.tolist()
+    view.add_(100)
+    assert storage.tolist() == [0.0, 1.0, 102.0, 103.0, 104.0, 105.0]
+    alone = torch.load(_saved(t.untyped_storage()), map_location=where)
+    assert alone.device.type == "tpu" and bytes(alone.tolist()) == t.numpy().tobytes()

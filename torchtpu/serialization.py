@@ -75,6 +75,43 @@ def _moved(t: torch.Tensor, storage, device: str, requires_grad: bool) -> torch.
     return with_math_bits(moved.detach(), conj, neg).requires_grad_(requires_grad)
 
 
+def _storages_moved(loaded, seen=None):
+    """The storages a load returned as themselves (``torch.save(t.untyped_storage())``, or in
+    a dict or list), marked for tpu, as device storages: a tensor's storage where one was
+    loaded from it (so they still share), else a copy of its bytes. Containers are changed in
+    place; a tuple is rebuilt."""
+    seen = {} if seen is None else seen
+    if id(loaded) in seen:
+        return seen[id(loaded)]
+    seen[id(loaded)] = loaded
+    if isinstance(loaded, (torch.UntypedStorage, torch.TypedStorage)):
+        untyped = getattr(loaded, "_untyped_storage", loaded)
+        device = getattr(untyped, "_torchtpu_onto", None)
+        if device is None:
+            return loaded
+        bases = untyped.__dict__.setdefault("_torchtpu_bases", {})
+        if not bases:
+            host = torch.empty(0, dtype=torch.uint8).set_(untyped)
+            bases[torch.uint8] = _to_device(host, device)
+        moved = next(iter(bases.values())).untyped_storage()
+        if isinstance(loaded, torch.TypedStorage):
+            moved = torch.TypedStorage(wrap_storage=moved, dtype=loaded.dtype, _internal=True)
+        seen[id(loaded)] = moved
+        return moved
+    if isinstance(loaded, dict):
+        for k, v in loaded.items():
+            loaded[k] = _storages_moved(v, seen)
+    elif isinstance(loaded, list):
+        loaded[:] = [_storages_moved(v, seen) for v in loaded]
+    elif isinstance(loaded, tuple):
+        items = [_storages_moved(v, seen) for v in loaded]
+        if any(a is not b for a, b in zip(items, loaded)):
+            rebuilt = type(loaded)._make(items) if hasattr(loaded, "_make") else type(loaded)(items)
+            seen[id(loaded)] = rebuilt
+            return rebuilt
+    return loaded
+
+
 def _metadata_after_rebuild(rebuild_v2):
     """``_rebuild_tensor_v2``, which sets a tensor's saved conj and neg bits on the tensor
     rebuilt: one moved to tpu gets them as a view of its memory (the bits set on a tpu tensor
@@ -125,7 +162,7 @@ def _loading_legacy_files(legacy_load):
         with torch.no_grad():
             for moved, host in unread:
                 moved.copy_(host)
-        return result
+        return _storages_moved(result)
 
     loaded._torchtpu = True
     return loaded
@@ -257,7 +294,7 @@ def _forgetting_map_location(load):
     @functools.wraps(load)
     def loaded(*args, **kwargs):
         try:
-            return load(*args, **kwargs)
+            return _storages_moved(load(*args, **kwargs))
         finally:
             torch.serialization._serialization_tls.map_location = None
 
