@@ -105,7 +105,7 @@ def _storages_moved(loaded, seen=None):
         loaded[:] = [_storages_moved(v, seen) for v in loaded]
     elif isinstance(loaded, tuple):
         items = [_storages_moved(v, seen) for v in loaded]
-        if any(a is not b for a, b in zip(items, loaded)):
+        if any(a is not b for a, b in zip(items, loaded, strict=True)):
             rebuilt = type(loaded)._make(items) if hasattr(loaded, "_make") else type(loaded)(items)
             seen[id(loaded)] = rebuilt
             return rebuilt
