@@ -26,6 +26,9 @@ def test_all_and_any_over_no_dims_reduce_nothing(op, keepdim):
     lambda d: torch.min(torch.zeros([1] * 65, device=d), 0),
     lambda d: torch.histc(torch.ones(3, device=d), bins=4, min=0, max=float("inf")),
     lambda d: torch.histc(torch.ones(3, device=d), bins=4, min=float("nan"), max=3),
+    lambda d: torch.histc(torch.ones(3, device=d), bins=4, min=2, max=1),
+    lambda d: torch.histc(torch.ones(3, device=d), bins=0, min=float("inf"), max=1),
+    lambda d: torch.histc(torch.ones(3, device=d), bins=-1),
 ])
 def test_bad_reductions_are_refused_as_cpu(bad, eager_mode):
     raises_as_cpu(bad)

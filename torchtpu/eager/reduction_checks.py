@@ -29,8 +29,14 @@ def nonempty_check(name: str):
 
 
 def histc_range(self, bins=100, min=0, max=0) -> str | None:  # noqa: A002
-    # (a range from the data is checked on its values: bounds.py)
-    return histc_range_error(min, max) if min != max else None
+    # CPU's order: the bins (in histogram's words), the range's finiteness, then its order (a
+    # range from the data is checked on its values: bounds.py)
+    if bins <= 0:
+        return f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0"
+    if min == max:
+        return None
+    return histc_range_error(min, max) or (
+        "torch.histc: max must be larger than min" if min > max else None)
 
 
 def histc_range_error(low: float, high: float) -> str | None:
