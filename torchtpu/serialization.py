@@ -32,10 +32,14 @@ def _tag(storage) -> str | None:
     return None  # our tensors never reach PyTorch's storage writer
 
 
+_marked = [0]  # storages marked for tpu so far: a load that marked none has none to move
+
+
 def _restore(storage, location: str):
     if not location.startswith("tpu"):
         return None
     storage._torchtpu_onto = location  # read by _rebuilt_onto_device
+    _marked[0] += 1
     return storage
 
 
@@ -73,6 +77,12 @@ def _moved(t: torch.Tensor, storage, device: str, requires_grad: bool) -> torch.
         with torch.no_grad():
             moved = base.as_strided(t.shape, t.stride(), t.storage_offset())
     return with_math_bits(moved.detach(), conj, neg).requires_grad_(requires_grad)
+
+
+def _loaded_with_storages_moved(load, *args, **kwargs):
+    marked = _marked[0]
+    loaded = load(*args, **kwargs)
+    return loaded if _marked[0] == marked else _storages_moved(loaded)
 
 
 def _storages_moved(loaded, seen=None):
@@ -155,14 +165,14 @@ def _loading_legacy_files(legacy_load):
         unread = _legacy.unread
         torch.serialization._serialization_tls.map_location = map_location
         try:
-            result = legacy_load(f, map_location, *args, **kwargs)
+            result = _loaded_with_storages_moved(legacy_load, f, map_location, *args, **kwargs)
         finally:
             _legacy.unread = outer
             torch.serialization._serialization_tls.map_location = None
         with torch.no_grad():
             for moved, host in unread:
                 moved.copy_(host)
-        return _storages_moved(result)
+        return result
 
     loaded._torchtpu = True
     return loaded
@@ -294,7 +304,7 @@ def _forgetting_map_location(load):
     @functools.wraps(load)
     def loaded(*args, **kwargs):
         try:
-            return _storages_moved(load(*args, **kwargs))
+            return _loaded_with_storages_moved(load, *args, **kwargs)
         finally:
             torch.serialization._serialization_tls.map_location = None
 
