@@ -96,7 +96,7 @@ def _matches_cpu(name: str) -> None:
 
 # ---- default suite ----
 
-@pytest.mark.parametrize("name", ["adamw", "sgd_closure"])
+@pytest.mark.parametrize("name", ["adamw"])
 def test_schedule_free_matches_cpu(name):
     _matches_cpu(name)
 
