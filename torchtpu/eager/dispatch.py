@@ -133,6 +133,8 @@ def _strict_handler(func) -> Handler:
 def _build(func, fused: bool = False) -> Handler:
     handler = _build_here(func, fused)
     handler = _drawing_on_the_host_with_a_generator(func, handler)
+    if func in _COPIES:
+        handler = _pairwise_across_devices(func, handler)
     if func in _CHECKS_ERRORS:
         handler = _checking_errors(handler, _CHECKS_ERRORS[func])
     if func in matmul_checks.CHECKED_ON_TENSORS:  # (checks of strides, which arrays lack)
@@ -159,6 +161,24 @@ def _drawing_on_the_host_with_a_generator(func, inner: Handler) -> Handler:
         if "device" in kwargs:  # a factory (randperm): made on the host, then moved
             kwargs = {**kwargs, "device": torch.device("cpu")}
         return fallback.run_on_cpu(func, args, kwargs, reason="host_draw")
+
+    return handler
+
+
+# _foreach_copy_: where its lists mix devices, CPU's and cuda's kernels take their slow path,
+# a copy_ per pair, and copy_ moves across devices (tensordict's update_ of a memmapped,
+# host-side TensorDict from a tpu one).
+_COPIES = {torch.ops.aten._foreach_copy_.default}
+
+
+def _pairwise_across_devices(func, inner: Handler) -> Handler:
+    slow = special.explicit_kernel(func)
+
+    def handler(args, kwargs):
+        self, src = args[0], args[1] if len(args) > 1 else kwargs["src"]
+        if all(type(t) is TpuTensor for t in (*self, *src)):
+            return inner(args, kwargs)
+        return slow(args, kwargs)
 
     return handler
 
