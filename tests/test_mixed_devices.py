@@ -125,3 +125,23 @@ def test_foreach_copy_copies_pair_by_pair_across_devices(mode):
         assert row.tolist() == [1.0, 2.0] and on_tpu[1].tolist() == [1.0, 1.0]
         with pytest.raises(RuntimeError, match="^Tensor lists must have the same number"):
             torch._foreach_copy_([torch.zeros(3)], [torch.ones(3, device=TPU)] * 2)
+
+
+def test_functional_copy_across_devices_lands_on_self_device():
+    # aten.copy (functionalization's copy_) clones self and copies into it, on self's device,
+    # as on cuda; it had raised the device error.
+    on_tpu = torch.ones(3).to(TPU)
+    out = torch.ops.aten.copy(torch.zeros(3), on_tpu * 2)
+    assert out.device.type == "cpu" and out.tolist() == [2.0, 2.0, 2.0]
+    out = torch.ops.aten.copy(torch.zeros(2, 3, dtype=torch.float64, device=TPU),
+                              torch.arange(3))
+    assert out.device.type == "tpu" and out.dtype == torch.float64
+    assert out.tolist() == [[0.0, 1.0, 2.0]] * 2
+
+    def write(host, value):
+        host.copy_(value + 1)
+        return host
+
+    host = torch.zeros(3)
+    torch.func.functionalize(write)(host, on_tpu)
+    assert host.tolist() == [2.0, 2.0, 2.0]

@@ -165,20 +165,25 @@ def _drawing_on_the_host_with_a_generator(func, inner: Handler) -> Handler:
     return handler
 
 
-# _foreach_copy_: where its lists mix devices, CPU's and cuda's kernels take their slow path,
-# a copy_ per pair, and copy_ moves across devices (tensordict's update_ of a memmapped,
-# host-side TensorDict from a tpu one).
-_COPIES = {torch.ops.aten._foreach_copy_.default}
+# Copies where not every tensor is on tpu: CPU's and cuda's kernels go through copy_, which
+# moves across devices. _foreach_copy_ takes its slow path, a copy_ per pair (tensordict's
+# update_ of a memmapped, host-side TensorDict from a tpu one); copy, functionalization's form
+# of copy_ (torch.func.functionalize), copies into a clone of self, on self's device.
+_COPIES = {
+    torch.ops.aten._foreach_copy_.default: torch._C.DispatchKey.CompositeExplicitAutograd,
+    torch.ops.aten.copy.default: torch._C.DispatchKey.CompositeExplicitAutogradNonFunctional,
+}
 
 
 def _pairwise_across_devices(func, inner: Handler) -> Handler:
-    slow = special.explicit_kernel(func)
+    kernel = torch._C.DispatchKeySet(_COPIES[func])
 
     def handler(args, kwargs):
         self, src = args[0], args[1] if len(args) > 1 else kwargs["src"]
-        if all(type(t) is TpuTensor for t in (*self, *src)):
+        tensors = (*self, *src) if isinstance(self, (list, tuple)) else (self, src)
+        if all(type(t) is TpuTensor for t in tensors):
             return inner(args, kwargs)
-        return slow(args, kwargs)
+        return func.redispatch(kernel, *args, **kwargs)
 
     return handler
 
