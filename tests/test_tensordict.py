@@ -1,8 +1,8 @@
 """tensordict on "tpu": a TensorDict moved with ``.to("tpu")`` keeps CPU's values, dtypes,
 batch sizes and nesting through its tensor ops (apply, stack / cat, indexing, in-place
 updates, reshapes, names, arithmetic, which runs through ``torch._foreach_*``), tensorclass,
-TensorDictModule / TensorDictSequential forward and backward, consolidate() and a memmap round
-trip (host memory mapped files written from tpu tensors).
+TensorDictModule / TensorDictSequential forward and backward (eager and compiled), consolidate()
+and a memmap round trip (host memory mapped files written from tpu tensors).
 
 The default test runs a few view and copy ops and the memmap round trip; the other views,
 arithmetic, modules and fused eager are ``slow``."""
@@ -154,3 +154,18 @@ def test_modules_forward_and_backward():
 
     for actual, expected in zip(run(TPU), run("cpu"), strict=True):
         _assert_same_td(actual, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_compiled_module():
+    def run(device):
+        torch.manual_seed(0)
+        linear = torch.nn.Linear(3, 4)
+        seq = TensorDictSequential(TensorDictModule(linear, in_keys=["a"], out_keys=["h"]),
+                                   TensorDictModule(torch.tanh, in_keys=["h"], out_keys=["y"]))
+        compiled = torch.compile(seq.to(device), backend="tpu" if device == TPU else "eager")
+        out = compiled(_base().to(device))
+        out["y"].sum().backward()
+        return TensorDict({"y": out["y"].detach(), "w": linear.weight.grad[None]}, batch_size=[])
+
+    _assert_same_td(run(TPU), run("cpu"), rtol=1e-5, atol=1e-6)
