@@ -106,3 +106,42 @@ def test_embedding_checks_its_indices_before_the_weights_device(mode):
     assert str(mixed.value).split("\n[torchtpu debug]")[0] == str(on_cpu.value)
     with pytest.raises(RuntimeError, match=f"^{_MIXED}.*argument weight in method aten.embedding"):
         torch.nn.functional.embedding(indices.long().to(TPU), torch.zeros(10, 3))
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_foreach_copy_copies_pair_by_pair_across_devices(mode):
+    # cuda's _foreach_copy_ takes its slow path, a copy_ per pair, where the lists mix
+    # devices (tensordict's update_ of a memmapped TensorDict from a tpu one); it had raised.
+    import torchtpu
+
+    with torchtpu.set_eager_mode(mode):
+        host = [torch.zeros(3), torch.zeros(2, dtype=torch.float64)]
+        torch._foreach_copy_(host, [torch.arange(3.0).to(TPU), torch.ones(2).to(TPU)])
+        assert [t.device.type for t in host] == ["cpu", "cpu"]
+        assert host[0].tolist() == [0.0, 1.0, 2.0] and host[1].dtype == torch.float64
+        on_tpu = [torch.zeros(3, device=TPU), torch.zeros(2, device=TPU)]
+        row = on_tpu[0][1:]
+        torch._foreach_copy_(on_tpu, [torch.arange(3.0), torch.ones(2, device=TPU)])
+        assert row.tolist() == [1.0, 2.0] and on_tpu[1].tolist() == [1.0, 1.0]
+        with pytest.raises(RuntimeError, match="^Tensor lists must have the same number"):
+            torch._foreach_copy_([torch.zeros(3)], [torch.ones(3, device=TPU)] * 2)
+
+
+def test_functional_copy_across_devices_lands_on_self_device():
+    # aten.copy (functionalization's copy_) clones self and copies into it, on self's device,
+    # as on cuda; it had raised the device error.
+    on_tpu = torch.ones(3).to(TPU)
+    out = torch.ops.aten.copy(torch.zeros(3), on_tpu * 2)
+    assert out.device.type == "cpu" and out.tolist() == [2.0, 2.0, 2.0]
+    out = torch.ops.aten.copy(torch.zeros(2, 3, dtype=torch.float64, device=TPU),
+                              torch.arange(3))
+    assert out.device.type == "tpu" and out.dtype == torch.float64
+    assert out.tolist() == [[0.0, 1.0, 2.0]] * 2
+
+    def write(host, value):
+        host.copy_(value + 1)
+        return host
+
+    host = torch.zeros(3)
+    torch.func.functionalize(write)(host, on_tpu)
+    assert host.tolist() == [2.0, 2.0, 2.0]

@@ -133,6 +133,8 @@ def _strict_handler(func) -> Handler:
 def _build(func, fused: bool = False) -> Handler:
     handler = _build_here(func, fused)
     handler = _drawing_on_the_host_with_a_generator(func, handler)
+    if func in _COPIES:
+        handler = _pairwise_across_devices(func, handler)
     if func in _CHECKS_ERRORS:
         handler = _checking_errors(handler, _CHECKS_ERRORS[func])
     if func in matmul_checks.CHECKED_ON_TENSORS:  # (checks of strides, which arrays lack)
@@ -159,6 +161,29 @@ def _drawing_on_the_host_with_a_generator(func, inner: Handler) -> Handler:
         if "device" in kwargs:  # a factory (randperm): made on the host, then moved
             kwargs = {**kwargs, "device": torch.device("cpu")}
         return fallback.run_on_cpu(func, args, kwargs, reason="host_draw")
+
+    return handler
+
+
+# Copies where not every tensor is on tpu: CPU's and cuda's kernels go through copy_, which
+# moves across devices. _foreach_copy_ takes its slow path, a copy_ per pair (tensordict's
+# update_ of a memmapped, host-side TensorDict from a tpu one); copy, functionalization's form
+# of copy_ (torch.func.functionalize), copies into a clone of self, on self's device.
+_COPIES = {
+    torch.ops.aten._foreach_copy_.default: torch._C.DispatchKey.CompositeExplicitAutograd,
+    torch.ops.aten.copy.default: torch._C.DispatchKey.CompositeExplicitAutogradNonFunctional,
+}
+
+
+def _pairwise_across_devices(func, inner: Handler) -> Handler:
+    kernel = torch._C.DispatchKeySet(_COPIES[func])
+
+    def handler(args, kwargs):
+        self, src = args[0], args[1] if len(args) > 1 else kwargs["src"]
+        tensors = (*self, *src) if isinstance(self, (list, tuple)) else (self, src)
+        if all(type(t) is TpuTensor for t in tensors):
+            return inner(args, kwargs)
+        return func.redispatch(kernel, *args, **kwargs)
 
     return handler
 
