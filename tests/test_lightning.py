@@ -4,15 +4,21 @@ single-device strategy; ``precision="bf16-mixed"`` / ``"16-mixed"`` autocast the
 the CPU (torchtpu/integrations_lightning.py). An accelerator of one's own still works. Then fit,
 validate, predict, test, a checkpoint saved and resumed, gradient clipping and accumulation,
 manual optimization, callbacks (ModelCheckpoint, EarlyStopping, StochasticWeightAveraging), the
-LR finder, mixed precision, a compiled module, and Fabric give CPU's numbers. The default suite
+LR finder, mixed precision, a compiled module, Fabric, and two processes under torchrun (DDP)
+give CPU's numbers. The default suite
 checks the choices and runs fit with a resumed checkpoint; ``-m slow`` the rest, in strict and
 fused eager."""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
+import sys
 import types
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -366,3 +372,23 @@ def test_fabric_matches_cpu(tmp_path, accelerator):
         return _params(model), _params(restored), loss.detach().cpu()
 
     _same(run("tpu"), run("cpu"))
+
+
+@pytest.mark.slow
+def test_two_processes_under_torchrun_train_with_ddp_as_cpu(tmp_path):
+    # (Lightning built DDP with cuda's device ids, on a cuda stream)
+    worker = Path(__file__).parent / "distributed" / "lightning_worker.py"
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    runs = {}
+    for device in ("cpu", "tpu"):
+        done = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+             "2", str(worker), device, str(tmp_path / device)],
+            capture_output=True, text=True, timeout=600, env=env)
+        assert done.returncode == 0, done.stderr[-4000:]
+        runs[device] = json.loads((tmp_path / device).read_text())
+    assert runs["tpu"].pop("kinds") == ["DDPStrategy", "tpu:0", pytest.approx(
+        runs["cpu"]["kinds"][2], rel=1e-5), "DDPStrategy", "tpu:0"]
+    runs["cpu"].pop("kinds")
+    _same(runs["tpu"], runs["cpu"])

@@ -1,10 +1,11 @@
 """Lightning told about tpu as it knows torch_xla's: ``accelerator="tpu"`` (and "auto", whose
 CPU answer becomes tpu, as accelerate's default device does) runs on torchtpu's device, with
-a strategy on that device and mixed precision that autocasts there. Without this Lightning's
-"tpu" is torch_xla's (XLAAccelerator, which cannot start without it), and an accelerator of
-one's own trained on the CPU (the single-device strategy Lightning picks for anything not
-cuda or mps) under a cuda autocast. Both the ``lightning`` package and the standalone
-``pytorch_lightning`` / ``lightning_fabric`` are taught, once they are imported."""
+a strategy on that device and mixed precision that autocasts there; several processes under
+torchrun get DDP, as on CPU. Without this Lightning's "tpu" is torch_xla's (XLAAccelerator,
+which cannot start without it), and an accelerator of one's own trained on the CPU (the
+single-device strategy Lightning picks for anything not cuda or mps) under a cuda autocast.
+Both the ``lightning`` package and the standalone ``pytorch_lightning`` / ``lightning_fabric``
+are taught, once they are imported."""
 
 from __future__ import annotations
 
@@ -126,11 +127,25 @@ def _connector_finds_tpu(connector_cls, ours: type, single_device: type,
     connector_cls._check_and_init_precision = _check_and_init_precision
 
 
+def _ddp_without_device_ids(ddp: type, name: str) -> None:
+    # (several tpu processes, under torchrun) DDP's device ids, and the cuda stream Lightning
+    # builds DDP on when there are some, are cuda's: a tpu process runs DDP as a CPU one does,
+    # over the "tpu" process group, as accelerate's multi-CPU setup does on tpu
+    found = getattr(ddp, name)
+
+    def device_ids(self) -> list[int] | None:
+        return None if self.root_device.type == "tpu" else found(self)
+
+    setattr(ddp, name, device_ids)
+
+
 def _fabric_finds_tpu(package: str, connector) -> None:
     accelerators = sys.modules[f"{package}.accelerators"]
     ours = _accelerator(accelerators.Accelerator, accelerators.ACCELERATOR_REGISTRY)
     _connector_finds_tpu(connector._Connector, ours, connector.SingleDeviceStrategy,
                          connector.MixedPrecision)
+    _ddp_without_device_ids(sys.modules[f"{package}.strategies.ddp"].DDPStrategy,
+                            "_determine_ddp_device_ids")
 
 
 def _trainer_finds_tpu(package: str, connector) -> None:
@@ -138,6 +153,7 @@ def _trainer_finds_tpu(package: str, connector) -> None:
     ours = _accelerator(accelerators.Accelerator, accelerators.AcceleratorRegistry)
     _connector_finds_tpu(connector._AcceleratorConnector, ours, connector.SingleDeviceStrategy,
                          connector.MixedPrecision)
+    _ddp_without_device_ids(connector.DDPStrategy, "determine_ddp_device_ids")
 
 
 def install(after_import: Callable[[str, Callable], None]) -> None:
