@@ -278,12 +278,12 @@ def test_clipping_by_value_and_swa_match_cpu(options):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("precision", ["bf16-mixed", "16-mixed"])
-def test_mixed_precision_matches_cpu(precision):
+@pytest.mark.parametrize("precision", ["bf16-mixed", "16-mixed", "64-true"])
+def test_precisions_match_cpu(precision):
     # (on CPU Lightning turns "16-mixed" into bf16: the plugin asks for float16 and its scaler)
     def run(device):
-        options = ({"precision": precision} if device == "tpu" or precision == "bf16-mixed"
-                   else {"plugins": [MixedPrecision(precision, device="cpu")]})
+        options = ({"plugins": [MixedPrecision(precision, device="cpu")]}
+                   if device == "cpu" and precision == "16-mixed" else {"precision": precision})
         trainer, model = _fit(device, **options)
         return _params(model), trainer.callback_metrics["val_loss"].cpu()
 
