@@ -1,26 +1,35 @@
-"""Lightning on tpu. Lightning's own "tpu" accelerator means torch_xla; a torchtpu user passes
-an Accelerator subclass naming the tpu device, and a SingleDeviceStrategy on it (with a
-custom accelerator alone Lightning picks a CPU strategy). Then fit, validate, predict, test,
-a checkpoint saved and resumed, gradient clipping and accumulation, manual optimization,
-callbacks (ModelCheckpoint, EarlyStopping, StochasticWeightAveraging), the LR finder,
-bf16-mixed, a compiled module, and Fabric give CPU's numbers. The default suite runs fit with
-a resumed checkpoint; ``-m slow`` the rest, in strict and fused eager."""
+"""Lightning on tpu as a torch_xla user writes it: ``Trainer(accelerator="tpu", devices=1)``
+(or "auto") and ``Fabric(accelerator="tpu")``, with torchtpu imported, train on tpu with a
+single-device strategy; ``precision="bf16-mixed"`` / ``"16-mixed"`` autocast there; "cpu" stays
+the CPU (torchtpu/integrations_lightning.py). An accelerator of one's own still works. Then fit,
+validate, predict, test, a checkpoint saved and resumed, gradient clipping and accumulation,
+manual optimization, callbacks (ModelCheckpoint, EarlyStopping, StochasticWeightAveraging), the
+LR finder, mixed precision, a compiled module, Fabric, and two processes under torchrun (DDP)
+give CPU's numbers. The default suite
+checks the choices and runs fit with a resumed checkpoint; ``-m slow`` the rest, in strict and
+fused eager."""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
+import sys
+import types
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
 
 import torchtpu
+from torchtpu import integrations_lightning
 
 pytest.importorskip("lightning")
 import lightning.pytorch as pl  # noqa: E402
 from lightning.fabric import Fabric  # noqa: E402
 from lightning.fabric.accelerators import Accelerator as FabricAccelerator  # noqa: E402
-from lightning.fabric.strategies import SingleDeviceStrategy as FabricSingleDevice  # noqa: E402
 from lightning.pytorch.accelerators import Accelerator  # noqa: E402
 from lightning.pytorch.callbacks import (  # noqa: E402
     EarlyStopping,
@@ -33,7 +42,7 @@ from lightning.pytorch.tuner import Tuner  # noqa: E402
 
 
 class _TPUDevice:
-    """What Lightning asks an accelerator: one tpu device, always there."""
+    """What Lightning asks an accelerator of one's own: one tpu device, always there."""
 
     def setup_device(self, device: torch.device) -> None:
         pass
@@ -59,28 +68,24 @@ class _TPUDevice:
 
     @staticmethod
     def name() -> str:
-        return "torchtpu"
+        return "mine"
 
     def get_device_stats(self, device) -> dict:
         return {}
 
 
-class TPUAccelerator(_TPUDevice, Accelerator):
+class MyAccelerator(_TPUDevice, Accelerator):
     pass
 
 
-class FabricTPUAccelerator(_TPUDevice, FabricAccelerator):
+class MyFabricAccelerator(_TPUDevice, FabricAccelerator):
     pass
 
 
 def _on(device: str, **options) -> dict:
-    """Trainer arguments for ``device``: the tpu ones are the only change a user makes."""
-    options = {"max_epochs": 2, "logger": False, "enable_progress_bar": False,
-               "enable_model_summary": False, **options}
-    if device == "tpu":
-        return {**options, "accelerator": TPUAccelerator(),
-                "strategy": SingleDeviceStrategy(device=torch.device("tpu", 0))}
-    return {**options, "accelerator": "cpu"}
+    """Trainer arguments for ``device``: the accelerator is the only change a user makes."""
+    return {"max_epochs": 2, "logger": False, "enable_progress_bar": False,
+            "enable_model_summary": False, "accelerator": device, **options}
 
 
 @pytest.fixture(autouse=True)
@@ -179,6 +184,60 @@ def _same(actual, expected):
 
 # ---- default suite ----
 
+@pytest.mark.parametrize("accelerator", ["tpu", "auto"])
+@pytest.mark.parametrize("precision", [None, "bf16-mixed", "16-mixed"])
+def test_tpu_and_auto_pick_the_tpu_device_and_autocast_there(accelerator, precision):
+    trainer = pl.Trainer(accelerator=accelerator, devices=1 if accelerator == "tpu" else "auto",
+                         precision=precision, logger=False)
+    fabric = Fabric(accelerator=accelerator, precision=precision)
+    for strategy in (trainer.strategy, fabric.strategy):
+        assert type(strategy).__name__ == "SingleDeviceStrategy"
+        assert strategy.root_device == torch.device("tpu", 0)
+        assert strategy.accelerator.name() == "tpu"
+        plugin = getattr(strategy, "precision_plugin", None) or strategy.precision
+        if precision is not None:
+            assert (type(plugin).__name__, plugin.device, plugin.precision) == (
+                "MixedPrecision", "tpu", precision)
+            assert (plugin.scaler is not None) == (precision == "16-mixed")
+    assert fabric.device == torch.device("tpu", 0)
+
+
+def test_cpu_stays_the_cpu():
+    trainer = pl.Trainer(accelerator="cpu", precision="bf16-mixed", logger=False)
+    fabric = Fabric(accelerator="cpu", precision="bf16-mixed")
+    assert trainer.strategy.root_device.type == fabric.device.type == "cpu"
+    assert trainer.precision_plugin.device == fabric.strategy.precision.device == "cpu"
+
+
+def test_an_accelerator_of_ones_own_runs_on_its_device():
+    # (Lightning gave any accelerator but cuda's and mps' a CPU strategy, and a cuda autocast)
+    for strategy in (pl.Trainer(accelerator=MyAccelerator(), precision="bf16-mixed").strategy,
+                     Fabric(accelerator=MyFabricAccelerator(), precision="bf16-mixed").strategy):
+        assert strategy.root_device == torch.device("tpu", 0)
+        assert (getattr(strategy, "precision_plugin", None) or strategy.precision).device == "tpu"
+    explicit = pl.Trainer(accelerator=MyAccelerator(),
+                          strategy=SingleDeviceStrategy(device=torch.device("tpu", 0)),
+                          plugins=[MixedPrecision("bf16-mixed", device="tpu")])
+    assert isinstance(explicit.accelerator, MyAccelerator)
+    assert explicit.strategy.root_device == torch.device("tpu", 0)
+
+
+def test_more_devices_than_the_process_has_is_refused():
+    with pytest.raises(ValueError, match=r"`devices=2` asks for tpu devices \[0, 1\], but this"
+                                         r" process has 1: \[0\]"):
+        pl.Trainer(accelerator="tpu", devices=2)
+    with pytest.raises(ValueError, match="asks for tpu devices"):
+        Fabric(accelerator="tpu", devices=[1])
+
+
+def test_lightning_is_left_alone_with_torch_xla(monkeypatch):
+    hooked = []
+    monkeypatch.setattr(integrations_lightning.importlib.util, "find_spec",
+                        lambda name: types.SimpleNamespace(name=name))
+    integrations_lightning.install(lambda name, then: hooked.append(name))
+    assert hooked == []
+
+
 def test_fit_validate_predict_and_resume_match_cpu(tmp_path):
     # (clipping by norm, accumulation over 2 batches, a step schedule, batch norm)
     cpu = _fit_validate_predict_resume("cpu", tmp_path)
@@ -219,13 +278,29 @@ def test_clipping_by_value_and_swa_match_cpu(options):
 
 
 @pytest.mark.slow
-def test_bf16_mixed_matches_cpu():
-    # (a custom accelerator's mixed precision is cuda's unless the plugin names the device)
+@pytest.mark.parametrize("precision", ["bf16-mixed", "16-mixed", "64-true"])
+def test_precisions_match_cpu(precision):
+    # (on CPU Lightning turns "16-mixed" into bf16: the plugin asks for float16 and its scaler)
     def run(device):
-        options = ({"plugins": [MixedPrecision("bf16-mixed", device="tpu")]} if device == "tpu"
-                   else {"precision": "bf16-mixed"})
+        options = ({"plugins": [MixedPrecision(precision, device="cpu")]}
+                   if device == "cpu" and precision == "16-mixed" else {"precision": precision})
         trainer, model = _fit(device, **options)
         return _params(model), trainer.callback_metrics["val_loss"].cpu()
+
+    _same(run("tpu"), run("cpu"))
+
+
+@pytest.mark.slow
+def test_an_accelerator_of_ones_own_trains_as_cpu(tmp_path):
+    def run(device):
+        pl.seed_everything(0, verbose=False)
+        model = Module()
+        accelerator = {"accelerator": MyAccelerator(), "strategy": SingleDeviceStrategy(
+            device=torch.device("tpu", 0))} if device == "tpu" else {}
+        trainer = pl.Trainer(**{**_on(device, default_root_dir=tmp_path), **accelerator})
+        trainer.fit(model, _loader(), _loader())
+        assert trainer.strategy.root_device.type == device
+        return _params(model)
 
     _same(run("tpu"), run("cpu"))
 
@@ -273,11 +348,11 @@ def test_lr_finder_matches_cpu(tmp_path):
 
 
 @pytest.mark.slow
-def test_fabric_with_a_custom_accelerator_matches_cpu(tmp_path):
+@pytest.mark.parametrize("accelerator", ["tpu", "auto", "mine"])
+def test_fabric_matches_cpu(tmp_path, accelerator):
     def run(device):
-        fabric = (Fabric(accelerator=FabricTPUAccelerator(),
-                         strategy=FabricSingleDevice(device=torch.device("tpu", 0)))
-                  if device == "tpu" else Fabric(accelerator="cpu"))
+        chosen = {"tpu": accelerator, "cpu": "cpu"}[device]
+        fabric = Fabric(accelerator=MyFabricAccelerator() if chosen == "mine" else chosen)
         fabric.seed_everything(0, verbose=False)
         model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(),
                                     torch.nn.Linear(16, 3))
@@ -297,3 +372,23 @@ def test_fabric_with_a_custom_accelerator_matches_cpu(tmp_path):
         return _params(model), _params(restored), loss.detach().cpu()
 
     _same(run("tpu"), run("cpu"))
+
+
+@pytest.mark.slow
+def test_two_processes_under_torchrun_train_with_ddp_as_cpu(tmp_path):
+    # (Lightning built DDP with cuda's device ids, on a cuda stream)
+    worker = Path(__file__).parent / "distributed" / "lightning_worker.py"
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    runs = {}
+    for device in ("cpu", "tpu"):
+        done = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+             "2", str(worker), device, str(tmp_path / device)],
+            capture_output=True, text=True, timeout=600, env=env)
+        assert done.returncode == 0, done.stderr[-4000:]
+        runs[device] = json.loads((tmp_path / device).read_text())
+    assert runs["tpu"].pop("kinds") == ["DDPStrategy", "tpu:0", pytest.approx(
+        runs["cpu"]["kinds"][2], rel=1e-5), "DDPStrategy", "tpu:0"]
+    runs["cpu"].pop("kinds")
+    _same(runs["tpu"], runs["cpu"])

@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 import torch
 
+from . import integrations_lightning
+
 
 def _accelerate_finds_tpu(state) -> None:
     # accelerate finds cuda by itself but no PrivateUse1 device: without this the Hugging
@@ -118,6 +120,7 @@ def _after_import(name: str, then: Callable) -> None:
 
 def install() -> None:
     _after_import("accelerate.state", _accelerate_finds_tpu)
+    integrations_lightning.install(_after_import)
     if "transformers.utils.import_utils" in sys.modules:
         _transformers_asks_again(sys.modules["transformers.utils.import_utils"])
     _device_generic_tests_find_tpu()

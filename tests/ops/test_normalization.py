@@ -74,6 +74,24 @@ def test_eval_batch_norm_is_cpus_bit_for_bit():
     assert torch.equal(tpu.cpu(), cpu)
 
 
+@pytest.mark.parametrize("shape", [(16, 16), (999, 4), (8, 4, 6, 6)])
+def test_bfloat16_batch_norm_updates_its_running_statistics_as_cpu(shape):
+    # (CPU rounds each bfloat16 step, its momentum and the batch size too: rounding once at
+    # the end drifted the statistics a few bfloat16 steps per batch)
+    g = torch.Generator().manual_seed(0)
+
+    def run(device):
+        bn = torch.nn.BatchNorm1d(shape[1]) if len(shape) < 4 else torch.nn.BatchNorm2d(shape[1])
+        bn = bn.bfloat16().to(device)
+        outs = [bn(x.to(device)).cpu() for x in xs]
+        return outs, bn.running_mean.cpu(), bn.running_var.cpu()
+
+    xs = [(torch.randn(*shape, generator=g) * 3 + 1).bfloat16() for _ in range(3)]
+    (tpu_outs, *tpu_stats), (cpu_outs, *cpu_stats) = run("tpu:0"), run("cpu")
+    for ours, theirs in zip(tpu_outs + tpu_stats, cpu_outs + cpu_stats, strict=True):
+        assert torch.equal(ours, theirs)
+
+
 def test_group_norm_of_an_empty_batch_has_empty_gradients():
     def run(device):
         x = torch.empty(0, 4, 3, 3, device=device, requires_grad=True)

@@ -64,8 +64,15 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
     var_sum = channel_sum(jnp.square(xf - _per_channel(mean, xf.ndim))).astype(xf.dtype)
     if stats != jnp.float16:  # CPU's float16 kernel keeps float32 statistics until invstd
         mean, var_sum = mean.astype(stats), var_sum.astype(stats)
-    invstd = _rsqrt(upcast(var_sum) / n, eps).astype(stats)
+    biased = upcast(var_sum) / n
+    if stats == jnp.bfloat16:  # (c10::BFloat16 / int64_t rounds, the integer too)
+        biased = (upcast(var_sum) / jnp.asarray(n, jnp.float32).astype(stats)).astype(stats)
+    invstd = _rsqrt(upcast(biased), eps).astype(stats)
     out = _apply(input, xf, upcast(mean.astype(stats)), upcast(invstd), weight, bias)
+    if stats == jnp.bfloat16:
+        new_rm, new_rv = _bfloat16_running_update(mean, var_sum, n, running_mean, running_var,
+                                                  momentum)
+        return out, mean, invstd, new_rm, new_rv
     new_rm = new_rv = None
     if running_mean is not None:
         new_rm = (momentum * upcast(mean) + (1 - momentum) * upcast(running_mean)).astype(
@@ -75,6 +82,28 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
         new_rv = (momentum * unbiased + (1 - momentum) * upcast(running_var)).astype(
             running_var.dtype)
     return out, mean.astype(stats), invstd, new_rm, new_rv
+
+
+def _bfloat16_running_update(mean, var_sum, n, running_mean, running_var, momentum):
+    """CPU's update with bfloat16 statistics and parameters: momentum is cast to bfloat16 and
+    each c10::BFloat16 operation of two bfloat16 values (or one and an integer) rounds to
+    bfloat16; one with a float stays float. Rounding once at the end drifted the running
+    statistics a few bfloat16 steps per batch from CPU's."""
+    bf16, f32 = jnp.bfloat16, jnp.float32
+
+    def rounded(v):
+        return v.astype(bf16).astype(f32)
+
+    m = rounded(jnp.asarray(momentum, f32))
+    keep = rounded(1 - m)
+    new_rm = new_rv = None
+    if running_mean is not None:
+        new_rm = (rounded(m * upcast(mean)) + rounded(keep * upcast(running_mean))).astype(bf16)
+    if running_var is not None:
+        unbiased = (rounded(upcast(var_sum) / rounded(jnp.asarray(n - 1, f32))) if n > 1
+                    else jnp.full(var_sum.shape, jnp.nan, f32))
+        new_rv = (m * unbiased + rounded(keep * upcast(running_var))).astype(bf16)
+    return new_rm, new_rv
 
 
 def _updating(op):
