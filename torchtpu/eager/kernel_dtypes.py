@@ -272,7 +272,7 @@ def resizing_refuses(kernel: str, uint8: bool = True):
     return check
 
 
-_RESIZING = {"upsample_linear1d": resizing_refuses("compute_indices_weights_linear", False),
+RESIZING = {"upsample_linear1d": resizing_refuses("compute_indices_weights_linear", False),
              "upsample_trilinear3d": resizing_refuses("compute_indices_weights_linear", False),
              "upsample_bilinear2d": resizing_refuses("upsample_bilinear2d_channels_last"),
              "upsample_bicubic2d": resizing_refuses("compute_indices_weights_cubic"),
@@ -366,6 +366,6 @@ KERNEL_DTYPE_CHECKS = {
     _aten.cumprod_.default: _inplace_scan("cumprod_out_cpu"),
     **{getattr(_aten, f).default: _refuses("c", RuntimeError(
         f"{f} does not support complex inputs.")) for f in ("isposinf", "isneginf")},
-    **{getattr(_aten, name).default: check for name, check in _RESIZING.items()},
+    **{getattr(_aten, name).default: check for name, check in RESIZING.items()},
     **{getattr(_aten, name).default: check for name, check in _POOLING.items()},
 }

@@ -560,6 +560,7 @@ _CPU_CHECKS = {
     _aten.pixel_shuffle.default: _pixel_shuffle_check,
     **{getattr(_aten, f"upsample_nearest{nd}d").default: nn_checks.nearest_upsample_check
        for nd in (1, 2, 3)},
+    **nn_checks.RESIZE_CHECKS,
     _aten.pixel_unshuffle.default: _pixel_unshuffle_check,
     **dict.fromkeys((_aten.sub.Tensor, _aten.sub.Scalar, _aten.rsub.Tensor, _aten.rsub.Scalar),
                     _bool_subtraction),
