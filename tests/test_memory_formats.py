@@ -482,3 +482,17 @@ def test_equal_of_permuted_operands_of_other_shapes_is_false_as_on_cpu(other):
         b = torch.arange(float(math.prod(other)), device=device).view(other)
         assert torch.equal(a, b) is (other == (1, 7, 1))
         assert torch.equal(a, a.contiguous()) is True
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("shape", [(2, 3, 5, 4), (1, 5, 4)], ids=["batched", "unbatched"])
+def test_unfold_result_is_contiguous_as_cpus(shape):
+    # im2col's kernel writes a fresh tensor; its decomposition reshapes a permuted gather
+    x = torch.randn(shape)
+
+    def run(device):
+        return F.unfold(x.to(device), (1, 3), (2, 1), 0, (1, 2))
+
+    out, expected = run("tpu"), run("cpu")
+    assert out.stride() == expected.stride()
+    torch.testing.assert_close(out.cpu(), expected)

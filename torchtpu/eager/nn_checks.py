@@ -121,12 +121,16 @@ def _mse_check(self, target, *_) -> NotImplementedError | None:
     return _floating_kernel("mse_cpu", torch.result_type(self, target))
 
 
-def _smooth_l1_check(self, target, reduction=1, beta=1.0) -> str | None:
-    return "smooth_l1_loss does not support negative values for beta." if beta < 0 else None
+def _smooth_l1_check(self, target, reduction=1, beta=1.0) -> Exception | str | None:
+    if beta < 0:
+        return "smooth_l1_loss does not support negative values for beta."
+    return _floating_kernel("smooth_l1_cpu", torch.result_type(self, target))
 
 
-def _huber_check(self, target, reduction=1, delta=1.0) -> str | None:
-    return "huber_loss does not support non-positive values for delta." if delta <= 0 else None
+def _huber_check(self, target, reduction=1, delta=1.0) -> Exception | str | None:
+    if delta <= 0:
+        return "huber_loss does not support non-positive values for delta."
+    return _floating_kernel("huber_cpu", torch.result_type(self, target))
 
 
 # The dtypes CPU's padding kernels are built for (AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND2).

@@ -305,8 +305,10 @@ _LAID_OUT_BY = {aten.index.Tensor: iterator_layout.index, aten.ldexp.Tensor: ite
 # CPU's pow(Scalar, Tensor) allocates its result contiguous before it runs the iterator;
 # rrelu's and log_sigmoid's kernels, log_softmax's backward and the pointwise losses'
 # backwards (into a zeros_like) allocate theirs contiguous; masked_fill (tagged pointwise)
-# fills a contiguous clone.
+# fills a contiguous clone; im2col's kernel writes a fresh tensor (its decomposition's
+# reshape of a permuted gather is a view in another order).
 _CONTIGUOUS_RESULT = {aten.pow.Scalar, aten.masked_fill.Scalar, aten.rrelu_with_noise.default,
+                      aten.im2col.default,
                       aten.rrelu_with_noise_functional.default,
                       aten._log_softmax_backward_data.default, aten.mse_loss_backward.default,
                       aten.smooth_l1_loss_backward.default, aten.huber_loss_backward.default,
