@@ -496,3 +496,17 @@ def test_unfold_result_is_contiguous_as_cpus(shape):
     out, expected = run("tpu"), run("cpu")
     assert out.stride() == expected.stride()
     torch.testing.assert_close(out.cpu(), expected)
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("pads", [[0, -1], [0, 0], [-1, -1, 0, 0], [0, 1, 0, 0]], ids=str)
+def test_constant_pad_of_a_transposed_input_is_laid_out_as_cpus(pads):
+    # CPU clones the input (its order) when no pad is positive, else writes a fresh tensor
+    x = torch.randn(3, 2)
+
+    def run(device):
+        return F.pad(x.to(device).t(), pads, value=1.5)
+
+    out, expected = run("tpu"), run("cpu")
+    assert out.stride() == expected.stride()
+    torch.testing.assert_close(out.cpu(), expected)

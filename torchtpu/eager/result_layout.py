@@ -230,8 +230,10 @@ _ITERATED = {aten.hardswish.default, aten.complex.default, aten.polar.default,
              aten.hardswish_backward.default, aten.mish_backward.default,
              aten.softshrink_backward.default, aten.hardshrink_backward.default}
 # Not tagged pointwise, but CPU's kernels (an empty_like of the input, or TensorIterator)
-# lay their results out in their input's order, as the meta kernels do.
+# lay their results out in their input's order, as the meta kernels do (constant_pad_nd: a
+# clone of the input when no pad is positive, else a contiguous tensor).
 _FOLLOWING_ORDER = {*_COPIES_OF_INPUT, *_ITERATED, aten.addr.default, aten.sort.default,
+                    aten.constant_pad_nd.default,
                     aten.sort.stable, aten.flip.default, aten.index.Tensor,
                     aten.index_put.default, aten.put.default, aten.native_dropout.default,
                     aten.fill.Tensor, *iterator_layout.INTO_EMPTY_LIKE}
