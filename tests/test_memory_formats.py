@@ -510,3 +510,19 @@ def test_constant_pad_of_a_transposed_input_is_laid_out_as_cpus(pads):
     out, expected = run("tpu"), run("cpu")
     assert out.stride() == expected.stride()
     torch.testing.assert_close(out.cpu(), expected)
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("shape", [(2, 3, 4, 4), (2, 3, 1, 1)], ids=["4x4", "1x1"])
+def test_max_unpool2d_of_a_channels_last_input_is_channels_last_as_cpus(shape):
+    # CPU's kernel allocates its result in the input's suggested format; the meta kernel's
+    # result is contiguous
+    x = torch.randn(shape).contiguous(memory_format=torch.channels_last)
+
+    def run(device):
+        values, indices = F.max_pool2d(x.to(device), 1, return_indices=True)
+        return F.max_unpool2d(values, indices, 2)
+
+    out, expected = run("tpu"), run("cpu")
+    assert out.stride() == expected.stride()
+    torch.testing.assert_close(out.cpu(), expected)

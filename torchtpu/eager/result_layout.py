@@ -294,7 +294,8 @@ _BATCH_NORM = [aten.native_batch_norm.default, aten._native_batch_norm_legit.def
                aten._native_batch_norm_legit_no_training.default]
 _FORMATS = {
     **{f: _input_format(int("backward" in f.__name__)) for f in _PADDING},
-    **{f: _input_format(0) for f in (*_UPSAMPLING, aten.native_group_norm.default)},
+    **{f: _input_format(0) for f in (*_UPSAMPLING, aten.native_group_norm.default,
+                                     aten.max_unpool2d.default)},
     **{f: _batch_norm_format for f in _BATCH_NORM},
     aten.native_batch_norm_backward.default: _batch_norm_grad_format,
     aten.native_group_norm_backward.default: _input_format(1),
