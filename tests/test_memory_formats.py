@@ -526,3 +526,22 @@ def test_max_unpool2d_of_a_channels_last_input_is_channels_last_as_cpus(shape):
     out, expected = run("tpu"), run("cpu")
     assert out.stride() == expected.stride()
     torch.testing.assert_close(out.cpu(), expected)
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("case", ["c1_input", "transposed_input", "transposed_weight"])
+def test_conv1d_result_is_laid_out_as_cpus(case):
+    # CPU makes a 1-d input contiguous (one whose only channel makes it so stays as it is),
+    # views both operands with a height of 1, and gives a channels_last result where either
+    # is channels_last then
+    x = torch.randn(2, 6, 1 if case == "c1_input" else 3)
+    w = torch.randn(4, 2, x.shape[2])
+
+    def run(device):
+        xx, ww = x.to(device).transpose(1, 2), w.to(device)
+        return F.conv1d(xx, ww.transpose(1, 2) if case == "transposed_weight" else
+                        ww.transpose(1, 2).contiguous())
+
+    out, expected = run("tpu"), run("cpu")
+    assert out.stride() == expected.stride()
+    torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-4)

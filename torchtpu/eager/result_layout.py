@@ -72,6 +72,18 @@ def _channels_last(x) -> bool:
             or _strides_like_channels_last(x.shape, x.stride()))
 
 
+def _as_2d(x, weight) -> list:
+    """CPU's convolution of 1-d operands: the input made contiguous (a permuted one's order
+    dropped; one that size-1 dimensions make contiguous kept), then both viewed with a height
+    of 1 inserted (view4d), where either may be channels_last. (shape, strides) of each."""
+    out = []
+    for t, strides in ((x, x.stride() if x.is_contiguous() else None), (weight, weight.stride())):
+        n, c, length = t.shape
+        s0, s1, s2 = strides or (c * length, length, 1)
+        out.append(((n, c, 1, length), (s0, s1, s2 * length, s2)))
+    return out
+
+
 def _strides_like_channels_last(shape, strides) -> bool:
     """c10's is_channels_last_strides_2d/3d: channels innermost, then the spatial dims from
     the last, then the batch (ambiguous strides count as contiguous)."""
@@ -146,7 +158,9 @@ def following_memory_format(func, inner: Handler) -> Handler:
         if lapack is not None:
             return _laid_out_as(out, lapack(args, kwargs, out), gaps=True)
         unbatched = func in _AS_A_BATCH_OF_ONE and _unbatched_channels_last_3d(args[0])
+        conv1d = func is aten.convolution.default and len(args[0].shape) == 3
         if not (always or unbatched or _follows(func, follows, args) or func in _FAKE_LAYOUT
+                or (conv1d and any(_strides_like_channels_last(*t) for t in _as_2d(*args[:2])))
                 or not all(args[i].is_contiguous() for i in _QUERY_LAYOUT.get(func, ()))):
             meta = unit_strides and unit_strides(args)
             return out if meta is None else _laid_out_as(out, meta)
@@ -165,10 +179,16 @@ def following_memory_format(func, inner: Handler) -> Handler:
             # path's) result is channels_last when the input or the weight is (its only
             # arguments that can be; by suggest_memory_format, which a channels_last-contiguous
             # tensor with odd size-1 strides is not); the 3-d slow kernels' is contiguous.
-            keeps = (any(_strides_like_channels_last(t.shape, t.stride()) for t in args[:2])
+            operands = (_as_2d(*args[:2]) if conv1d
+                        else [(t.shape, t.stride()) for t in args[:2]])
+            keeps = (any(_strides_like_channels_last(*t) for t in operands)
                      and conv_checks.keeps_channels_last(*args[:2], *args[3:4], *args[5:]))
-            meta = meta.to(memory_format=_CHANNELS_LAST[meta.dim()] if keeps
-                           else torch.contiguous_format)
+            if conv1d:  # (the 2-d result's height of 1 dropped again)
+                meta = (meta.unsqueeze(2).contiguous(memory_format=torch.channels_last)
+                        .squeeze(2) if keeps else meta.contiguous())
+            else:
+                meta = meta.to(memory_format=_CHANNELS_LAST[meta.dim()] if keeps
+                               else torch.contiguous_format)
         if unbatched:
             meta = tuple(m.unsqueeze(0).contiguous(memory_format=torch.channels_last_3d)
                          .squeeze(0) for m in meta)
