@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import TPU, assert_same
+from conftest import TPU, assert_same, raises_as_cpu
 
 CASES = [
     lambda x, w: (x @ w).tanh().sum(),
@@ -313,3 +313,10 @@ def test_parameters_made_inside_torch_func_transforms():
 
 
     assert_same(run(TPU), run("cpu"))
+
+
+def test_silu_of_a_complex_input_that_requires_grad_is_refused_as_on_cpu():
+    # silu runs our own autograd kernel on tpu; CPU's generated one refuses a complex result
+    raises_as_cpu(lambda d: F.silu(torch.ones(3, dtype=torch.complex64, device=d,
+                                              requires_grad=True)))
+    assert F.silu(torch.ones(3, dtype=torch.complex64, device="tpu")).is_complex()

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import raises_as_cpu
 
 pytestmark = pytest.mark.usefixtures("eager_mode")
 
 c64, b, i64 = torch.complex64, torch.bool, torch.int64
+
+
+def _t(x, values):
+    return torch.tensor(values, device=x.device)
 
 
 def _x(device, dtype):
@@ -75,6 +80,27 @@ CASES = [
     ("cdist of integers", i64, lambda x: torch.cdist(x.float(), x)),
     ("cdist_backward", torch.float16, lambda x: torch.ops.aten._cdist_backward(
         x[:, :2], x, x, 1.0, x[:, :2])),
+    # nn kernels built for floating dtypes
+    ("glu", i64, lambda x: F.glu(x.reshape(3, 2))),
+    ("prelu", c64, lambda x: F.prelu(x, torch.ones(1, dtype=x.dtype, device=x.device))),
+    ("multi_margin_loss", i64, lambda x: F.multi_margin_loss(x, _t(x, [0, 2]))),
+    ("multilabel_margin_loss", b, lambda x: F.multilabel_margin_loss(
+        x, _t(x, [[0, -1, 1], [2, -1, 0]]))),
+    ("unfold", i64, lambda x: F.unfold(x.reshape(1, 1, 2, 3), 2)),
+    ("fold", torch.uint8, lambda x: F.fold(x.reshape(1, 2, 3), (1, 4), (1, 2))),
+    ("threshold of bools", b, lambda x: F.threshold(x, 0.5, 1)),
+    ("group_norm", c64, lambda x: F.group_norm(x, 1)),
+    ("batch_norm", i64, lambda x: F.batch_norm(x, None, None, training=True)),
+    ("batch_norm with float stats", i64, lambda x: F.batch_norm(
+        x, torch.zeros(3, device=x.device), torch.ones(3, device=x.device))),
+    ("instance_norm", b, lambda x: F.instance_norm(x[None])),
+    ("softmax", c64, lambda x: torch.softmax(x, 0)),
+    ("log_softmax over the last dim", c64, lambda x: torch.log_softmax(x, -1)),
+    ("grid_sample", i64, lambda x: F.grid_sample(
+        x.reshape(1, 1, 2, 3), torch.zeros(1, 1, 1, 2, dtype=x.dtype, device=x.device),
+        align_corners=False)),
+    ("smooth_l1_loss", i64, lambda x: F.smooth_l1_loss(x, x)),
+    ("huber_loss", b, lambda x: F.huber_loss(x, x)),
     # (a decomposition's matmul checks as the user's would)
     ("_euclidean_dist of two dtypes", torch.float32,
      lambda x: torch.ops.aten._euclidean_dist(x, x.double())),

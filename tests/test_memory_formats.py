@@ -482,3 +482,66 @@ def test_equal_of_permuted_operands_of_other_shapes_is_false_as_on_cpu(other):
         b = torch.arange(float(math.prod(other)), device=device).view(other)
         assert torch.equal(a, b) is (other == (1, 7, 1))
         assert torch.equal(a, a.contiguous()) is True
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("shape", [(2, 3, 5, 4), (1, 5, 4)], ids=["batched", "unbatched"])
+def test_unfold_result_is_contiguous_as_cpus(shape):
+    # im2col's kernel writes a fresh tensor; its decomposition reshapes a permuted gather
+    x = torch.randn(shape)
+
+    def run(device):
+        return F.unfold(x.to(device), (1, 3), (2, 1), 0, (1, 2))
+
+    out, expected = run("tpu"), run("cpu")
+    assert out.stride() == expected.stride()
+    torch.testing.assert_close(out.cpu(), expected)
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("pads", [[0, -1], [0, 0], [-1, -1, 0, 0], [0, 1, 0, 0]], ids=str)
+def test_constant_pad_of_a_transposed_input_is_laid_out_as_cpus(pads):
+    # CPU clones the input (its order) when no pad is positive, else writes a fresh tensor
+    x = torch.randn(3, 2)
+
+    def run(device):
+        return F.pad(x.to(device).t(), pads, value=1.5)
+
+    out, expected = run("tpu"), run("cpu")
+    assert out.stride() == expected.stride()
+    torch.testing.assert_close(out.cpu(), expected)
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("shape", [(2, 3, 4, 4), (2, 3, 1, 1)], ids=["4x4", "1x1"])
+def test_max_unpool2d_of_a_channels_last_input_is_channels_last_as_cpus(shape):
+    # CPU's kernel allocates its result in the input's suggested format; the meta kernel's
+    # result is contiguous
+    x = torch.randn(shape).contiguous(memory_format=torch.channels_last)
+
+    def run(device):
+        values, indices = F.max_pool2d(x.to(device), 1, return_indices=True)
+        return F.max_unpool2d(values, indices, 2)
+
+    out, expected = run("tpu"), run("cpu")
+    assert out.stride() == expected.stride()
+    torch.testing.assert_close(out.cpu(), expected)
+
+
+@pytest.mark.usefixtures("eager_mode")
+@pytest.mark.parametrize("case", ["c1_input", "transposed_input", "transposed_weight"])
+def test_conv1d_result_is_laid_out_as_cpus(case):
+    # CPU makes a 1-d input contiguous (one whose only channel makes it so stays as it is),
+    # views both operands with a height of 1, and gives a channels_last result where either
+    # is channels_last then
+    x = torch.randn(2, 6, 1 if case == "c1_input" else 3)
+    w = torch.randn(4, 2, x.shape[2])
+
+    def run(device):
+        xx, ww = x.to(device).transpose(1, 2), w.to(device)
+        return F.conv1d(xx, ww.transpose(1, 2) if case == "transposed_weight" else
+                        ww.transpose(1, 2).contiguous())
+
+    out, expected = run("tpu"), run("cpu")
+    assert out.stride() == expected.stride()
+    torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-4)

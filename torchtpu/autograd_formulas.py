@@ -78,7 +78,13 @@ def _kernel(name: str, forward_op, backward_op, composite, plain):
         # for subclasses).
         if torch._C._functorch.maybe_current_level() is not None:
             return plain(x)
-        return apply(x)
+        out = apply(x)
+        if out.requires_grad and out.is_complex():
+            # (PyTorch's generated autograd kernel refuses a complex result of an op whose
+            # formula is not declared for complex numbers; an autograd.Function does not)
+            raise RuntimeError(f"{name.lower()} does not support automatic differentiation for "
+                               "outputs with complex dtype.")
+        return out
 
     return kernel
 

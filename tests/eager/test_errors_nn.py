@@ -82,6 +82,17 @@ def _long(*rows):
                                                       scale_factor=2, mode=mode), RuntimeError)
       for shape in [(2, 2, 0), (2, 2, 0, 4), (1, 1, 0, 1, 1), (2, 0, 4, 4), (0, 0, 3)]
       for mode in ("nearest", "nearest-exact")],
+    # linear, cubic and antialiased resizing: the same order (an empty output size divided by
+    # zero in their rules)
+    *[(lambda d, shape=shape, size=size, mode=mode, aa=aa: F.interpolate(
+        torch.ones(shape, device=d), size=size, mode=mode, antialias=aa), RuntimeError)
+      for shape, size, mode, aa in [
+          ((2, 3, 4), (0,), "linear", False), ((2, 3, 3, 1), (1, 0), "bicubic", False),
+          ((2, 3, 3, 1), (1, 0), "bilinear", True),
+          ((1, 1, 2, 2, 2), (1, 0, 2), "trilinear", False),
+          ((2, 3, 0, 2), (2, 2), "bilinear", False), ((2, 0, 2, 2), (3, 3), "bicubic", False)]],
+    (lambda d: F.interpolate(torch.ones(2, 3, 3, 1, device=d), scale_factor=0.5, mode="bicubic",
+                             recompute_scale_factor=True), RuntimeError),
     # fractional max pooling: samples in another dtype than the input's
     *[(lambda d, nd=nd: getattr(F, f"fractional_max_pool{nd}d")(
         torch.ones((1, 2) + (5,) * nd, device=d), 2, output_size=2,

@@ -479,3 +479,16 @@ def test_uint8_resize_rounds_each_pass_as_cpu(mode, antialias, size):
     assert diff.max() <= 1
     assert diff.float().mean() < 0.1
 
+
+
+@pytest.mark.parametrize("op, shape, args", [
+    (F.max_pool2d, (3, 1, 5), ((2, 3), None, (1, 0), (2, 1), True)),
+    (F.max_pool2d, (3, 1, 5), ((2, 3), None, (1, 0), (2, 1), False)),
+    (F.max_pool3d, (2, 3, 3, 1, 5), ((3, 2, 3), None, (0, 1, 0), (1, 2, 1), True)),
+    (F.max_pool1d, (1, 1, 1), (2, 2, 1, 2, False)),
+], ids=["2d_ceil", "2d", "3d", "1d"])
+def test_max_pool_index_of_a_window_of_padding_only_is_cpus(op, shape, args):
+    # A dilation steps over the input: CPU's kernel gives the window's first position moved
+    # past the padding (outside the plane here), the rule gave int32's largest value.
+    actual, expected = _both(op, _randn(*shape), *args, return_indices=True)
+    assert_same(actual, expected)

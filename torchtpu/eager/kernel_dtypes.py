@@ -208,8 +208,13 @@ _KERNELS = [
     ("poisson", "poisson_cpu", "biuc"), ("random", "random_kernel_cpu", "c"),
     ("silu", "silu_cpu", "biu"), ("softplus", "softplus_cpu", "biuc"),
     ("softshrink", "softshrink_check", "biuc"), ("trace", "trace", "b"),
-    ("unique_consecutive", "unique", "c"), ("threshold", "threshold_cpu", "c"),
+    ("unique_consecutive", "unique", "c"), ("threshold", "threshold_cpu", "bc"),
     ("round", "round_vml_cpu", "bc"),
+    # nn kernels built for floating dtypes (the half ones cuda takes are taken)
+    ("glu", "glu_cpu", "biuc"), ("_prelu_kernel", "prelu_cpu", "biuc"),
+    ("multi_margin_loss", "multi_margin_loss_cpu_kernel", "biuc"),
+    ("multilabel_margin_loss_forward", "multilabel_margin_loss_forward_out_frame", "biuc"),
+    ("im2col", "im2col_out_cpu", "iu"), ("col2im", "col2im_out_cpu", "iu"),
     ("_pdist_forward", "pdist", "hB"),
     # LAPACK-backed kernels: float32/64 and complex only (integers fail the ops' own checks
     # first where they have one)
@@ -272,7 +277,7 @@ def resizing_refuses(kernel: str, uint8: bool = True):
     return check
 
 
-_RESIZING = {"upsample_linear1d": resizing_refuses("compute_indices_weights_linear", False),
+RESIZING = {"upsample_linear1d": resizing_refuses("compute_indices_weights_linear", False),
              "upsample_trilinear3d": resizing_refuses("compute_indices_weights_linear", False),
              "upsample_bilinear2d": resizing_refuses("upsample_bilinear2d_channels_last"),
              "upsample_bicubic2d": resizing_refuses("compute_indices_weights_cubic"),
@@ -366,6 +371,6 @@ KERNEL_DTYPE_CHECKS = {
     _aten.cumprod_.default: _inplace_scan("cumprod_out_cpu"),
     **{getattr(_aten, f).default: _refuses("c", RuntimeError(
         f"{f} does not support complex inputs.")) for f in ("isposinf", "isneginf")},
-    **{getattr(_aten, name).default: check for name, check in _RESIZING.items()},
+    **{getattr(_aten, name).default: check for name, check in RESIZING.items()},
     **{getattr(_aten, name).default: check for name, check in _POOLING.items()},
 }

@@ -264,7 +264,7 @@ def _bool_subtraction(self, other, *_) -> str | None:
 
 def _softmax_check(kernel: str):
     def check(self, dim, *_):
-        if self.dtype.kind in "iub":
+        if self.dtype.kind in "iubc":
             last = dim % max(self.ndim, 1) == max(self.ndim, 1) - 1
             name = f"{kernel}_lastdim_kernel_impl" if last else f"{kernel}_kernel_impl"
             return NotImplementedError(
@@ -394,6 +394,10 @@ def _norm_dtypes(*at: int):
         return next(filter(None, (same_dtype(x, p) for p in params[1:])), None)
 
     return check
+
+
+def _batch_norm_dtypes(*at: int):
+    return _first(kernel_refuses("batch_norm", "biuc"), _norm_dtypes(*at))
 
 
 def _division_refuses(self, other, rounding_mode=None) -> NotImplementedError | None:
@@ -554,14 +558,17 @@ _CPU_CHECKS = {
         "std_mean only support floating point and complex dtypes"),
     _aten.binary_cross_entropy.default: nn_checks.bce_check,
     _aten.binary_cross_entropy_with_logits.default: nn_checks.bce_with_logits_check,
-    _aten.grid_sampler_2d.default: _grid_sampler_check,
-    _aten.grid_sampler_3d.default: _grid_sampler_check,
+    _aten.grid_sampler_2d.default: _first(
+        _grid_sampler_check, kernel_refuses("grid_sampler_2d_cpu_kernel_impl", "biuc")),
+    _aten.grid_sampler_3d.default: _first(
+        _grid_sampler_check, kernel_refuses("grid_sampler3d_cpu", "biuc")),
     **pooling_checks.CHECKS,
     **indexing_checks.CHECKS,
     **fft_checks.CHECKS,
     _aten.pixel_shuffle.default: _pixel_shuffle_check,
     **{getattr(_aten, f"upsample_nearest{nd}d").default: nn_checks.nearest_upsample_check
        for nd in (1, 2, 3)},
+    **nn_checks.RESIZE_CHECKS,
     _aten.pixel_unshuffle.default: _pixel_unshuffle_check,
     **dict.fromkeys((_aten.sub.Tensor, _aten.sub.Scalar, _aten.rsub.Tensor, _aten.rsub.Scalar),
                     _bool_subtraction),
@@ -578,13 +585,15 @@ _CPU_CHECKS = {
     _aten.masked_fill.Tensor: _masked_fill_check,
     _aten.native_layer_norm.default: _first(nn_checks.layer_norm_shapes, _norm_dtypes(2, 3),
                                             nn_checks.layer_norm_kernel),
-    _aten.native_group_norm.default: _norm_dtypes(1, 2),
-    _aten.native_batch_norm.default: _norm_dtypes(1, 2, 3, 4),
-    _aten._native_batch_norm_legit.default: _norm_dtypes(1, 2, 3, 4),
-    _aten._native_batch_norm_legit.no_stats: _norm_dtypes(1, 2),
-    _aten._native_batch_norm_legit_no_training.default: _norm_dtypes(1, 2, 3, 4),
-    _aten._batch_norm_with_update.default: _norm_dtypes(1, 2, 3, 4),
-    _aten._batch_norm_no_update.default: _norm_dtypes(1, 2, 3, 4),
+    # (group norm's kernel checks the parameters' dtypes before its own; batch norm's after)
+    _aten.native_group_norm.default: _first(_norm_dtypes(1, 2),
+                                            kernel_refuses("GroupNormKernelImpl", "biuc")),
+    _aten.native_batch_norm.default: _batch_norm_dtypes(1, 2, 3, 4),
+    _aten._native_batch_norm_legit.default: _batch_norm_dtypes(1, 2, 3, 4),
+    _aten._native_batch_norm_legit.no_stats: _batch_norm_dtypes(1, 2),
+    _aten._native_batch_norm_legit_no_training.default: _batch_norm_dtypes(1, 2, 3, 4),
+    _aten._batch_norm_with_update.default: _batch_norm_dtypes(1, 2, 3, 4),
+    _aten._batch_norm_no_update.default: _batch_norm_dtypes(1, 2, 3, 4),
     _aten.stack.default: _stack_check,
     _aten.masked_select.default: lambda self, mask: (
         "masked_select: expected BoolTensor for mask" if np.dtype(mask.dtype) != np.bool_

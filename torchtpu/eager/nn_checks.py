@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from ..ops.dtypes import scalar_type_name, to_jax_dtype
-from .kernel_dtypes import resizing_refuses
+from .kernel_dtypes import RESIZING, resizing_refuses
 
 
 def _kind(dtype) -> str:
@@ -121,12 +121,16 @@ def _mse_check(self, target, *_) -> NotImplementedError | None:
     return _floating_kernel("mse_cpu", torch.result_type(self, target))
 
 
-def _smooth_l1_check(self, target, reduction=1, beta=1.0) -> str | None:
-    return "smooth_l1_loss does not support negative values for beta." if beta < 0 else None
+def _smooth_l1_check(self, target, reduction=1, beta=1.0) -> Exception | str | None:
+    if beta < 0:
+        return "smooth_l1_loss does not support negative values for beta."
+    return _floating_kernel("smooth_l1_cpu", torch.result_type(self, target))
 
 
-def _huber_check(self, target, reduction=1, delta=1.0) -> str | None:
-    return "huber_loss does not support non-positive values for delta." if delta <= 0 else None
+def _huber_check(self, target, reduction=1, delta=1.0) -> Exception | str | None:
+    if delta <= 0:
+        return "huber_loss does not support non-positive values for delta."
+    return _floating_kernel("huber_cpu", torch.result_type(self, target))
 
 
 # The dtypes CPU's padding kernels are built for (AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND2).
@@ -236,23 +240,39 @@ def ctc_check(log_probs_shape, targets_shape, input_lengths, target_lengths, bla
                                f"{n}{_CTC}")
 
 
-def nearest_upsample_check(self, output_size, *_, **__):
-    """CPU's order: the spatial sizes, then an empty input (only an empty batch may be), then
-    the kernel's dtypes; the meta kernel checks the first two the other way round and hands
-    torch._check an int for the second."""
+def resize_check(dtype_check):
+    """CPU's order for the resizing ops: the spatial sizes, then an empty input (only an empty
+    batch may be), then the kernel's dtypes; the meta kernel checks the first two the other way
+    round and hands torch._check an int for the second, and the linear rules divide by the
+    output size before any check."""
+
+    def check(self, output_size, *_, **__):
+        nd = len(self.shape) - 2
+        if len(output_size) == nd and (0 in self.shape[2:] or 0 in output_size):
+            names = "DHW"[3 - nd:]
+            given, wanted = (", ".join(f"{n}: {v}" for n, v in zip(names, s, strict=True))
+                             for s in (self.shape[2:], output_size))
+            joint = " and" if nd == 1 else ""  # (CPU's 1-d message says "and"; 2-d, 3-d not)
+            return (f"Input and output sizes should be greater than 0, but got input ({given})"
+                    f"{joint} output ({wanted})")
+        if 0 in self.shape and 0 in self.shape[1:]:
+            return (f"Non-empty {len(self.shape)}D data tensor expected but got a tensor with "
+                    f"sizes {list(self.shape)}")
+        return dtype_check(self)
+
+    return check
+
+
+def _nearest_dtypes(self):
     nd = len(self.shape) - 2
-    if len(output_size) == nd and (0 in self.shape[2:] or 0 in output_size):
-        names = "DHW"[3 - nd:]
-        given, wanted = (", ".join(f"{n}: {v}" for n, v in zip(names, s, strict=True))
-                         for s in (self.shape[2:], output_size))
-        joint = " and" if nd == 1 else ""  # (CPU's 1-d message says "and"; 2-d and 3-d not)
-        return (f"Input and output sizes should be greater than 0, but got input ({given})"
-                f"{joint} output ({wanted})")
-    if 0 in self.shape and 0 in self.shape[1:]:
-        return (f"Non-empty {len(self.shape)}D data tensor expected but got a tensor with sizes "
-                f"{list(self.shape)}")
     kernel = "upsample_nearest2d_channels_last" if nd == 2 else "compute_indices_weights_nearest"
     return resizing_refuses(kernel)(self)
+
+
+nearest_upsample_check = resize_check(_nearest_dtypes)
+# the linear, cubic and antialiased ones (their lowerings are in meta_errors.py's table)
+RESIZE_CHECKS = {getattr(_aten, name).default: resize_check(dtype_check)
+                 for name, dtype_check in RESIZING.items()}
 
 
 # (upsample_nearest's own, with a lowering, are checked in meta_errors.py)

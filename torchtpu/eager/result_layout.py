@@ -72,6 +72,18 @@ def _channels_last(x) -> bool:
             or _strides_like_channels_last(x.shape, x.stride()))
 
 
+def _as_2d(x, weight) -> list:
+    """CPU's convolution of 1-d operands: the input made contiguous (a permuted one's order
+    dropped; one that size-1 dimensions make contiguous kept), then both viewed with a height
+    of 1 inserted (view4d), where either may be channels_last. (shape, strides) of each."""
+    out = []
+    for t, strides in ((x, x.stride() if x.is_contiguous() else None), (weight, weight.stride())):
+        n, c, length = t.shape
+        s0, s1, s2 = strides or (c * length, length, 1)
+        out.append(((n, c, 1, length), (s0, s1, s2 * length, s2)))
+    return out
+
+
 def _strides_like_channels_last(shape, strides) -> bool:
     """c10's is_channels_last_strides_2d/3d: channels innermost, then the spatial dims from
     the last, then the batch (ambiguous strides count as contiguous)."""
@@ -146,7 +158,9 @@ def following_memory_format(func, inner: Handler) -> Handler:
         if lapack is not None:
             return _laid_out_as(out, lapack(args, kwargs, out), gaps=True)
         unbatched = func in _AS_A_BATCH_OF_ONE and _unbatched_channels_last_3d(args[0])
+        conv1d = func is aten.convolution.default and len(args[0].shape) == 3
         if not (always or unbatched or _follows(func, follows, args) or func in _FAKE_LAYOUT
+                or (conv1d and any(_strides_like_channels_last(*t) for t in _as_2d(*args[:2])))
                 or not all(args[i].is_contiguous() for i in _QUERY_LAYOUT.get(func, ()))):
             meta = unit_strides and unit_strides(args)
             return out if meta is None else _laid_out_as(out, meta)
@@ -165,10 +179,16 @@ def following_memory_format(func, inner: Handler) -> Handler:
             # path's) result is channels_last when the input or the weight is (its only
             # arguments that can be; by suggest_memory_format, which a channels_last-contiguous
             # tensor with odd size-1 strides is not); the 3-d slow kernels' is contiguous.
-            keeps = (any(_strides_like_channels_last(t.shape, t.stride()) for t in args[:2])
+            operands = (_as_2d(*args[:2]) if conv1d
+                        else [(t.shape, t.stride()) for t in args[:2]])
+            keeps = (any(_strides_like_channels_last(*t) for t in operands)
                      and conv_checks.keeps_channels_last(*args[:2], *args[3:4], *args[5:]))
-            meta = meta.to(memory_format=_CHANNELS_LAST[meta.dim()] if keeps
-                           else torch.contiguous_format)
+            if conv1d:  # (the 2-d result's height of 1 dropped again)
+                meta = (meta.unsqueeze(2).contiguous(memory_format=torch.channels_last)
+                        .squeeze(2) if keeps else meta.contiguous())
+            else:
+                meta = meta.to(memory_format=_CHANNELS_LAST[meta.dim()] if keeps
+                               else torch.contiguous_format)
         if unbatched:
             meta = tuple(m.unsqueeze(0).contiguous(memory_format=torch.channels_last_3d)
                          .squeeze(0) for m in meta)
@@ -230,8 +250,10 @@ _ITERATED = {aten.hardswish.default, aten.complex.default, aten.polar.default,
              aten.hardswish_backward.default, aten.mish_backward.default,
              aten.softshrink_backward.default, aten.hardshrink_backward.default}
 # Not tagged pointwise, but CPU's kernels (an empty_like of the input, or TensorIterator)
-# lay their results out in their input's order, as the meta kernels do.
+# lay their results out in their input's order, as the meta kernels do (constant_pad_nd: a
+# clone of the input when no pad is positive, else a contiguous tensor).
 _FOLLOWING_ORDER = {*_COPIES_OF_INPUT, *_ITERATED, aten.addr.default, aten.sort.default,
+                    aten.constant_pad_nd.default,
                     aten.sort.stable, aten.flip.default, aten.index.Tensor,
                     aten.index_put.default, aten.put.default, aten.native_dropout.default,
                     aten.fill.Tensor, *iterator_layout.INTO_EMPTY_LIKE}
@@ -292,7 +314,8 @@ _BATCH_NORM = [aten.native_batch_norm.default, aten._native_batch_norm_legit.def
                aten._native_batch_norm_legit_no_training.default]
 _FORMATS = {
     **{f: _input_format(int("backward" in f.__name__)) for f in _PADDING},
-    **{f: _input_format(0) for f in (*_UPSAMPLING, aten.native_group_norm.default)},
+    **{f: _input_format(0) for f in (*_UPSAMPLING, aten.native_group_norm.default,
+                                     aten.max_unpool2d.default)},
     **{f: _batch_norm_format for f in _BATCH_NORM},
     aten.native_batch_norm_backward.default: _batch_norm_grad_format,
     aten.native_group_norm_backward.default: _input_format(1),
@@ -305,8 +328,10 @@ _LAID_OUT_BY = {aten.index.Tensor: iterator_layout.index, aten.ldexp.Tensor: ite
 # CPU's pow(Scalar, Tensor) allocates its result contiguous before it runs the iterator;
 # rrelu's and log_sigmoid's kernels, log_softmax's backward and the pointwise losses'
 # backwards (into a zeros_like) allocate theirs contiguous; masked_fill (tagged pointwise)
-# fills a contiguous clone.
+# fills a contiguous clone; im2col's kernel writes a fresh tensor (its decomposition's
+# reshape of a permuted gather is a view in another order).
 _CONTIGUOUS_RESULT = {aten.pow.Scalar, aten.masked_fill.Scalar, aten.rrelu_with_noise.default,
+                      aten.im2col.default,
                       aten.rrelu_with_noise_functional.default,
                       aten._log_softmax_backward_data.default, aten.mse_loss_backward.default,
                       aten.smooth_l1_loss_backward.default, aten.huber_loss_backward.default,

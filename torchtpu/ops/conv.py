@@ -167,6 +167,8 @@ def _max_pool_with_indices(self, kernel_size, stride=(), padding=(0,), dilation=
                            ceil_mode=False):
     nd = 3 if len(kernel_size) == 3 else 2
     out = _max_pool(self, kernel_size, stride, padding, dilation, ceil_mode, nd)
+    empty = _empty_window_indices(self.shape[-nd:], out.shape[-nd:], kernel_size, stride,
+                                  padding, dilation)
     # Indices: flat position within each spatial plane of the max element.
     spatial = self.shape[-nd:]
     # int32 positions: float64 has no TPU support, and no plane holds 2^31 elements.
@@ -185,7 +187,30 @@ def _max_pool_with_indices(self, kernel_size, stride=(), padding=(0,), dilation=
     last = jnp.asarray(jnp.iinfo(jnp.int32).max, jnp.int32)
     _, idx = lax.reduce_window((self, plane), (lowest(self.dtype), last),
                                select, window, strides, pads, window_dilation=dil)
+    idx = jnp.where(idx == last, jnp.asarray(empty, jnp.int32), idx)
     return out, idx.astype(jnp.int64)
+
+
+def _empty_window_indices(spatial, out_spatial, kernel_size, stride, padding, dilation):
+    """The index CPU's kernel gives a window that holds padding only (ceil_mode, or a dilation
+    that steps over the input): its first position moved past the padding by whole dilations,
+    flattened in the plane, even where that lies outside it."""
+    nd = len(spatial)
+
+    def per_dim(v, default):
+        v = tuple(v) if v else default
+        return v * nd if len(v) == 1 else v
+
+    k = per_dim(kernel_size, None)
+    s, p, d = per_dim(stride, k), per_dim(padding, (0,)), per_dim(dilation, (1,))
+    flat = np.zeros(out_spatial, np.int64)
+    plane_stride = 1
+    for j in reversed(range(nd)):
+        start = np.arange(out_spatial[j]) * s[j] - p[j]
+        start = np.where(start < 0, start + (-start + d[j] - 1) // d[j] * d[j], start)
+        flat += (start * plane_stride).reshape((-1,) + (1,) * (nd - 1 - j))
+        plane_stride *= spatial[j]
+    return flat.astype(np.int32)
 
 
 @lowering(aten.max_pool2d_with_indices_backward, aten.max_pool3d_with_indices_backward)
