@@ -113,9 +113,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('nn.functional.interpolate', 'area', 'bfloat16', 'forward'),
         ('nn.functional.adaptive_avg_pool3d', '', 'bfloat16', 'forward'),
     ],
-    "bfloat16 rounding: CPU's batch norm over a batch of one (instance_norm's reshape) rounds its statistics differently; one element per sample is past tolerance": [  # noqa: E501
-        ('nn.functional.instance_norm', '', 'bfloat16', 'forward'),
-    ],
     "bfloat16: CPU's matrix_exp overflows to NaN on these samples (its float32 result is finite); tpu computes in float32": [  # noqa: E501
         ('matrix_exp', '', 'bfloat16', 'forward'),
     ],
