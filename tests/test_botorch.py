@@ -4,9 +4,11 @@ its hyperparameters and optimize_acqf give CPU's numbers.
 
 BoTorch's quasi-random draws are CPU's on any device: SobolEngine runs on the host and
 SobolQMCNormalSampler / draw_sobol_samples move its points to the model's device, so with
-a fixed sampler seed both devices use the same base samples. The default test keeps a model
-with its initial hyperparameters; the fit (L-BFGS-B reads the loss on the host every step),
-optimize_acqf, the other acquisition functions and fused eager are ``slow``."""
+a fixed sampler seed both devices use the same base samples. Every test is ``slow``: the
+smallest (a model with its initial hyperparameters) compiles 122 programs, 15 s from a cold
+compile cache, and test_gpytorch.py covers its path by default; the fit (L-BFGS-B reads the
+loss on the host every step), optimize_acqf, the other acquisition functions and fused eager
+follow."""
 
 from __future__ import annotations
 
@@ -62,6 +64,7 @@ def _acquisition(device, fit=False):
     return [value, x.grad]
 
 
+@pytest.mark.slow
 def test_posterior_with_transforms():
     def run(device):
         posterior = _model(device).posterior(_data()[2][0].to(device))
