@@ -33,6 +33,7 @@ from ..runtime.execute import executable
 from ..tensor import read
 from . import deferred_checks
 from .call_site import user_line
+from .kernel_dtypes import broadcast_shape
 from .pooling_checks import CHECKS as POOLING_CHECKS
 from .reduction_checks import histc_range_error
 from .values import unwrap
@@ -277,10 +278,8 @@ def _integer_divisor(args, kwargs):
     result = torch.result_type(self, other)
     if result.is_floating_point or result.is_complex or result == torch.bool:
         return None  # no integer division (bool: CPU's kernels refuse it, before any value)
-    try:
-        shape = torch.broadcast_shapes(*(t.shape for t in (self, other)
-                                         if isinstance(t, torch.Tensor)))
-    except RuntimeError:
+    shape = broadcast_shape(self, other)
+    if shape is None:
         return None  # the op's own shape check raises
     if not math.prod(shape):
         return None  # an empty result divides nothing: CPU's kernel never sees the zero

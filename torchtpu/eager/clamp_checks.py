@@ -16,6 +16,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as _KIND
 from torch._prims_common import elementwise_dtypes
 
 from ..ops.dtypes import as_meta, cpp_name, scalar_type_name, to_torch_dtype
+from .kernel_dtypes import broadcast_shape
 
 _aten = torch.ops.aten
 _NONE = "torch.clamp: At least one of 'min' or 'max' must not be None"
@@ -66,21 +67,13 @@ def _by_number(inplace: bool, side: str):
     return check
 
 
-def _broadcasts(*tensors) -> bool:
-    try:
-        torch.broadcast_shapes(*(tuple(t.shape) for t in tensors if t is not None))
-    except RuntimeError:
-        return False
-    return True
-
-
 def _by_tensors(inplace: bool, clamp: bool = True, kernel: str = "clamp_cpu"):
     def check(self, min=None, max=None) -> Exception | None:  # noqa: A002
         if clamp and min is None and max is None:
             return RuntimeError(_NONE)
         if clamp and _is_complex(self):
             return _complex_error()
-        if not _broadcasts(self, min, max):
+        if broadcast_shape(self, min, max) is None:
             return None  # (TensorIterator's shape error comes first: the meta kernel's)
         dtype = _result(self, min, max)
         if inplace and not torch.can_cast(dtype, to_torch_dtype(self.dtype)):

@@ -47,7 +47,7 @@ def result_refuses(kernel: str, kinds: str):
     on (``1 << x`` of a float x, atan2 of a real and a complex)."""
 
     def check(self, other, *_, **__) -> NotImplementedError | None:
-        if not _broadcast(self, other):
+        if broadcast_shape(self, other) is None:
             return None  # TensorIterator's shape error comes first (the meta kernel's)
         if isinstance(self, torch.Tensor) or isinstance(other, torch.Tensor):  # decomposed ops'
             dtype = torch.result_type(self, other)
@@ -61,12 +61,14 @@ def result_refuses(kernel: str, kinds: str):
     return check
 
 
-def _broadcast(*operands) -> bool:
+def broadcast_shape(*operands) -> tuple[int, ...] | None:
+    """The shape the operands that have one (not numbers or None) broadcast to; None where
+    they do not broadcast, whose error is the op's own (its meta kernel's)."""
     try:
-        torch.broadcast_shapes(*(tuple(x.shape) for x in operands if hasattr(x, "shape")))
+        return tuple(torch.broadcast_shapes(
+            *(tuple(x.shape) for x in operands if hasattr(x, "shape"))))
     except RuntimeError:
-        return False
-    return True
+        return None
 
 
 def not_for_bool(kernel: str, *tensors) -> NotImplementedError | None:

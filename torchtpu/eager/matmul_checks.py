@@ -161,11 +161,17 @@ def _addmv_dtypes(result, mat, vec):
     return not_for_bool("addmv_impl_cpu", mat, vec)
 
 
-def _batch_shapes(batch1, batch2) -> str | None:
-    """bmm's and baddbmm's meta checks, CPU's before its dtypes."""
+def _three_d(batch1, batch2) -> str | None:
     for name, b in (("batch1", batch1), ("batch2", batch2)):
         if b.ndim != 3:
             return f"{name} must be a 3D tensor"
+    return None
+
+
+def _batch_shapes(batch1, batch2) -> str | None:
+    """bmm's and baddbmm's meta checks, CPU's before its dtypes."""
+    if message := _three_d(batch1, batch2):
+        return message
     expected = [batch1.shape[0], batch1.shape[2]]
     if list(batch2.shape[:2]) != expected:
         return (f"Expected size for first two dimensions of batch2 tensor to be: "
@@ -213,9 +219,8 @@ def _baddbmm_check(self, batch1, batch2, *_, **__):
 def _addbmm_check(self, batch1, batch2, *_, **__):
     """CPU's addbmm runs addmm_ on each batch: its checks, self against mat2 first, after
     its own checks of the shapes."""
-    for name, b in (("batch1", batch1), ("batch2", batch2)):
-        if b.ndim != 3:
-            return f"{name} must be a 3D tensor"
+    if message := _three_d(batch1, batch2):
+        return message
     if self.ndim <= 2 and (message := _expand_message(self.shape,
                                                       (batch1.shape[1], batch2.shape[2]))):
         return message
@@ -241,6 +246,7 @@ def _dot_check(self, other, *_):
     if self.shape != other.shape:
         return None
     return not_for_bool("dot", self)
+
 
 PRODUCT_CHECKS = {
     _aten.mm.default: _mm_check,
