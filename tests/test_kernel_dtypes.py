@@ -101,6 +101,13 @@ CASES = [
         align_corners=False)),
     ("smooth_l1_loss", i64, lambda x: F.smooth_l1_loss(x, x)),
     ("huber_loss", b, lambda x: F.huber_loss(x, x)),
+    ("hardtanh_backward", i64, lambda x: torch.ops.aten.hardtanh_backward(x, x, -1, 1)),
+    ("bilinear of bools", b, lambda x: F.bilinear(x, x, torch.ones(
+        4, 3, 3, dtype=torch.bool, device=x.device))),
+    # (its output has the input's dtype, which the float loss cannot be cast into)
+    ("soft_margin_loss of integers", torch.uint8, lambda x: F.soft_margin_loss(x, x)),
+    ("soft_margin_loss of an integer by a float target", i64,
+     lambda x: F.soft_margin_loss(x, x.double())),
     # (a decomposition's matmul checks as the user's would)
     ("_euclidean_dist of two dtypes", torch.float32,
      lambda x: torch.ops.aten._euclidean_dist(x, x.double())),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import assert_same, raises_as_cpu
 
 
@@ -39,6 +40,22 @@ def test_clamp_bounds_that_overflow_the_result_dtype_raise_as_cpu(dtype, bound):
             raises_as_cpu(lambda d, clamp=clamp: clamp(torch.ones(2, dtype=dtype, device=d)))
         else:
             assert_same(clamp(x.to("tpu")), expected)
+
+
+@pytest.mark.parametrize("dtype, limits", [
+    (torch.uint8, (-1, 5)), (torch.uint8, (-0.5, 0)), (torch.uint8, (2, 300)),
+    (torch.int8, (-200, 3)), (torch.float16, (-1e6, 1.0)),
+    # integer limits are truncated; a float tensor's are not
+    (torch.uint8, (-0.5, 250.9)), (torch.int64, (-1.5, 2.7)), (torch.bfloat16, (-1.5, 2.7))])
+def test_hardtanh_limits_are_checked_as_cpu(dtype, limits):
+    x = torch.tensor([0, 1, 3, 100], dtype=dtype)
+    for inplace in (False, True):
+        try:
+            expected = F.hardtanh(x.clone(), *limits, inplace=inplace)
+        except RuntimeError:
+            raises_as_cpu(lambda d, i=inplace: F.hardtanh(x.to(d), *limits, inplace=i))
+        else:
+            assert_same(F.hardtanh(x.to("tpu"), *limits, inplace=inplace), expected)
 
 
 def test_division_by_zero_that_cpu_allows():

@@ -100,6 +100,17 @@ def _unsupported_complex(name: str):
     return _refuses("c", NotImplementedError(f"{name} is not supported for complex inputs"))
 
 
+def _soft_margin_loss(self, target, *_):
+    # CPU computes into an output of the input's dtype, which its float result cannot cast to
+    if _kind(self.dtype) not in "iu":
+        return None
+    result = torch.result_type(self, target)
+    if not (result.is_floating_point or result.is_complex):
+        result = torch.get_default_dtype()
+    return RuntimeError(f"result type {scalar_type_name(result)} can't be cast to the desired "
+                        f"output type {scalar_type_name(self.dtype)}")
+
+
 def _rrelu(self, noise, lower=None, upper=None, training=False, *_):
     # in evaluation its slope is fixed: CPU runs leaky_relu's kernel
     kernel = "rrelu_with_noise_out_cpu" if training else "leaky_relu_cpu"
@@ -211,7 +222,8 @@ _KERNELS = [
     ("silu", "silu_cpu", "biu"), ("softplus", "softplus_cpu", "biuc"),
     ("softshrink", "softshrink_check", "biuc"), ("trace", "trace", "b"),
     ("unique_consecutive", "unique", "c"), ("threshold", "threshold_cpu", "bc"),
-    ("round", "round_vml_cpu", "bc"),
+    ("round", "round_vml_cpu", "bc"), ("hardtanh_backward", "hardshrink_backward_cpu", "biuc"),
+    ("_trilinear", "bmm", "b"),
     # nn kernels built for floating dtypes (the half ones cuda takes are taken)
     ("glu", "glu_cpu", "biuc"), ("_prelu_kernel", "prelu_cpu", "biuc"),
     ("multi_margin_loss", "multi_margin_loss_cpu_kernel", "biuc"),
@@ -361,6 +373,7 @@ KERNEL_DTYPE_CHECKS = {
         "Boolean inputs not supported for relu"))),
     _aten.hardtanh.default: _first(_NO_COMPLEX_CLAMP, _refuses("b", RuntimeError(
         "Bool inputs not supported for hardtanh"))),
+    _aten.soft_margin_loss.default: _soft_margin_loss,
     _aten.nansum.default: _refuses("c", RuntimeError(
         "nansum on CPU does not support complex inputs")),
     _aten.heaviside.default: _heaviside,

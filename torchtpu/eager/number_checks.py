@@ -69,6 +69,17 @@ def _clamp_bound(self, bound) -> str | None:
     return None if isinstance(bound, complex) else _clamp_bounds(self, bound)
 
 
+def _hardtanh_limits(self, min_val=-1, max_val=1) -> str | None:
+    """hardtanh truncates an integer tensor's limits to integers, refuses a negative one for
+    uint8, then clamps by them."""
+    if self.dtype.is_floating_point or self.dtype.is_complex or self.dtype == torch.bool:
+        return _clamp_bounds(self, min_val, max_val)  # (clamp's own checks refuse the others)
+    min_val, max_val = int(min_val), int(max_val)
+    if self.dtype == torch.uint8 and (min_val < 0 or max_val < 0):
+        return "cannot do hardtanh on an unsigned type with negative limits"
+    return _clamp_bounds(self, min_val, max_val)
+
+
 def _alpha(self, other, alpha=1) -> str | None:
     """add/sub's alpha (positional in their .Scalar overloads): of the result's kind (c10's
     alpha_check), and fitting its dtype."""
@@ -149,6 +160,7 @@ _NUMBER_CHECKS = {
     torch.ops.aten.addcdiv.default: _pointwise_value,
     torch.ops.aten.clamp.default: _clamp_bounds,
     torch.ops.aten.clamp_min.default: _clamp_bound,
+    torch.ops.aten.hardtanh.default: _hardtanh_limits,
     torch.ops.aten.clamp_max.default: _clamp_bound,
     torch.ops.aten.full_like.default:
         lambda self, value, *, dtype=None, **_: _fill_fits(value, dtype or self.dtype),
