@@ -209,6 +209,15 @@ def test_cpu_stays_the_cpu():
     assert trainer.precision_plugin.device == fabric.strategy.precision.device == "cpu"
 
 
+def test_the_device_log_names_the_tpu(caplog):
+    with caplog.at_level(logging.INFO, logger="lightning.pytorch"):
+        pl.Trainer(accelerator="tpu", devices=1, logger=False)
+        with pytest.warns(UserWarning, match="TPU available but not used"):
+            pl.Trainer(accelerator="cpu", logger=False)
+    assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("TPU")] == [
+        "TPU available: True, using: 1 TPU cores", "TPU available: True, using: 0 TPU cores"]
+
+
 def test_an_accelerator_of_ones_own_runs_on_its_device():
     # (Lightning gave any accelerator but cuda's and mps' a CPU strategy, and a cuda autocast)
     for strategy in (pl.Trainer(accelerator=MyAccelerator(), precision="bf16-mixed").strategy,

@@ -148,9 +148,24 @@ def _fabric_finds_tpu(package: str, connector) -> None:
                             "_determine_ddp_device_ids")
 
 
-def _trainer_finds_tpu(package: str, connector) -> None:
+def _trainers_accelerator(package: str) -> type:
+    # one class per package, whichever hook runs first: the connector picks it, and the device
+    # log names it
     accelerators = sys.modules[f"{package}.accelerators"]
-    ours = _accelerator(accelerators.Accelerator, accelerators.AcceleratorRegistry)
+    registered = dict.get(accelerators.AcceleratorRegistry, "tpu", {}).get("accelerator")
+    if getattr(registered, "__module__", None) == __name__:
+        return registered
+    return _accelerator(accelerators.Accelerator, accelerators.AcceleratorRegistry)
+
+
+def _trainer_logs_tpu(package: str, setup) -> None:
+    # "TPU available: ..., using: N TPU cores", and the warning when a tpu goes unused, ask
+    # torch_xla's accelerator
+    setup.XLAAccelerator = _trainers_accelerator(package)
+
+
+def _trainer_finds_tpu(package: str, connector) -> None:
+    ours = _trainers_accelerator(package)
     _connector_finds_tpu(connector._AcceleratorConnector, ours, connector.SingleDeviceStrategy,
                          connector.MixedPrecision)
     _ddp_without_device_ids(connector.DDPStrategy, "determine_ddp_device_ids")
@@ -163,3 +178,4 @@ def install(after_import: Callable[[str, Callable], None]) -> None:
         after_import(f"{fabric}.connector", functools.partial(_fabric_finds_tpu, fabric))
         after_import(f"{trainer}.trainer.connectors.accelerator_connector",
                      functools.partial(_trainer_finds_tpu, trainer))
+        after_import(f"{trainer}.trainer.setup", functools.partial(_trainer_logs_tpu, trainer))
