@@ -27,8 +27,8 @@ Here integer, bool and complex inputs that do not require grad are refused as on
 
 ``one_hot`` checks its classes (reading the values, as on CPU and cuda) only for plain
 tensors; for a subclass PyTorch takes an unchecked form, and a class out of range gave a row
-of zeros. Here strict eager checks as CPU does (fused eager and torch.compile never read
-values, as for out-of-range indices).
+of zeros. Here strict eager checks as CPU does, and fused eager at the sync point that runs
+it, as for out-of-range indices (torch.compile does not check).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ import torch.autograd.forward_ad as fwAD
 from torch.utils._python_dispatch import _disable_current_modes
 
 from . import config
+from .eager import bounds
 from .eager.nn_checks import ctc_check
 from .eager.result_layout import suggested_format
 from .ops.dtypes import cpp_name, scalar_type_name
@@ -229,11 +230,12 @@ def _attention_grads_composite(grad_out, query, key, value, attn_mask, is_causal
 def _one_hot(self, num_classes=-1):
     if self.dtype != torch.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
-    checks = (isinstance(self, TpuTensor) and config.get("check_indices")
-              and not execute.recording())
+    checks = isinstance(self, TpuTensor) and config.get("check_indices")
     if self.numel() == 0:
         if num_classes <= 0:
             raise RuntimeError("Can not infer total number of classes from empty tensor.")
+    elif checks and execute.recording() and num_classes != -1:
+        bounds.defer_class_check(self, num_classes)
     elif checks or num_classes == -1:
         low, high = (int(v) for v in torch.aminmax(self))
         if low < 0:

@@ -21,16 +21,37 @@ def fused():
         yield
 
 
+# multinomial draws on the host's values (it synchronises): its checks run then, as strict's
+_AT_ONCE = {name for name in CASES if name.startswith("multinomial")}
+
+
 @pytest.mark.parametrize("name", CASES)
 def test_an_invalid_value_raises_cpus_error_at_the_sync_point(fused, name):
     fn, x, index = CASES[name]
     error, message = cpu_error(fn, x, index)
-    result = fn(x.to(TPU), index.to(TPU))  # recorded: nothing has run yet
     with pytest.raises(error) as caught:
+        result = fn(x.to(TPU), index.to(TPU))  # recorded: nothing has run yet
+        assert name not in _AT_ONCE
         result.item()
     assert str(caught.value) == message
     # raised once; the device goes on
     assert torch.ones(2).to(TPU).sum().item() == 2
+
+
+def test_a_draw_read_by_itself_raises_its_check():
+    # (its check was recorded after the draw, which had run: only a later sync raised it)
+    with torchtpu.set_eager_mode("fused"), pytest.raises(RuntimeError, match="element < 0"):
+        torch.multinomial(torch.tensor([-1.0, 2.0]).to(TPU), 1).cpu()
+
+
+@pytest.mark.parametrize("classes, message", [
+    ([1, 3], "Class values must be smaller than num_classes."),
+    ([3, -1], "Class values must be non-negative.")])
+def test_one_hot_classes_out_of_range_raise_at_the_sync_point(fused, classes, message):
+    hot = F.one_hot(torch.tensor(classes).to(TPU), 3)
+    with pytest.raises(RuntimeError, match=f"^{message}$"):
+        hot.cpu()
+    assert F.one_hot(torch.tensor([2, 0]).to(TPU), 3).tolist() == [[0, 0, 1], [1, 0, 0]]
 
 
 def test_indices_in_range_masks_and_ignored_targets_raise_nothing(fused):

@@ -29,6 +29,8 @@ from torch.utils._pytree import tree_flatten, tree_leaves, tree_map, tree_unflat
 
 from .. import config
 from ..ops.dtypes import to_jax_dtype
+from ..ops.registry import LOWERINGS
+from ..runtime import execute
 from ..runtime.execute import executable
 from ..tensor import read
 from . import deferred_checks
@@ -560,13 +562,14 @@ def _index_pairs(func, args, kwargs):
             yield spec, index, dim, size, -size if spec.negative else 0, ignore
 
 
-def check(func, args, kwargs) -> None:
+def check(func, args, kwargs, unwrap=unwrap) -> None:
     """Raise CPU's error if an index tensor of ``func`` holds an out-of-range value, or a
     value CPU checks is invalid."""
-    for exe, exe_args, make_error in _value_checks(func, args, kwargs):
-        failed, *found = _outputs(exe, exe_args)
-        if bool(failed):
-            raise make_error(*(v.item() for v in found))
+    with execute.unrecorded():  # (fused eager's eager rules check at once too)
+        for exe, exe_args, make_error in _value_checks(func, args, kwargs, unwrap):
+            failed, *found = _outputs(exe, exe_args)
+            if bool(failed):
+                raise make_error(*(v.item() for v in found))
     for spec, index, dim, size, low, ignore in _index_pairs(func, args, kwargs):
         values = np.asarray(read(index))  # (on the host: index shapes vary, no compile each)
         bad = (values >= size) | (values < low)
@@ -614,18 +617,46 @@ def deferred(func, handler):
     that runs it (deferred_checks.py), if it has them."""
     if func not in _CHECKED or not config.get("check_indices"):
         return handler
+    rule = LOWERINGS.get(func)
+    if rule is not None and rule.eager and not rule.records:
+        # it reads its inputs now (multinomial): so do its checks, as strict eager's do
+        return checked(func, handler, lambda t: execute.concrete(unwrap(t)))
 
     def run(args, kwargs):
         checks = _value_checks(func, args, kwargs) + _index_checks(func, args, kwargs)
         out = handler(args, kwargs)  # (recorded once it has: its shape errors first)
         if checks:
-            origin = (f"{func}, called at {user_line()} (fused eager checks values when a "
-                      "sync point runs the op)")
+            origin = _origin(func)
             for exe, exe_args, make_error in checks:
                 deferred_checks.record(_outputs(exe, exe_args), make_error, origin)
         return out
 
     return run
+
+
+def _origin(op) -> str:
+    return (f"{op}, called at {user_line()} (fused eager checks values when a sync point runs "
+            "the op)")
+
+
+@executable(static_argnums=(1,))
+def _class_faults(classes, num_classes: int):
+    """Whether one_hot's classes leave [0, num_classes), and whether one is negative (CPU
+    checks the minimum first)."""
+    negative = jnp.min(classes) < 0
+    return negative | (jnp.max(classes) >= num_classes), negative
+
+
+def _class_error(negative: bool) -> RuntimeError:
+    return RuntimeError("Class values must be non-negative." if negative
+                        else "Class values must be smaller than num_classes.")
+
+
+def defer_class_check(classes: torch.Tensor, num_classes: int) -> None:
+    """Fused eager's check of one_hot's classes (a composite with no aten op of its own), read
+    at the sync point that runs it."""
+    deferred_checks.record(_outputs(_class_faults, (unwrap(classes), num_classes)),
+                           _class_error, _origin("one_hot"))
 
 
 def traced_checks(func, fakes: tuple, values: tuple) -> list:
@@ -668,14 +699,14 @@ def _with_sizes(fake, value):
         return torch.empty(value.shape, dtype=fake.dtype, device=fake.device)
 
 
-def checked(func, handler):
+def checked(func, handler, unwrap=unwrap):
     """``handler`` with ``func``'s index bounds checked first, if it has indices to check."""
     if func not in _CHECKED or not config.get("check_indices"):
         return handler
 
     def run(args, kwargs):
         try:
-            check(func, args, kwargs)
+            check(func, args, kwargs, unwrap)
         except (IndexError, RuntimeError):
             # CPU checks shapes before index values: a shape error is the one it raises
             # (normal checks its std before broadcasting it).
