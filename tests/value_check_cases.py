@@ -61,6 +61,18 @@ CASES = {
     "segment_reduce with a negative length": (
         lambda d, lengths: torch.segment_reduce(d, "sum", lengths=lengths).sum(),
         torch.arange(6.0), torch.tensor([-1, 7])),
+    "multilabel_margin_loss target past the classes": (
+        lambda x, t: F.multilabel_margin_loss(x, t), torch.randn(2, 3),
+        torch.tensor([[0, -1, 5], [1, 2, -1]])),
+    "multilabel_margin_loss target below -1": (
+        lambda x, t: F.multilabel_margin_loss(x, t), torch.randn(2, 3),
+        torch.tensor([[0, 1, -1], [-2, 0, 1]])),
+    "embedding_bag offsets that do not start at 0": (
+        lambda w, o: F.embedding_bag(torch.tensor([1, 2, 3]).to(w.device), w, o).sum(),
+        torch.randn(5, 3), torch.tensor([1, 2])),
+    "embedding_bag offsets past the indices": (
+        lambda w, o: F.embedding_bag(torch.tensor([1, 2, 3]).to(w.device), w, o).sum(),
+        torch.randn(5, 3), torch.tensor([0, 4])),
     "max_unpool2d index outside the output": (
         lambda x, i: F.max_unpool2d(x, i, 2).sum(), torch.ones(1, 1, 2, 2),
         torch.tensor([[[[0, 3], [8, 16]]]])),

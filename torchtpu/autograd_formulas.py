@@ -259,15 +259,21 @@ def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduct
     cuda's path (which reads the lengths on the host) and divides the mean by the target
     lengths where they are: CPU lengths met a tpu loss. Length lists become tensors too: as
     static arguments each new list compiled the loss again. CPU's checks run first, on lengths
-    the host holds (tpu lengths would have to be read)."""
+    the host holds or strict eager reads."""
     for name, v in (("input_lengths", input_lengths), ("target_lengths", target_lengths)):
         if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()
                                             or v.dtype == torch.bool):
             raise RuntimeError(f"{name} must be integral")
     if log_probs.numel() == 0:  # (CPU's composite checks it whatever the lengths' device)
         raise RuntimeError("log_probs tensor must not be empty")
-    if all(_on_host(v) for v in (input_lengths, target_lengths)):
+    given = (input_lengths, target_lengths)
+    if all(_on_host(v) for v in given):
         ctc_check(log_probs.shape, targets.shape, input_lengths, target_lengths, blank)
+    elif (all(_on_host(v) or type(v) is TpuTensor for v in given)
+          and config.get("check_indices") and not execute.recording()):
+        # strict eager reads tpu lengths, as cuda's kernel does (fused eager does not wait)
+        ctc_check(log_probs.shape, targets.shape,
+                  *(v.cpu() if isinstance(v, torch.Tensor) else v for v in given), blank)
     lengths = [torch.as_tensor(v, dtype=torch.int64).to(log_probs.device)
                for v in (input_lengths, target_lengths)]
     return aten.ctc_loss.Tensor.decompose(log_probs, targets, *lengths, blank, reduction,

@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import assert_same, raises_as_cpu
+from value_check_cases import CASES
 
 
 @pytest.mark.parametrize("bad", [
@@ -40,6 +41,20 @@ def test_clamp_bounds_that_overflow_the_result_dtype_raise_as_cpu(dtype, bound):
             raises_as_cpu(lambda d, clamp=clamp: clamp(torch.ones(2, dtype=dtype, device=d)))
         else:
             assert_same(clamp(x.to("tpu")), expected)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_values_fused_eager_checks_raise_at_once_in_strict_eager(name):
+    fn, x, index = CASES[name]
+    raises_as_cpu(lambda d: fn(x.to(d), index.to(d)), Exception)
+
+
+@pytest.mark.parametrize("lengths", [([5], [7]), ([7], [2])], ids=["targets", "inputs"])
+def test_ctc_lengths_on_tpu_are_checked_in_strict_eager(lengths):
+    # (as cuda's kernel, which reads them on the host; fused eager does not wait for them)
+    log_probs = torch.randn(5, 1, 4).log_softmax(2)
+    raises_as_cpu(lambda d: F.ctc_loss(log_probs.to(d), torch.tensor([[1, 2]], device=d),
+                                       *(torch.tensor(n, device=d) for n in lengths)))
 
 
 @pytest.mark.parametrize("dtype, limits", [

@@ -64,6 +64,7 @@ class _Spec:
     # (args, kwargs) -> the _Spec of CPU's other kernel path for these args, if it checks
     # otherwise
     path: Callable | None = None
+    low: int | None = None  # the lowest valid index, if not 0 (or -size where negative)
 
 
 def _dim_index(args, kwargs):
@@ -209,8 +210,12 @@ _BAG = _Spec(_bag_indices, False, RuntimeError, _bag)
 _TAKE = _Spec(_flat, True, IndexError, _take)
 _TARGET = _Spec(_nll_target, False, IndexError, _target)
 _MARGIN = _Spec(_margin_target, False, RuntimeError, lambda *_: "target out of range")
+# (-1 ends a row's targets; CPU checks the whole target's minimum and maximum)
+_MULTILABEL = _Spec(_margin_target, False, RuntimeError,
+                    lambda *_: "argument #2 'target' is out of range", low=-1)
 _SPECS: dict = {
     aten.multi_margin_loss.default: _MARGIN,
+    aten.multilabel_margin_loss_forward.default: _MULTILABEL,
     aten.index.Tensor: _INDEX,
     aten.index_put.default: _INDEX,
     aten.index_put_.default: _INDEX,
@@ -506,6 +511,35 @@ _SEARCHSORTED = (aten.searchsorted.Tensor, aten.searchsorted.Scalar)
 _UNPOOLS = (aten.max_unpool2d.default, aten.max_unpool3d.default)
 
 
+_BAGS = (aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
+
+
+def _bag_offsets(args) -> tuple | None:
+    """embedding_bag's offsets and the number of indices they point into, when CPU reads
+    them (after its shape checks, which the op makes)."""
+    weight, indices, offsets = args[0], args[1], args[2]
+    if (_on_device(offsets) and offsets.dim() == 1 and offsets.numel() and weight.dim() == 2
+            and indices.dim() == 1 and not offsets.is_floating_point()):
+        return offsets, indices.shape[0], torch.promote_types(indices.dtype, offsets.dtype)
+    return None
+
+
+@executable(static_argnums=(1,))
+def _offset_faults(offsets, length: int):
+    first, last = offsets[0], offsets[-1]
+    return (first != 0) | (last > length), first, last
+
+
+def _offset_error(length: int, dtype: torch.dtype, first: int, last: int) -> RuntimeError:
+    if first != 0:  # (CPU prints offsets[0] as a 0-d tensor of the indices' common type)
+        kind = "Int" if dtype == torch.int32 else "Long"
+        return RuntimeError("offsets[0] has to be 0, i.e., the first sequence in the mini-batch "
+                            f"has to start from position 0. However, got {first}\n"
+                            f"[ torch.{kind}Tensor{{}} ]")
+    return RuntimeError(f"offsets[-1] can not be greater than input's length {length} but got "
+                        f"offsets[-1] of {last}")
+
+
 def _value_checks(func, args, kwargs, unwrap=unwrap) -> list:
     """The checks of ``func``'s values (its indices aside) for this call, as
     [(executable, its arguments, make_error)]: the executable's first output says whether the
@@ -538,6 +572,10 @@ def _value_checks(func, args, kwargs, unwrap=unwrap) -> list:
         checks.append((_lengths_faults, (unwrap(lengths), size), _lengths_error))
     if (A := _svd_input(func, args, kwargs)) is not None:
         checks.append((_first_nan_matrix, (unwrap(A),), partial(_svd_error, A.dim() > 2)))
+    if func in _BAGS and (found := _bag_offsets(args)) is not None:
+        offsets, length, dtype = found
+        checks.append((_offset_faults, (unwrap(offsets), length),
+                       partial(_offset_error, length, dtype)))
     if func in _UNPOOLS and (found := _unpool_plane(func, args)) is not None:
         indices, output_size = found
         checks.append((_last_outside, (unwrap(indices), math.prod(output_size)),
@@ -559,7 +597,8 @@ def _index_pairs(func, args, kwargs):
         spec = spec.path(args, kwargs) or spec
     for index, dim, size, ignore in spec.pairs(args, kwargs):
         if _on_device(index) and index.numel() and not index.is_floating_point():
-            yield spec, index, dim, size, -size if spec.negative else 0, ignore
+            low = spec.low if spec.low is not None else -size if spec.negative else 0
+            yield spec, index, dim, size, low, ignore
 
 
 def check(func, args, kwargs, unwrap=unwrap) -> None:
@@ -581,7 +620,7 @@ def check(func, args, kwargs, unwrap=unwrap) -> None:
 
 
 # Every op whose indices or values are checked.
-_CHECKED = {*_SPECS, *_FLAGGED, aten.multinomial.default, aten.histc.default,
+_CHECKED = {*_SPECS, *_FLAGGED, *_BAGS, aten.multinomial.default, aten.histc.default,
             aten.segment_reduce.default, *_SVDS, *_DIVISIONS,
             *_MASKED_SCATTERS, *_SEARCHSORTED, *_UNPOOLS}
 _BEFORE_SHAPES = {aten.normal.Tensor_Tensor, aten.normal.float_Tensor}
