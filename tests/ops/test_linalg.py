@@ -59,7 +59,10 @@ _SINGULAR = torch.zeros(3, 3)
     lambda d: torch.linalg.lu_factor_ex(_SINGULAR.to(d), check_errors=True),
     lambda d: torch.linalg.solve_ex(_SINGULAR.to(d), torch.ones(3, 1, device=d),
                                     check_errors=True),
-], ids=["cholesky", "cholesky_batch", "inv", "lu_factor", "solve"])
+    # (a factor with a zero on its diagonal, which LAPACK's potri refuses)
+    lambda d: torch.cholesky_inverse(torch.stack([torch.eye(2), torch.tensor(
+        [[1.0, 0.0], [1.0, 0.0]])]).to(d)),
+], ids=["cholesky", "cholesky_batch", "inv", "lu_factor", "solve", "cholesky_inverse"])
 def test_ex_ops_raise_with_check_errors_as_cpu(bad, mode):
     import torchtpu
 

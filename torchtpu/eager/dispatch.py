@@ -137,6 +137,8 @@ def _build(func, fused: bool = False) -> Handler:
         handler = _pairwise_across_devices(func, handler)
     if func in _CHECKS_ERRORS:
         handler = _checking_errors(handler, _CHECKS_ERRORS[func])
+    if func is torch.ops.aten.cholesky_inverse.default:
+        handler = _refusing_a_zero_diagonal(handler)
     if func in matmul_checks.CHECKED_ON_TENSORS:  # (checks of strides, which arrays lack)
         handler = _checked_as_cpu(func, handler)
     if func in _UNINITIALIZED:
@@ -206,6 +208,19 @@ def _checking_errors(inner: Handler, api_name: str) -> Handler:
         out = inner(args, {**kwargs, "check_errors": False})
         torch._linalg_check_errors(out[-1], api_name, is_matrix=args[0].dim() == 2)
         return out
+
+    return handler
+
+
+def _refusing_a_zero_diagonal(inner: Handler) -> Handler:
+    # CPU's LAPACK (potri) refuses a factor with a zero on its diagonal: a singular matrix
+    def handler(args, kwargs):
+        factor = args[0]
+        if isinstance(factor, torch.Tensor) and factor.numel():
+            zero = torch.diagonal(factor, dim1=-2, dim2=-1) == 0
+            info = torch.where(zero.any(-1), zero.int().argmax(-1) + 1, 0)
+            torch._linalg_check_errors(info, "cholesky_inverse", is_matrix=factor.dim() == 2)
+        return inner(args, kwargs)
 
     return handler
 
