@@ -17,6 +17,9 @@ if _config.get("register_device"):
     from .runtime.compile_cache import setup as _setup_compile_cache
 
     _backend.register()
+    from .eager.meta_without_dynamo import defer_dynamo_import
+
+    defer_dynamo_import()
     _setup_compile_cache()
     _register_compile()  # torch.compile(backend="tpu"); Dynamo itself loads only when used
     from .integrations import install as _install_integrations
