@@ -17,6 +17,7 @@ lengths, and the matrices LAPACK refuses: a NaN for svd, any non-finite value fo
 from __future__ import annotations
 
 import math
+import platform
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -397,7 +398,15 @@ def _histc_range(x):
     same = same & (low == high)
     low = jnp.where(same, jnp.nextafter(low, jnp.array(-jnp.inf, low.dtype)), low)
     high = jnp.where(same, jnp.nextafter(high, jnp.array(jnp.inf, high.dtype)), high)
+    if x.size > 1 and _X86:
+        # CPU's min/max over several values makes a NaN anew: x86's default NaN, negative
+        # (its message prints "-nan"); one value is passed through as it is
+        low, high = (jnp.where(jnp.isnan(v), jnp.copysign(jnp.array(jnp.nan, v.dtype), -1), v)
+                     for v in (low, high))
     return ~(jnp.isfinite(low) & jnp.isfinite(high)), low, high
+
+
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
 
 def _histc_data(args, kwargs):
