@@ -704,6 +704,22 @@ def test_empty_strided_with_gaps_or_overlaps_as_cpu(size, stride):
     assert_same(tpu[2], cpu[2])
 
 
+@pytest.mark.parametrize("size, stride", [
+    ((2, 4, 2 ** 29, 2 ** 29), (2 ** 60, 2 ** 58, 2 ** 29, 1)), ((8, 8), (2 ** 61, 1)),
+    ((2,), (-1,))])
+@pytest.mark.parametrize("new", [False, True])
+def test_empty_strided_beyond_int64_bytes_raises_as_cpu(size, stride, new):
+    # PyTorch's test_empty_overflow on tpu: a TypeError from jax, and for a dense layout XLA
+    # aborted the process (its element count overflowed).
+    def call(device):
+        if new:
+            return torch.zeros(1, dtype=torch.float64, device=device).new_empty_strided(size,
+                                                                                        stride)
+        return torch.empty_strided(size, stride, dtype=torch.float64, device=device)
+
+    raises_as_cpu(call)
+
+
 def test_a_decompositions_result_never_aliases_its_input():
     # An op whose schema returns fresh memory: a decomposition that returns (a view of) its
     # input, as `flattened[index]` does for a 0-d index, gets a copy.

@@ -81,6 +81,35 @@ def test_an_empty_out_is_resized_to_the_results_layout(op, size):
     assert_same(run(TPU), run("cpu"))
 
 
+_NN = torch._C._nn
+
+
+@pytest.mark.parametrize("op", [
+    lambda x, d: torch.cat((x, x), 1, out=torch.empty(0, device=d)),
+    lambda x, d: torch.sort(x, out=(torch.empty(0, device=d),
+                                    torch.empty(0, dtype=torch.long, device=d)))[1],
+    lambda x, d: torch.complex(x, x, out=torch.empty(0, dtype=torch.cfloat, device=d)),
+    lambda x, d: _NN.upsample_nearest2d(x, [5, 7], out=torch.empty(0, device=d)),
+    lambda x, d: _NN.max_pool2d_with_indices(x, 2, out=(torch.empty(0, device=d),
+                                                        torch.empty(0, dtype=torch.long,
+                                                                    device=d)))[1],
+    lambda x, d: _NN.reflection_pad2d(x, [1, 1, 1, 1], out=torch.empty(3, device=d)),
+    lambda x, d: _NN.avg_pool3d(x.unsqueeze(2), 1, out=torch.empty(0, device=d)),  # stays
+], ids=["cat", "sort", "complex", "upsample", "max_pool", "reflection_pad", "avg_pool3d"])
+def test_a_structured_kernels_resized_out_takes_its_results_layout(op):
+    # PyTorch's test_cat_out_memory_format: a channels_last input's cat into torch.empty(0)
+    # was contiguous on tpu, channels_last on CPU (resize_out restrides as the result is
+    # laid out); so were sort's, pooling's, upsampling's and padding's outs.
+    def run(device):
+        x = torch.randn(2, 3, 4, 6, generator=torch.Generator().manual_seed(0))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = op(x.contiguous(memory_format=torch.channels_last).to(device), device)
+        return out, out.stride()
+
+    assert_same(run(TPU), run("cpu"))
+
+
 def _mat(device, *shape, spd=False):
     g = torch.Generator().manual_seed(sum(shape))
     a = torch.randn(*shape, dtype=torch.float64, generator=g)

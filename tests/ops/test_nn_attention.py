@@ -208,3 +208,28 @@ def test_inference_fast_paths_with_a_padding_mask_compile():
     keep = ~padding.unsqueeze(-1)
     torch.testing.assert_close(out.cpu() * keep, expected * keep, **TOL)
     torch.testing.assert_close(out_weights.cpu(), weights, **TOL)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_transform_bias_rescale_qkv_matches_cpu(dtype):
+    # It had no rule (PyTorch's test_native_mha calls it); bfloat16 scales in float32, once
+    torch.manual_seed(0)
+    qkv, bias = torch.randn(4, 2, 72, dtype=dtype) * 10, torch.randn(72, dtype=dtype)
+    expected = torch._transform_bias_rescale_qkv(qkv, bias, 4)  # a head of 6: 1/sqrt inexact
+    out = torch._transform_bias_rescale_qkv(qkv.to(TPU), bias.to(TPU), 4)
+    for a, e in zip(out, expected, strict=True):
+        assert a.dtype == e.dtype and a.stride() == e.stride()
+        torch.testing.assert_close(a.cpu(), e, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("shape, heads, dtype", [((2, 12), 2, torch.float32),
+                                                 ((2, 3, 13), 2, torch.float32),
+                                                 ((2, 3, 12), 5, torch.float32),
+                                                 ((2, 3, 12), 2, torch.int32)])
+def test_transform_bias_rescale_qkv_bad_arguments_raise_as_cpu(shape, heads, dtype):
+    def call(device):
+        qkv = torch.ones(shape, dtype=dtype, device=device)
+        torch._transform_bias_rescale_qkv(qkv, torch.ones(shape[-1], dtype=dtype,
+                                                          device=device), heads)
+
+    raises_as_cpu(call, Exception)

@@ -162,6 +162,19 @@ def _refuse_out_first(func, args, out: torch.Tensor) -> None:
         _check_cast(dtype, out, func)
 
 
+# Out= kernels that are not tagged pointwise but lay out an out they resize as their result
+# (structured kernels' resize_out takes the result's strides or memory format): a channels_last
+# input gives a channels_last out, a sorted transposed input a transposed out. (Their 1-d
+# forms, and avg_pool3d's, adaptive pooling's 3-d ones, resize contiguous as their results are.)
+_LAYS_OUT_AS_RESULT = {f"aten::{name}" for name in (
+    "cat", "sort", "argsort", "polar", "complex", "glu", "mse_loss",
+    "upsample_nearest2d", "_upsample_nearest_exact2d", "upsample_bilinear2d",
+    "upsample_bicubic2d", "upsample_nearest3d", "_upsample_nearest_exact3d",
+    "upsample_trilinear3d", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d",
+    "max_pool2d_with_indices", "max_pool3d_with_indices", "reflection_pad2d",
+    "reflection_pad3d", "replication_pad2d", "replication_pad3d")}
+
+
 # Out= kernels that resize their out with resize_, not resize_output (no deprecation
 # warning), for the arguments given: mode's for a 0-d input only.
 _RESIZES_QUIETLY = {
@@ -303,7 +316,8 @@ def derived_handler(func, functional_handler):
         in_out_dtype = (lambda out: True) if factory else partial(_in_out_dtype, func)
         # TensorIterator restrides an out it resizes as it lays out the functional result
         # (other kernels' differ: fft2's out stays contiguous where its result is not)
-        laid_out = functional_handler(functional) if pointwise else None
+        lays_out = pointwise or func._schema.name in _LAYS_OUT_AS_RESULT
+        laid_out = functional_handler(functional) if lays_out else None
         handler = _out_handler(func, compute, laid_out, [a.name for a in mutated],
                                in_out_dtype, pointwise, factory)
         route = _ROUTED_OUTS.get(func)

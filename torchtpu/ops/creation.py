@@ -60,8 +60,26 @@ def _empty(size, *, dtype=None, layout=None, device=None, pin_memory=None,
     return jnp.zeros(tuple(size), _dtype(dtype))
 
 
+def _check_storage_nbytes(size, stride, dtype) -> None:
+    """c10's computeStorageNbytes: the bytes a strided layout reaches, in uint64 arithmetic
+    (a negative stride wraps), must fit an int64. (XLA aborted the process on the dense
+    layouts' element count.)"""
+    if len(size) != len(stride) or 0 in size:
+        return
+    wrap, nbytes, overflowed = 2 ** 64, 1, False
+    for n, s in zip(size, stride, strict=True):
+        reach = (s % wrap) * ((n - 1) % wrap)
+        nbytes += reach
+        overflowed |= reach >= wrap or nbytes >= wrap
+    nbytes *= jnp.dtype(dtype).itemsize
+    if overflowed or nbytes >= 2 ** 63:
+        raise RuntimeError(f"Storage size calculation overflowed with sizes={list(size)} and "
+                           f"strides={list(stride)}")
+
+
 @lowering(aten.empty_strided)
 def _empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
+    _check_storage_nbytes(size, stride, _dtype(dtype))
     return jnp.zeros(tuple(size), _dtype(dtype))
 
 
@@ -97,6 +115,7 @@ def _new_zeros(self, size, *, dtype=None, layout=None, device=None, pin_memory=N
 @lowering(aten.new_empty_strided)
 def _new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=None,
                        pin_memory=None):
+    _check_storage_nbytes(size, stride, _dtype(dtype, like=self))
     return jnp.zeros(tuple(size), _dtype(dtype, like=self))
 
 

@@ -6,10 +6,11 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import torch
 
 from .conv import _scatter_at_indices
-from .dtypes import check_with_meta, opmath, upcast
+from .dtypes import check_with_meta, opmath, scalar_type_name, upcast
 from .elementwise import exact_rsqrt
 from .indexing import summed_apart
 from .registry import lowering
@@ -117,6 +118,41 @@ def _fused_rms_norm(input, normalized_shape, weight, eps):  # noqa: A002
     if weight is not None:
         out = out * weight
     return out.astype(input.dtype), rstd
+
+
+# CPU's TORCH_CHECK wording for a bare condition.
+_ATEN_CHECK = ("Expected {} to be true, but got false.  (Could this error message be improved?  "
+               "If so, please report an enhancement request to PyTorch.)")
+
+
+@lowering(aten._transform_bias_rescale_qkv, skip_meta=True)  # (PyTorch has no meta kernel)
+def _transform_bias_rescale_qkv(qkv, qkv_bias, num_heads):
+    """CPU's transform_bias_rescale_qkv_cpu: a (B, T, 3D) projection plus its bias split into
+    q, k and v of (B, heads, T, D / heads), q times 1 / sqrt(D / heads)."""
+    if qkv.ndim < 3:  # CPU reads sizes 0, 1 and 2 in turn
+        if qkv.ndim == 0:
+            raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-qkv.ndim}, "
+                         f"{qkv.ndim - 1}], but got {qkv.ndim})")
+    batch, length, width = qkv.shape[:3]
+    dim = width // 3
+    if dim % num_heads:
+        raise RuntimeError(_ATEN_CHECK.format("D % num_head == 0"))
+    if width % 3:
+        raise RuntimeError(_ATEN_CHECK.format("_3D % 3 == 0"))
+    dtype = jnp.dtype(qkv.dtype)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise NotImplementedError('"transform_bias_rescale_qkv" not implemented for '
+                                  f"'{scalar_type_name(dtype)}'")
+    head = dim // num_heads
+    # CPU's kernel reads the first B * T * 3D elements of each buffer whatever its rank, adds
+    # and scales in float32 for the half-width floats (one rounding), by 1 / sqrtf(head)
+    # rounded to that precision.
+    x = qkv.reshape(-1)[:batch * length * width].reshape(batch, length, width)
+    x = upcast(x) + upcast(qkv_bias.reshape(-1)[:width].astype(dtype))
+    inv_sqrt = x.dtype.type(1.0 / float(np.sqrt(x.dtype.type(head))))
+    q, k, v = x.reshape(batch, length, 3, num_heads, head).transpose(2, 0, 3, 1, 4)
+    return (q * inv_sqrt).astype(dtype), k.astype(dtype), v.astype(dtype)
 
 
 def _nll(self, target, weight, reduction, ignore_index):
