@@ -623,6 +623,16 @@ def test_view_as_real_of_an_unresolved_conj_is_refused():
                                                           device=d).conj()))
 
 
+def test_view_as_complex_of_halves_names_the_missing_complex32():
+    # CPU pairs halves into a complex32 tensor; tpu has no complex32 (XLA lacks it) and says
+    # so as it does for torch.zeros(..., dtype=torch.complex32), not with lax.complex's
+    # TypeError about float16 (torch_dct.idct of a half tensor met it)
+    halves = torch.ones(3, 2, dtype=torch.float16, device=TPU)
+    with pytest.raises(RuntimeError,
+                       match=r"^torchtpu: dtype torch.complex32 is not supported on tpu"):
+        torch.view_as_complex(halves).cpu()
+
+
 def test_a_view_repeated_on_bases_of_other_geometries_is_each_bases_own():
     # The same view call (op and arguments) on 4x4 bases that differ in strides, offset,
     # storage size or math bits: each answers as on CPU, the second time round as the first.
