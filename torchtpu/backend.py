@@ -23,6 +23,7 @@ from . import (
     distributed,
     generator,
     serialization,
+    sparse,
     sparse_adam,
     storage,
     streams,
@@ -542,6 +543,10 @@ def register() -> None:
     for name, kernel in factories.items():
         _lib.impl(name, _on_an_existing_device(kernel), "PrivateUse1")
     _lib.impl("_copy_from", _copy_from, "PrivateUse1")
+    # An empty sparse COO tensor asked for on tpu (torch.sparse_coo_tensor(size=...)): no tpu
+    # tensor among its arguments, so it reaches the sparse tpu key (sparse.py).
+    _lib.impl("_sparse_coo_tensor_with_dims", _on_an_existing_device(sparse.construct_empty),
+              "SparsePrivateUse1")
     if not torch.cuda.is_available():
         # With 'tpu' the process's accelerator, CPU pinning asks it for a pinned allocator,
         # which a Python backend cannot give: DataLoader(pin_memory=True) would fail. XLA

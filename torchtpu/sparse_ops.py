@@ -1,0 +1,463 @@
+"""The ops of sparse COO tpu tensors (``sparse.py``), each computed with ordinary tpu ops on
+their indices and values, matching CPU's results: values, dtypes, nnz and the coalesced flag
+(CPU's kernels decide when a result is coalesced; each handler says what CPU's does)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .ops.dtypes import scalar_type_name as _name
+from .sparse import SparseTensor, make, refused
+from .tensor import DEVICE
+
+aten = torch.ops.aten
+OPS: dict = {}
+
+
+def _op(*funcs):
+    def register(fn):
+        for f in funcs:
+            OPS[f] = fn
+        return fn
+
+    return register
+
+
+def _sd(s) -> int:
+    return s._i.shape[0]
+
+
+def _nnz_of(s) -> int:
+    return s._i.shape[1]
+
+
+# --- metadata ---
+
+_op(aten.sparse_dim.default)(_sd)
+_op(aten._nnz.default)(_nnz_of)
+_op(aten.dense_dim.default)(lambda s: s._v.dim() - 1)
+_op(aten.is_coalesced.default)(lambda s: s._coalesced)
+_op(aten._indices.default)(lambda s: aten.alias.default(s._i))
+_op(aten._values.default)(lambda s: aten.alias.default(s._v))
+_op(aten.is_same_size.default)(lambda a, b: a.shape == b.shape)
+
+
+def _coalesced_part(name: str, attr: str):
+    def part(s):
+        if not s._coalesced:
+            raise RuntimeError(f"Cannot get {name} on an uncoalesced tensor, please call "
+                               f".coalesce() first")
+        return aten.alias.default(getattr(s, attr))
+
+    return part
+
+
+OPS[aten.indices.default] = _coalesced_part("indices", "_i")
+OPS[aten.values.default] = _coalesced_part("values", "_v")
+
+
+@_op(aten._coalesced_.default)
+def _set_coalesced(s, coalesced):
+    s._coalesced = bool(coalesced)
+    return s
+
+
+@_op(aten.detach.default, aten.alias.default)
+def _detach(s):
+    return make(s._i, s._v, s.shape, s._coalesced)
+
+
+@_op(aten.clone.default)
+def _clone(s, *, memory_format=None):
+    return make(s._i.clone(), s._v.clone(), s.shape, s._coalesced)
+
+
+@_op(aten._to_copy.default)
+def _to_copy(s, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+             memory_format=None):
+    if layout not in (None, torch.sparse_coo):
+        raise refused(aten._to_copy.default)
+    values = s._v.to(dtype) if dtype is not None else s._v
+    if device is not None and torch.device(device).type != "tpu":
+        # CPU's (or another device's) sparse tensor of the host copies
+        return aten._sparse_coo_tensor_with_dims_and_tensors.default(
+            _sd(s), s._v.dim() - 1, list(s.shape), s._i.to(device), values.to(device),
+            dtype=values.dtype, layout=torch.sparse_coo, device=torch.device(device),
+            is_coalesced=s._coalesced)
+    return make(s._i.clone(), values if dtype not in (None, s.dtype) else values.clone(),
+                s.shape, s._coalesced)
+
+
+@_op(aten.zeros_like.default, aten.empty_like.default)
+def _zeros_like(s, *, dtype=None, layout=None, device=None, pin_memory=None,
+                memory_format=None):
+    dtype = dtype or s.dtype
+    if layout is not None and layout != torch.sparse_coo:
+        return torch.zeros(s.shape, dtype=dtype, layout=layout, device=device or DEVICE)
+    if device is not None and torch.device(device).type != "tpu":
+        return torch.zeros_like(s.cpu(), dtype=dtype, device=device)
+    indices = torch.zeros((_sd(s), 0), dtype=torch.int64, device=DEVICE)
+    values = torch.zeros((0, *s._v.shape[1:]), dtype=dtype, device=DEVICE)
+    return make(indices, values, s.shape, True)
+
+
+@_op(aten.zero_.default)
+def _zero_(s):
+    s._i = torch.zeros((_sd(s), 0), dtype=torch.int64, device=DEVICE)
+    s._v = torch.zeros((0, *s._v.shape[1:]), dtype=s.dtype, device=DEVICE)
+    s._coalesced = True
+    return s
+
+
+# --- coalescing and conversions ---
+
+def _linear(indices, sizes):
+    """Each entry's position in the row-major order of the sparse dims (an int64 per entry)."""
+    strides = [math.prod(sizes[d + 1:]) for d in range(len(sizes))]
+    weights = torch.tensor(strides, dtype=torch.int64).to(DEVICE)
+    return (indices * weights[:, None]).sum(0)
+
+
+def _unravel(linear, sizes):
+    rows = []
+    for d in range(len(sizes)):
+        stride = math.prod(sizes[d + 1:])
+        rows.append(torch.remainder(torch.div(linear, stride, rounding_mode="floor"), sizes[d]))
+    if not rows:
+        return torch.zeros((0, linear.shape[0]), dtype=torch.int64, device=DEVICE)
+    return torch.stack(rows)
+
+
+def _summed(values, inverse, n: int):
+    """``values`` summed into ``n`` rows by ``inverse``, in order (as CPU adds duplicates)."""
+    summing = values if values.dtype != torch.bool else values.to(torch.int8)
+    out = torch.zeros((n, *values.shape[1:]), dtype=summing.dtype, device=DEVICE)
+    out = out.index_add(0, inverse, summing)
+    return out if values.dtype != torch.bool else out != 0
+
+
+@_op(aten._coalesce.default)
+def _coalesce(s):
+    """Duplicates summed, indices sorted (row-major): CPU's coalesce. Fewer than two entries
+    are only flagged, as on CPU."""
+    if _nnz_of(s) < 2:
+        return make(s._i.clone(), s._v.clone(), s.shape, True)
+    sizes = list(s.shape[:_sd(s)])
+    linear = _linear(s._i, sizes)
+    ordered, order = torch.sort(linear, stable=True)
+    unique, inverse = torch.unique_consecutive(ordered, return_inverse=True)
+    values = _summed(s._v[order], inverse, unique.shape[0])
+    return make(_unravel(unique, sizes), values, s.shape, True)
+
+
+@_op(aten.coalesce.default)
+def _coalesce_if_needed(s):
+    return s if s._coalesced else _coalesce(s)
+
+
+def _dense_of(s, dtype=None):
+    out = torch.zeros(s.shape, dtype=dtype or s.dtype, device=DEVICE)
+    if not _nnz_of(s):
+        return out
+    if _sd(s) == 0:  # every entry is the whole tensor
+        return out + s._v.sum(0).to(out.dtype)
+    return out.index_put_(tuple(s._i), s._v.to(out.dtype), accumulate=True)
+
+
+@_op(aten._to_dense.default, aten.to_dense.default)
+def _to_dense(s, dtype=None, masked_grad=None):
+    return _dense_of(s, dtype)
+
+
+@_op(aten.sparse_mask.default)
+def _sparse_mask(self, mask):
+    """``x.sparse_mask(sparse)``: ``x``'s entries at ``mask``'s indices, in ``mask``'s order
+    and with its flag (zero where a sparse ``x`` has no entry)."""
+    if self.shape != mask.shape:
+        raise RuntimeError(f"sparse_mask(): operands have incompatible sizes; self has size "
+                           f"{list(self.shape)} but mask has size {list(mask.shape)}")
+    if type(self) is SparseTensor:
+        values = _looked_up(_coalesce_if_needed(self), mask._i)
+    elif _sd(mask):
+        values = self[tuple(mask._i)]
+    else:
+        values = self.expand(_nnz_of(mask), *self.shape)
+    return make(mask._i.clone(), values.contiguous(), mask.shape, mask._coalesced)
+
+
+def _looked_up(s, indices):
+    """A coalesced ``s``'s values at ``indices`` (zero where it has none)."""
+    sizes = list(s.shape[:_sd(s)])
+    keys, wanted = _linear(s._i, sizes), _linear(indices, sizes)
+    at = torch.searchsorted(keys, wanted).clamp(max=max(keys.shape[0] - 1, 0))
+    if not keys.shape[0]:
+        return torch.zeros((indices.shape[1], *s._v.shape[1:]), dtype=s.dtype, device=DEVICE)
+    found = (keys[at] == wanted).view(-1, *[1] * (s._v.dim() - 1))
+    return torch.where(found, s._v[at], torch.zeros((), dtype=s.dtype, device=DEVICE))
+
+
+# --- arithmetic ---
+
+def _number(x) -> bool:
+    return not isinstance(x, torch.Tensor) or (type(x) is not SparseTensor and x.dim() == 0)
+
+
+@_op(aten.mul.Tensor, aten.mul.Scalar)
+def _mul(a, b):
+    if type(a) is SparseTensor and _number(b):
+        return make(a._i.clone(), torch.mul(a._v, b), a.shape, a._coalesced)
+    if type(b) is SparseTensor and _number(a):
+        return make(b._i.clone(), torch.mul(a, b._v), b.shape, b._coalesced)
+    raise refused(aten.mul.Tensor)
+
+
+@_op(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode)
+def _div(a, b, *, rounding_mode=None):
+    if type(a) is not SparseTensor:
+        raise refused(aten.div.Tensor)
+    if isinstance(b, torch.Tensor) and (type(b) is SparseTensor or b.dim()):
+        raise RuntimeError(f"Sparse division requires a scalar or zero-dim dense tensor divisor "
+                           f"(got shape {list(b.shape)} for divisor)")
+    if rounding_mode is not None:  # rounding is not linear: CPU rounds coalesced sums
+        a = _coalesce_if_needed(a)
+    values = torch.div(a._v, b, rounding_mode=rounding_mode)
+    return make(a._i.clone(), values, a.shape, a._coalesced)
+
+
+@_op(aten.neg.default)
+def _neg(s):
+    return make(s._i.clone(), torch.neg(s._v), s.shape, s._coalesced)
+
+
+def _alpha_times(values, alpha):
+    return values if alpha == 1 else torch.mul(values, alpha)
+
+
+def _add_dense_sparse(dense, s, alpha, out_dtype):
+    if dense.shape != s.shape:
+        raise RuntimeError(
+            f"add: expected 'self' and 'other' to have same size, but self has size "
+            f"{list(dense.shape)} while other has size {list(s.shape)} (FYI: dense-sparse "
+            f"addition does not currently support broadcasting)")
+    dtype = torch.promote_types(dense.dtype, s.dtype)
+    added = _dense_of(make(s._i, _alpha_times(s._v.to(dtype), alpha), s.shape, s._coalesced))
+    return (dense.to(dtype) + added).to(out_dtype or dtype)
+
+
+def _merged(a, b):
+    """CPU's sparse + sparse: a merge of the two entry lists in their order, one pair compared
+    at a time, equal indices added into one entry; coalesced when both are. The walk's order
+    is read from the host (as CPU's is data-dependent); the values stay on tpu."""
+    ia, ib = a._i.cpu(), b._i.cpu()
+    na, nb = ia.shape[1], ib.shape[1]
+    ta, tb = ia.t().tolist(), ib.t().tolist()
+    ra, rb = [], []  # each entry's row in the result
+    i = j = r = 0
+    while i < na or j < nb:
+        if i >= na:
+            cmp = -1
+        elif j >= nb:
+            cmp = 1
+        else:
+            cmp = (ta[i] < tb[j]) - (ta[i] > tb[j])
+        if cmp >= 0:
+            ra.append(r)
+            i += 1
+        if cmp <= 0:
+            rb.append(r)
+            j += 1
+        r += 1
+    return torch.tensor(ra + rb, dtype=torch.int64), r
+
+
+def _add_or_sub(sign: int, name: str):
+    def add(a, b, *, alpha=1):
+        alpha = alpha * sign
+        if type(a) is not SparseTensor:  # dense + sparse: dense
+            if _number(b) or type(b) is not SparseTensor:
+                raise refused(getattr(aten, name).Tensor)
+            return _add_dense_sparse(a, b, alpha, None)
+        if type(b) is not SparseTensor:
+            raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) "
+                               "instead.")
+        return _add_sparse(a, b, alpha)
+
+    return add
+
+
+def _add_sparse(a, b, alpha):
+    if a.shape != b.shape:
+        raise RuntimeError(f"add: expected sizes of 'self' and 'other' to match, but "
+                           f"{list(a.shape)} != {list(b.shape)}")
+    dtype = torch.promote_types(a.dtype, b.dtype)
+    if _nnz_of(b) == 0:
+        return make(a._i.clone(), a._v.to(dtype, copy=True), a.shape, a._coalesced)
+    if _nnz_of(a) == 0:
+        return make(b._i.clone(), _alpha_times(b._v.to(dtype), alpha).clone(), a.shape,
+                    b._coalesced)
+    if _sd(a) != _sd(b):
+        raise RuntimeError(f"add: expected 'self' and 'other' to have same density, but "
+                           f"'self' has {_sd(a)} sparse dimensions while 'other' has {_sd(b)} "
+                           f"sparse dimensions")
+    rows, n = _merged(a, b)
+    rows = rows.to(DEVICE)
+    both = torch.cat([a._i, b._i], 1)
+    indices = torch.zeros((_sd(a), n), dtype=torch.int64, device=DEVICE)
+    indices = indices.index_copy(1, rows, both)
+    values = torch.cat([a._v.to(dtype), _alpha_times(b._v.to(dtype), alpha)])
+    return make(indices, _summed(values, rows, n), a.shape, a._coalesced and b._coalesced)
+
+
+OPS[aten.add.Tensor] = _add_or_sub(1, "add")
+OPS[aten.sub.Tensor] = _add_or_sub(-1, "sub")
+
+
+@_op(aten.add_.Tensor)
+def _add_(a, b, *, alpha=1):
+    if type(a) is SparseTensor:
+        r = OPS[aten.add.Tensor](a, b, alpha=alpha)
+        if r.dtype != a.dtype:
+            if not torch.can_cast(r.dtype, a.dtype):
+                raise RuntimeError(f"Can't convert result type {_name(r.dtype)} to output "
+                                   f"{_name(a.dtype)} in add operation")
+            r = make(r._i, r._v.to(a.dtype), r.shape, r._coalesced)
+        a._i, a._v, a._coalesced = r._i, r._v, r._coalesced
+        return a
+    # dense += sparse (a dense gradient accumulating a sparse one)
+    return a.copy_(_add_dense_sparse(a, b, alpha, a.dtype))
+
+
+# --- reductions ---
+
+@_op(aten.sum.default)
+def _sum(s, *, dtype=None):
+    return s._v.sum(dtype=dtype)
+
+
+@_op(aten._sparse_sum.default, aten._sparse_sum.dtype)
+def _sparse_sum_all(s, dtype=None):
+    return s._v.sum(dtype=dtype)
+
+
+@_op(aten._sparse_sum.dim, aten._sparse_sum.dim_dtype, aten.sum.dim_IntList)
+def _sparse_sum(s, dim, keepdim=False, *, dtype=None):
+    """torch.sparse.sum(s, dim) (and s.sum(dim)): dense when every sparse dim is summed, else
+    a coalesced sparse tensor over the sparse dims left."""
+    if isinstance(dim, int):
+        dim = [dim]
+    if keepdim:
+        raise refused(aten.sum.dim_IntList)
+    ndim, sd = s.dim(), _sd(s)
+    dims = sorted({d % ndim if -ndim <= d < ndim else _dim_error(d, ndim) for d in dim})
+    values = s._v if dtype is None else s._v.to(dtype)
+    dense_dims = [d - sd + 1 for d in dims if d >= sd]
+    if dense_dims:
+        values = values.sum(dense_dims)
+    kept = [d for d in range(sd) if d not in dims]
+    if not kept:
+        return values.sum(0)
+    sizes = [s.shape[d] for d in kept]
+    linear = _linear(s._i[kept], sizes)
+    unique, inverse = torch.unique(linear, sorted=True, return_inverse=True)
+    shape = [s.shape[d] for d in range(ndim) if d not in dims]
+    return make(_unravel(unique, sizes), _summed(values, inverse, unique.shape[0]), shape, True)
+
+
+def _dim_error(d, ndim):
+    raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, "
+                     f"{ndim - 1}], but got {d})")
+
+
+# --- transposes ---
+
+@_op(aten.transpose.int)
+def _transpose(s, dim0, dim1):
+    ndim, sd = s.dim(), _sd(s)
+    d0, d1 = (d % ndim if -ndim <= d < ndim else _dim_error(d, ndim) for d in (dim0, dim1))
+    if d0 >= sd or d1 >= sd:
+        raise RuntimeError(f"sparse transpose: transposed dimensions must be sparse Got "
+                           f"sparse_dim: {sd}, d0: {d0}, d1: {d1}")
+    order = list(range(sd))
+    order[d0], order[d1] = order[d1], order[d0]
+    shape = list(s.shape)
+    shape[d0], shape[d1] = shape[d1], shape[d0]
+    # CPU's sparse transpose flags its result uncoalesced, whatever it holds
+    return make(s._i[order], s._v, shape, d0 == d1 and s._coalesced)
+
+
+@_op(aten.t.default)
+def _t(s):
+    sd, dd = _sd(s), s._v.dim() - 1
+    if sd > 2 or dd:
+        raise RuntimeError(f"t() expects a tensor with <= 2 sparse and 0 dense dimensions, but "
+                           f"got {sd} sparse and {dd} dense dimensions")
+    return _transpose(s, 0, 1) if s.dim() == 2 else _detach(s)
+
+
+# --- products with a dense operand ---
+
+def _check_mm(s, dense):
+    if s.dim() != 2 or dense.dim() != 2:
+        raise RuntimeError(f"addmm: matrices expected, got {min(s.dim(), dense.dim())}D tensor")
+    if _sd(s) != 2:
+        raise RuntimeError(f"addmm: matrices expected, got {_sd(s)}D tensor")
+
+
+def _sparse_dense(s, dense, alpha=1):
+    """alpha * (s @ dense), s sparse [m, k], dense [k, n]: each entry's row of ``dense``
+    scaled and added into its row, in entry order (CPU's loop)."""
+    _check_mm(s, dense)
+    if dense.shape[0] != s.shape[1]:
+        raise RuntimeError(f"addmm: Argument #3 (dense): Expected dim 0 size {s.shape[1]}, got "
+                           f"{dense.shape[0]}")
+    if dense.dtype != s.dtype:
+        raise RuntimeError(f"expected scalar type {_name(s.dtype)} but found "
+                           f"{_name(dense.dtype)}")
+    rows, cols = s._i[0], s._i[1]
+    scaled = _alpha_times(s._v, alpha)[:, None] * dense[cols]
+    out = torch.zeros((s.shape[0], dense.shape[1]), dtype=s.dtype, device=DEVICE)
+    return out.index_add(0, rows, scaled)
+
+
+def _dense_sparse(dense, s):
+    """dense [p, k] @ s [k, n]: each entry's column of ``dense`` scaled into its column."""
+    _check_mm(s, dense)
+    if dense.shape[1] != s.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({dense.shape[0]}x"
+                           f"{dense.shape[1]} and {s.shape[0]}x{s.shape[1]})")
+    if dense.dtype != s.dtype:
+        raise RuntimeError(f"expected scalar type {_name(dense.dtype)} but found "
+                           f"{_name(s.dtype)}")
+    rows, cols = s._i[0], s._i[1]
+    scaled = dense[:, rows] * s._v
+    out = torch.zeros((dense.shape[0], s.shape[1]), dtype=s.dtype, device=DEVICE)
+    return out.index_add(1, cols, scaled)
+
+
+@_op(aten.mm.default, aten._sparse_mm.default)
+def _mm(a, b):
+    if type(a) is SparseTensor and type(b) is not SparseTensor:
+        return _sparse_dense(a, b)
+    if type(b) is SparseTensor and type(a) is not SparseTensor:
+        return _dense_sparse(a, b)
+    raise refused(aten.mm.default)
+
+
+@_op(aten.mv.default)
+def _mv(s, vec):
+    if type(s) is not SparseTensor or type(vec) is SparseTensor:
+        raise refused(aten.mv.default)
+    return _sparse_dense(s, vec.unsqueeze(1)).squeeze(1)
+
+
+@_op(aten.addmm.default, aten._sparse_addmm.default)
+def _addmm(input_, s, dense, *, beta=1, alpha=1):
+    if type(s) is not SparseTensor or type(dense) is SparseTensor or \
+            type(input_) is SparseTensor:
+        raise refused(aten.addmm.default)
+    product = _sparse_dense(s, dense, alpha)
+    if beta == 0:  # (input is not read: its NaNs do not show, as on CPU)
+        return product
+    return torch.add(product, input_.expand(product.shape), alpha=beta)
