@@ -187,6 +187,16 @@ def _sparse_mask(self, mask):
     return make(mask._i.clone(), values.contiguous(), mask.shape, mask._coalesced)
 
 
+@_op(aten._sparse_mask_projection.default)
+def _sparse_mask_projection(self, mask, accumulate_matches=False):
+    """A sparse ``self`` at ``mask``'s indices (sparse_mask's backward). (With duplicates in
+    an uncoalesced ``self``, CPU without ``accumulate_matches`` takes one of them; summed
+    here.)"""
+    if type(self) is not SparseTensor:
+        raise refused(aten._sparse_mask_projection.default)
+    return _sparse_mask(self, mask)
+
+
 def _looked_up(s, indices):
     """A coalesced ``s``'s values at ``indices`` (zero where it has none)."""
     sizes = list(s.shape[:_sd(s)])
