@@ -25,6 +25,7 @@ from . import (
     serialization,
     sparse,
     sparse_adam,
+    sparse_ops,
     storage,
     streams,
 )
@@ -546,6 +547,8 @@ def register() -> None:
     # An empty sparse COO tensor asked for on tpu (torch.sparse_coo_tensor(size=...)): no tpu
     # tensor among its arguments, so it reaches the sparse tpu key (sparse.py).
     _lib.impl("_sparse_coo_tensor_with_dims", _on_an_existing_device(sparse.construct_empty),
+              "SparsePrivateUse1")
+    _lib.impl("empty.memory_format", _on_an_existing_device(sparse_ops.empty),
               "SparsePrivateUse1")
     if not torch.cuda.is_available():
         # With 'tpu' the process's accelerator, CPU pinning asks it for a pinned allocator,

@@ -39,6 +39,8 @@ class SparseTensor(torch.Tensor):
         handler = OPS.get(func)
         if handler is None:
             raise refused(func)
+        if func not in _ACROSS_DEVICES:
+            _check_devices(func, args)
         return handler(*args, **(kwargs or {}))
 
     def __repr__(self, *, tensor_contents=None) -> str:
@@ -63,6 +65,19 @@ class SparseTensor(torch.Tensor):
 
 
 SparseTensor.__name__ = "Tensor"  # messages name it as on CPU
+
+
+# Ops that take a tensor of another device (copies), as on CPU and cuda.
+_ACROSS_DEVICES = {aten.copy_.default, aten._to_copy.default}
+
+
+def _check_devices(func, args) -> None:
+    """cuda's refusal of a tensor on another device (a 0-d CPU one is a number)."""
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.device.type != "tpu" and (a.dim() or a.is_sparse):
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at "
+                               f"least two devices, tpu:0 and {a.device}! (when checking "
+                               f"argument in method {func})")
 
 
 def make(indices: torch.Tensor, values: torch.Tensor, size, coalesced: bool) -> SparseTensor:

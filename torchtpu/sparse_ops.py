@@ -103,6 +103,24 @@ def _zeros_like(s, *, dtype=None, layout=None, device=None, pin_memory=None,
     return make(indices, values, s.shape, True)
 
 
+@_op(aten.new_zeros.default, aten.new_empty.default)
+def _new_zeros(s, size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """Sparse like CPU's: every dim sparse, no entries."""
+    if device is not None and torch.device(device).type != "tpu":
+        return aten.new_zeros.default(s.cpu(), size, dtype=dtype, layout=layout, device=device)
+    if layout is not None and layout != torch.sparse_coo:
+        return torch.zeros(size, dtype=dtype or s.dtype, layout=layout, device=DEVICE)
+    return empty(size, dtype=dtype or s.dtype)
+
+
+def empty(size, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    """``torch.empty(size, layout=torch.sparse_coo, device="tpu")``: every dim sparse, no
+    entries (also zeros', which zeroes it)."""
+    dtype = dtype or torch.get_default_dtype()
+    indices = torch.zeros((len(size), 0), dtype=torch.int64, device=DEVICE)
+    return make(indices, torch.zeros((0,), dtype=dtype, device=DEVICE), size, True)
+
+
 @_op(aten.zero_.default)
 def _zero_(s):
     s._i = torch.zeros((_sd(s), 0), dtype=torch.int64, device=DEVICE)
@@ -241,6 +259,100 @@ def _neg(s):
     return make(s._i.clone(), torch.neg(s._v), s.shape, s._coalesced)
 
 
+# neg_ and div_ change the values in place: a tensor made from them (torch.sparse_coo_tensor(i,
+# v) aliases v, as on CPU) sees it.
+@_op(aten.neg_.default)
+def _neg_(s):
+    s._v.neg_()
+    return s
+
+
+@_op(aten.mul_.Tensor, aten.mul_.Scalar)
+def _mul_(s, other):
+    if type(s) is not SparseTensor or not _number(other):
+        raise refused(aten.mul_.Tensor)
+    s._v = torch.mul(s._v, other).to(s.dtype)  # (CPU's gives the tensor new values)
+    return s
+
+
+@_op(aten.div_.Tensor, aten.div_.Scalar)
+def _div_(s, other):
+    if type(s) is not SparseTensor:
+        raise refused(aten.div_.Tensor)
+    _div(s, other)  # (its checks)
+    s._v.div_(other)
+    return s
+
+
+@_op(aten.copy_.default)
+def _copy_(self, src, non_blocking=False):
+    if type(self) is not SparseTensor or not src.is_sparse:
+        raise RuntimeError(f"copy_() between dense and sparse Tensors is not implemented! "
+                           f"Found self type = {self.type()} and src type = {src.type()}")
+    if self.shape != src.shape:
+        raise refused(aten.copy_.default)
+    if src.device.type != "tpu":
+        src = aten._to_copy.default(src, device=DEVICE)
+    self._i, self._v = src._i.clone(), src._v.to(self.dtype, copy=True)
+    self._coalesced = src.is_coalesced()
+    return self
+
+
+# Ops CPU computes on the values of the coalesced tensor (f(0) == 0, but f(a + b) is not
+# f(a) + f(b)); their in-place forms refuse an uncoalesced tensor.
+_ON_COALESCED = ("abs", "sin", "tan", "sqrt", "sign", "sgn", "trunc", "floor", "ceil", "round",
+                 "asin", "atan", "sinh", "tanh", "asinh", "atanh", "expm1", "log1p", "erf",
+                 "erfinv", "frac", "deg2rad", "rad2deg", "nan_to_num", "signbit", "isnan",
+                 "isinf", "isposinf", "isneginf", "relu", "pow")
+
+
+def _on_coalesced(func):
+    def run(s, *args, **kwargs):
+        if type(s) is not SparseTensor or any(
+                isinstance(a, torch.Tensor) for a in (*args, *kwargs.values())):
+            raise refused(func)
+        c = _coalesce_if_needed(s)
+        return make(c._i.clone(), func(c._v, *args, **kwargs), s.shape, True)
+
+    return run
+
+
+def _on_coalesced_(func, name: str):
+    def run(s, *args, **kwargs):
+        if type(s) is not SparseTensor or any(
+                isinstance(a, torch.Tensor) for a in (*args, *kwargs.values())):
+            raise refused(func)
+        if not s._coalesced:
+            raise RuntimeError(f"{name}_ requires coalesced input")
+        func(s._v, *args, **kwargs)
+        return s
+
+    return run
+
+
+for _name_ in _ON_COALESCED:
+    for _packet, _make in ((getattr(aten, _name_), _on_coalesced),
+                           (getattr(aten, _name_ + "_", None), None)):
+        if _packet is None:
+            continue
+        for _overload in _packet.overloads():
+            if _overload.endswith("out") or _overload in ("Tensor_Tensor", "Scalar", "Tensor"):
+                continue
+            f = getattr(_packet, _overload)
+            OPS[f] = _make(f) if _make else _on_coalesced_(f, _name_)
+
+
+@_op(aten.floor_divide.default, aten.floor_divide.Scalar)
+def _floor_divide(s, other):
+    if type(s) is not SparseTensor:
+        raise refused(aten.floor_divide.default)
+    if isinstance(other, torch.Tensor) and (type(other) is SparseTensor or other.dim()):
+        raise RuntimeError(f"Sparse floor division requires a scalar or zero-dim dense tensor "
+                           f"divisor (got shape {list(other.shape)} for divisor)")
+    c = _coalesce_if_needed(s)
+    return make(c._i.clone(), torch.floor_divide(c._v, other), s.shape, True)
+
+
 def _alpha_times(values, alpha):
     return values if alpha == 1 else torch.mul(values, alpha)
 
@@ -324,10 +436,11 @@ OPS[aten.add.Tensor] = _add_or_sub(1, "add")
 OPS[aten.sub.Tensor] = _add_or_sub(-1, "sub")
 
 
-@_op(aten.add_.Tensor)
-def _add_(a, b, *, alpha=1):
-    if type(a) is SparseTensor:
-        r = OPS[aten.add.Tensor](a, b, alpha=alpha)
+def _add_or_sub_(sign: int):
+    def add_(a, b, *, alpha=1):
+        if type(a) is not SparseTensor:  # dense += sparse (a dense gradient taking a sparse one)
+            return a.copy_(_add_dense_sparse(a, b, alpha * sign, a.dtype))
+        r = OPS[aten.add.Tensor](a, b, alpha=alpha * sign)
         if r.dtype != a.dtype:
             if not torch.can_cast(r.dtype, a.dtype):
                 raise RuntimeError(f"Can't convert result type {_name(r.dtype)} to output "
@@ -335,8 +448,12 @@ def _add_(a, b, *, alpha=1):
             r = make(r._i, r._v.to(a.dtype), r.shape, r._coalesced)
         a._i, a._v, a._coalesced = r._i, r._v, r._coalesced
         return a
-    # dense += sparse (a dense gradient accumulating a sparse one)
-    return a.copy_(_add_dense_sparse(a, b, alpha, a.dtype))
+
+    return add_
+
+
+OPS[aten.add_.Tensor] = _add_or_sub_(1)
+OPS[aten.sub_.Tensor] = _add_or_sub_(-1)
 
 
 # --- reductions ---
@@ -373,6 +490,37 @@ def _sparse_sum(s, dim, keepdim=False, *, dtype=None):
     unique, inverse = torch.unique(linear, sorted=True, return_inverse=True)
     shape = [s.shape[d] for d in range(ndim) if d not in dims]
     return make(_unravel(unique, sizes), _summed(values, inverse, unique.shape[0]), shape, True)
+
+
+@_op(aten._sparse_sum_backward.default)
+def _sparse_sum_backward(grad, s, dim):
+    """CPU's: the gradient of each entry of the coalesced ``s``, the incoming gradient at the
+    entry's kept indices (zero where a sparse gradient has none), broadcast over what was
+    summed; coalesced."""
+    if (type(grad) is SparseTensor and not _nnz_of(grad)) or not grad.numel():
+        return _zeros_like(s)
+    c = _coalesce_if_needed(s)
+    ndim, sd = s.dim(), _sd(s)
+    dims = {d % ndim for d in dim}
+    dense_summed = sorted(d - sd + 1 for d in dims if d >= sd)
+    kept = [d for d in range(sd) if d not in dims]
+    if not kept:
+        if type(grad) is SparseTensor:
+            raise RuntimeError("_sparse_sum_backward_cpu: expected grad_ Tensor to be dense since "
+                               "all sparse dims are summed")
+        values = grad
+        for d in dense_summed:
+            values = values.unsqueeze(d - 1)
+        values = values.expand(c._v.shape[1:]).expand(c._v.shape)
+    else:
+        if type(grad) is not SparseTensor:
+            raise RuntimeError("_sparse_sum_backward_cpu: expected grad_ Tensor to be sparse, but "
+                               "got dense")
+        values = _looked_up(_coalesce_if_needed(grad), c._i[kept])
+        for d in dense_summed:
+            values = values.unsqueeze(d)
+        values = values.expand(c._v.shape)
+    return make(c._i.clone(), values.contiguous(), s.shape, c._coalesced)
 
 
 def _dim_error(d, ndim):
@@ -471,3 +619,73 @@ def _addmm(input_, s, dense, *, beta=1, alpha=1):
     if beta == 0:  # (input is not read: its NaNs do not show, as on CPU)
         return product
     return torch.add(product, input_.expand(product.shape), alpha=beta)
+
+
+# --- softmax ---
+
+def _pools(c, dim: int):
+    """The entries of a coalesced ``c`` that softmax over sparse ``dim`` normalizes together
+    (those sharing every other sparse index): each one's pool, and how many pools."""
+    sd = _sd(c)
+    others = [d for d in range(sd) if d != dim]
+    if not others:
+        return torch.zeros(_nnz_of(c), dtype=torch.int64, device=DEVICE), 1
+    keys = _linear(c._i[others], [c.shape[d] for d in others])
+    unique, pool = torch.unique(keys, return_inverse=True)
+    return pool, unique.shape[0]
+
+
+def _pooled(values, pool, n: int, reduce: str):
+    index = pool.view(-1, *[1] * (values.dim() - 1)).expand(values.shape)
+    out = torch.zeros((n, *values.shape[1:]), dtype=values.dtype, device=DEVICE)
+    return out.scatter_reduce(0, index, values, reduce, include_self=False)
+
+
+def _softmax_of(log: bool):
+    def softmax(s, dim, half_to_float=False):
+        if half_to_float:
+            raise refused(aten._sparse_softmax.default)
+        if not s.is_floating_point():
+            name = "log_softmax" if log else "softmax"
+            raise NotImplementedError(f'"{name}" not implemented for \'{_name(s.dtype)}\'')
+        c = _coalesce_if_needed(s)
+        dim = dim % s.dim()
+        if dim >= _sd(c):  # a dense dim: each entry's values on their own
+            f = torch.log_softmax if log else torch.softmax
+            values = f(c._v, dim - _sd(c) + 1)
+        elif not _nnz_of(c):
+            values = c._v.clone()
+        else:
+            pool, n = _pools(c, dim)
+            shifted = c._v - _pooled(c._v, pool, n, "amax")[pool]
+            sums = _pooled(shifted.exp(), pool, n, "sum")[pool]
+            values = shifted - sums.log() if log else shifted.exp() / sums
+        return make(c._i.clone(), values, s.shape, True)
+
+    return softmax
+
+
+def _softmax_backward_of(log: bool):
+    def backward(grad, output, dim, input_):
+        dim = dim % output.dim()
+        g = _looked_up(_coalesce_if_needed(grad), output._i) if type(grad) is SparseTensor \
+            else grad[tuple(output._i)]
+        out = output._v
+        if dim >= _sd(output):
+            d = dim - _sd(output) + 1
+            summed = (g if log else g * out).sum(d, keepdim=True)
+        elif not _nnz_of(output):
+            summed = torch.zeros_like(out)
+        else:
+            pool, n = _pools(output, dim)
+            summed = _pooled(g if log else g * out, pool, n, "sum")[pool]
+        values = g - out.exp() * summed if log else out * (g - summed)
+        return make(output._i.clone(), values, output.shape, output._coalesced)
+
+    return backward
+
+
+OPS[aten._sparse_softmax.default] = _softmax_of(log=False)
+OPS[aten._sparse_log_softmax.default] = _softmax_of(log=True)
+OPS[aten._sparse_softmax_backward_data.default] = _softmax_backward_of(log=False)
+OPS[aten._sparse_log_softmax_backward_data.default] = _softmax_backward_of(log=True)
