@@ -8,9 +8,9 @@ import warnings
 
 import pytest
 import torch
+from conftest import TPU, assert_same, raises_as_cpu
 
 import torchtpu
-from tests.conftest import TPU, assert_same, raises_as_cpu
 
 warnings.filterwarnings("ignore", "Sparse invariant checks", UserWarning)
 

@@ -24,7 +24,6 @@ from . import (
     generator,
     serialization,
     sparse,
-    sparse_adam,
     sparse_ops,
     storage,
     streams,
@@ -186,13 +185,10 @@ def _to_executor(op):
 # them with kernels of its own, but they also have a CompositeImplicitAutograd kernel, which
 # PyTorch runs for a device without one (7-11 ops, rounding after each in bfloat16).
 # _local_scalar_dense: torch.tensor([t, t]) reads 0-d tensors with Python dispatch off.
-# embedding_sparse_backward, _gather_sparse_backward: their composites build a sparse tensor
-# (ops/decomps.py: dense).
 # set_.source_Storage: torch.tensor(storage) sets an empty tensor to the storage with Python
 # dispatch off. COMPOSITE_OUTS (linalg_matrix_rank's and matmul's out= forms): composites that
 # miss the out for a tensor subclass (eager/mutation.py).
-_KERNELS = ("silu_backward", "mish_backward", "_local_scalar_dense", "embedding_sparse_backward",
-            "_gather_sparse_backward", "set_.source_Storage",
+_KERNELS = ("silu_backward", "mish_backward", "_local_scalar_dense", "set_.source_Storage",
             *(f"{op._schema.name.removeprefix('aten::')}.{op._overloadname}"
               for op in COMPOSITE_OUTS))
 
@@ -582,7 +578,6 @@ def register() -> None:
     storage.install()
     generator.install()
     streams.install()
-    sparse_adam.install()
     torch.utils.dlpack.to_dlpack = to_dlpack
     proxy_tensor.HANDLED_TYPES = _TracedAsPlain(proxy_tensor.HANDLED_TYPES)
     backward_errors.install()
