@@ -16,6 +16,7 @@ warnings.filterwarnings("ignore", "Sparse invariant checks", UserWarning)
 
 IDX = torch.tensor([[1, 0, 1, 2], [0, 1, 0, 2]])  # (1, 0) twice: uncoalesced
 V = torch.tensor([1.0, 2.0, 3.0, -4.0])
+SLOW = pytest.mark.slow
 
 
 def _sparse(device, dtype=torch.float32, coalesce=False):
@@ -91,7 +92,8 @@ def test_parts_and_metadata_match_cpu():
     raises_as_cpu(lambda d: _sparse(d).values())
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+@pytest.mark.parametrize("dtype", [torch.float32, pytest.param(torch.int64, marks=SLOW),
+                                   pytest.param(torch.bool, marks=SLOW)])
 def test_coalesce_sums_duplicates_and_sorts_as_cpu(dtype):
     both(lambda d: _sparse(d, dtype).coalesce())
     # unsorted, with dense dims
@@ -112,7 +114,7 @@ def test_dense_conversions_match_cpu():
     raises_as_cpu(lambda d: x.to(d).to_sparse(3))
 
 
-@pytest.mark.parametrize("coalesce", [False, True])
+@pytest.mark.parametrize("coalesce", [False, pytest.param(True, marks=SLOW)])
 def test_products_with_a_dense_operand_match_cpu(coalesce):
     m = torch.randn(3, 4)
     both(lambda d: torch.sparse.mm(_sparse(d, coalesce=coalesce), m.to(d)))
@@ -164,7 +166,7 @@ def test_gradients_through_construction_and_to_dense_match_cpu():
     assert_same(grads(TPU), grads("cpu"))
 
 
-@pytest.mark.parametrize("coalesce", [False, True])
+@pytest.mark.parametrize("coalesce", [False, pytest.param(True, marks=SLOW)])
 def test_elementwise_with_numbers_match_cpu(coalesce):
     both(lambda d: _sparse(d, coalesce=coalesce) * 2)
     both(lambda d: 2.5 * _sparse(d, torch.int64, coalesce=coalesce))
@@ -212,14 +214,16 @@ def test_transposes_match_cpu():
     both(lambda d: _sparse(d, coalesce=True).t())
     both(lambda d: _sparse(d).transpose(0, 1))
     both(lambda d: torch.sparse_coo_tensor([[1], [0]], [2.0], (2, 3), device=d).coalesce().t())
+    both(lambda d: torch.sparse_coo_tensor(size=(2, 3), device=d).t())  # no entries: coalesced
     raises_as_cpu(lambda d: torch.sparse_coo_tensor(IDX[:1], torch.ones(4, 2), (3, 2),
                                                     device=d).transpose(0, 1))
     raises_as_cpu(lambda d: torch.sparse_coo_tensor(torch.zeros(3, 1, dtype=torch.int64),
                                                     [1.0], (2, 2, 2), device=d).t())
 
 
-@pytest.mark.parametrize("op", ["abs", "sin", "sqrt", "sign", "floor", "tanh", "expm1",
-                                "isnan", "signbit", "relu", "nan_to_num"])
+@pytest.mark.parametrize("op", ["abs", "sqrt", "isnan", *(
+    pytest.param(op, marks=SLOW) for op in ("sin", "sign", "floor", "tanh", "expm1", "signbit",
+                                            "relu", "nan_to_num"))])
 def test_zero_preserving_functions_work_on_the_coalesced_values_as_cpu(op):
     both(lambda d: getattr(torch, op)(_sparse(d)))
     both(lambda d: getattr(_sparse(d, coalesce=True), op + "_")() if hasattr(
@@ -228,6 +232,7 @@ def test_zero_preserving_functions_work_on_the_coalesced_values_as_cpu(op):
 
 def test_powers_floor_division_and_in_place_arithmetic_match_cpu():
     both(lambda d: _sparse(d).pow(2))
+    both(lambda d: _sparse(d, torch.complex64).conj_physical())
     both(lambda d: torch.floor_divide(_sparse(d), 2))
     both(lambda d: _sparse(d).neg_())
     both(lambda d: _sparse(d).mul_(2))
@@ -259,24 +264,27 @@ def test_sparse_factories_match_cpu():
     both(lambda d: torch.empty_like(_sparse(d)))
 
 
-@pytest.mark.parametrize("log", [False, True])
-def test_softmax_and_its_gradient_match_cpu(log):
+@pytest.mark.parametrize("log,hybrid", [(False, False), *(
+    pytest.param(log, hybrid, marks=SLOW) for log, hybrid in ((False, True), (True, False),
+                                                              (True, True)))])
+def test_softmax_and_its_gradient_match_cpu(log, hybrid):
     softmax = torch.sparse.log_softmax if log else torch.sparse.softmax
-    hybrid = torch.sparse_coo_tensor(IDX[:1], torch.arange(8.0).view(4, 2) / 3, (3, 2))
-    for make in (_sparse, lambda d: hybrid.clone().to(d)):
-        for dim in (0, 1):
-            def grad(d, make=make, dim=dim):
-                leaf = make(d).requires_grad_()
-                out = softmax(leaf, dim)
-                weights = torch.linspace(1, 2, out.numel(), device=d).view(out.shape)
-                (out.to_dense() * weights).sum().backward()
-                return out, leaf.grad
+    values = torch.arange(8.0).view(4, 2) / 3
+    make = (lambda d: torch.sparse_coo_tensor(IDX[:1], values, (3, 2), device=d)) if hybrid \
+        else _sparse
+    for dim in (0, 1):
+        def grad(d, dim=dim):
+            leaf = make(d).requires_grad_()
+            out = softmax(leaf, dim)
+            weights = torch.linspace(1, 2, out.numel(), device=d).view(out.shape)
+            (out.to_dense() * weights).sum().backward()
+            return out, leaf.grad
 
-            (out_tpu, grad_tpu), (out_cpu, grad_cpu) = grad(TPU), grad("cpu")
-            assert_sparse_same(out_tpu, out_cpu)
-            assert_same(grad_tpu.to_dense(), grad_cpu.to_dense())
-    both(lambda d: softmax(_sparse(d), 1, dtype=torch.float64))
-    raises_as_cpu(lambda d: softmax(_sparse(d, torch.int64), 1), NotImplementedError)
+        (out_tpu, grad_tpu), (out_cpu, grad_cpu) = grad(TPU), grad("cpu")
+        assert_sparse_same(out_tpu, out_cpu)
+        assert_same(grad_tpu.to_dense(), grad_cpu.to_dense())
+    both(lambda d: softmax(make(d), 1, dtype=torch.float64))
+    raises_as_cpu(lambda d: softmax(make(d).long(), 1), NotImplementedError)
 
 
 def test_gradients_of_sums_match_cpu():

@@ -261,6 +261,11 @@ def _neg(s):
 
 # neg_ and div_ change the values in place: a tensor made from them (torch.sparse_coo_tensor(i,
 # v) aliases v, as on CPU) sees it.
+@_op(aten._conj_physical.default, aten.conj_physical.default)
+def _conj_physical(s):
+    return make(s._i.clone(), torch.conj_physical(s._v), s.shape, s._coalesced)
+
+
 @_op(aten.neg_.default)
 def _neg_(s):
     s._v.neg_()
@@ -541,8 +546,9 @@ def _transpose(s, dim0, dim1):
     order[d0], order[d1] = order[d1], order[d0]
     shape = list(s.shape)
     shape[d0], shape[d1] = shape[d1], shape[d0]
-    # CPU's sparse transpose flags its result uncoalesced, whatever it holds
-    return make(s._i[order], s._v, shape, d0 == d1 and s._coalesced)
+    # CPU's sparse transpose flags its result uncoalesced unless it has no entries, whatever
+    # it holds
+    return make(s._i[order], s._v, shape, s._coalesced and (d0 == d1 or not _nnz_of(s)))
 
 
 @_op(aten.t.default)
