@@ -298,7 +298,27 @@ def test_gradients_of_sums_match_cpu():
         assert_same(grad(TPU).to_dense(), grad("cpu").to_dense())
 
 
+def test_sparse_buffers_move_save_and_load_as_on_cpu():
+    class Graph(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("adj", _sparse("cpu"))
+
+    moved = Graph().to(TPU)
+    assert moved.adj.device == torch.device(TPU) and moved.adj.is_sparse
+    buffer = io.BytesIO()
+    torch.save(moved.state_dict(), buffer)
+    on_cpu, on_tpu = Graph(), Graph().to(TPU)
+    on_cpu.load_state_dict(torch.load(io.BytesIO(buffer.getvalue())))  # tpu into CPU
+    on_tpu.load_state_dict(Graph().state_dict())  # CPU into tpu
+    assert on_cpu.adj.device.type == "cpu"
+    assert_sparse_same(on_tpu.adj, _sparse("cpu"))
+
+
 def test_tensors_on_another_device_are_refused_as_on_cuda():
+    with pytest.raises(RuntimeError, match=r"backend of indices \(tpu\) must match backend of "
+                                           r"values \(CPU\)"):
+        torch.sparse_coo_tensor(IDX.to(TPU), V)
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
         torch.sparse.mm(_sparse(TPU), torch.ones(3, 2))
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):

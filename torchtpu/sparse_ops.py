@@ -291,9 +291,13 @@ def _div_(s, other):
 
 @_op(aten.copy_.default)
 def _copy_(self, src, non_blocking=False):
-    if type(self) is not SparseTensor or not src.is_sparse:
+    """Sparse into sparse, across devices too (load_state_dict of a sparse buffer): the
+    source's entries and flag, in ``self``'s dtype."""
+    if not (self.is_sparse and src.is_sparse):
         raise RuntimeError(f"copy_() between dense and sparse Tensors is not implemented! "
                            f"Found self type = {self.type()} and src type = {src.type()}")
+    if type(self) is not SparseTensor:  # a CPU sparse tensor from a tpu one
+        return self.copy_(aten._to_copy.default(src, device=self.device), non_blocking)
     if self.shape != src.shape:
         raise refused(aten.copy_.default)
     if src.device.type != "tpu":
