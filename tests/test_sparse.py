@@ -127,12 +127,15 @@ def test_products_with_a_dense_operand_match_cpu(coalesce):
                                m.to(d), beta=0.5, alpha=2))
     both(lambda d: torch.addmm(torch.full((4,), float("nan"), device=d),
                                _sparse(d, coalesce=coalesce), m.to(d), beta=0))
+    batched = torch.stack([_sparse("cpu"), _sparse("cpu").t()])
+    both(lambda d: batched.to(d).bmm(torch.stack([m, -m]).to(d)))
 
 
 def test_invalid_products_raise_as_cpu():
     raises_as_cpu(lambda d: torch.sparse.mm(_sparse(d), torch.ones(4, 2, device=d)))
     raises_as_cpu(lambda d: torch.sparse.mm(_sparse(d), torch.ones(3, 2, device=d,
                                                                    dtype=torch.float64)))
+    raises_as_cpu(lambda d: torch.stack([_sparse("cpu")]).to(d).bmm(torch.ones(2, 3, 2, device=d)))
 
 
 @pytest.mark.parametrize("product", [torch.sparse.mm, torch.mm])

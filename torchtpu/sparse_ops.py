@@ -620,6 +620,35 @@ def _mv(s, vec):
     return _sparse_dense(s, vec.unsqueeze(1)).squeeze(1)
 
 
+@_op(aten.bmm.default)
+def _bmm(s, dense):
+    """s sparse [b, m, k] @ dense [b, k, n]: each entry's row of its batch's matrix, scaled
+    into its row of its batch's result."""
+    if type(s) is not SparseTensor:
+        raise refused(aten.bmm.default)
+    if dense.is_sparse:
+        raise RuntimeError("bmm_sparse: Tensor 'mat2' must be dense")
+    if s._v.dim() != 1:
+        raise RuntimeError(f"bmm_sparse: Tensor 'self' must have 0 dense dims, but has "
+                           f"{s._v.dim() - 1}")
+    if _sd(s) != 3:
+        raise RuntimeError(f"bmm_sparse: Tensor 'self' must have 3 sparse dims, but has {_sd(s)}")
+    if dense.dim() != 3:
+        raise RuntimeError(f"bmm_sparse: Tensor 'mat2' must have 3 dims, but has {dense.dim()}")
+    if s.shape[0] != dense.shape[0]:
+        raise RuntimeError("bmm_sparse: 'self.size(0)' and 'mat2.size(0)' must match")
+    if s.shape[2] != dense.shape[1]:
+        raise RuntimeError("bmm_sparse: 'self.size(2)' and 'mat2.size(1)' must match")
+    if dense.dtype != s.dtype:
+        raise RuntimeError(f"expected scalar type {_name(s.dtype)} but found "
+                           f"{_name(dense.dtype)}")
+    batch, m, n = s.shape[0], s.shape[1], dense.shape[2]
+    b, i, j = s._i
+    out = torch.zeros((batch * m, n), dtype=s.dtype, device=DEVICE)
+    out = out.index_add(0, b * m + i, s._v[:, None] * dense[b, j])
+    return out.view(batch, m, n)
+
+
 @_op(aten.addmm.default, aten._sparse_addmm.default)
 def _addmm(input_, s, dense, *, beta=1, alpha=1):
     if type(s) is not SparseTensor or type(dense) is SparseTensor or \
