@@ -218,6 +218,12 @@ def test_transposes_match_cpu():
     both(lambda d: _sparse(d).transpose(0, 1))
     both(lambda d: torch.sparse_coo_tensor([[1], [0]], [2.0], (2, 3), device=d).coalesce().t())
     both(lambda d: torch.sparse_coo_tensor(size=(2, 3), device=d).t())  # no entries: coalesced
+    for dim in (0, 1, 2, -1):
+        both(lambda d, dim=dim: _sparse(d, coalesce=True).unsqueeze(dim))
+        both(lambda d, dim=dim: torch.sparse_coo_tensor(IDX[:1], torch.ones(4, 2), (3, 2),
+                                                        device=d).unsqueeze(dim))
+    both(lambda d: torch.sparse_coo_tensor([[1]], [2.0], (2,), device=d).unsqueeze(0))
+    raises_as_cpu(lambda d: _sparse(d).unsqueeze(3), IndexError)
     raises_as_cpu(lambda d: torch.sparse_coo_tensor(IDX[:1], torch.ones(4, 2), (3, 2),
                                                     device=d).transpose(0, 1))
     raises_as_cpu(lambda d: torch.sparse_coo_tensor(torch.zeros(3, 1, dtype=torch.int64),

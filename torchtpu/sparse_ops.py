@@ -564,6 +564,21 @@ def _t(s):
     return _transpose(s, 0, 1) if s.dim() == 2 else _detach(s)
 
 
+@_op(aten.unsqueeze.default)
+def _unsqueeze(s, dim):
+    ndim, sd = s.dim() + 1, _sd(s)
+    dim = dim % ndim if -ndim <= dim < ndim else _dim_error(dim, ndim)
+    shape = [*s.shape[:dim], 1, *s.shape[dim:]]
+    if dim <= sd:  # a new sparse dim, index 0 everywhere
+        zeros = torch.zeros((1, _nnz_of(s)), dtype=torch.int64, device=DEVICE)
+        indices = torch.cat([s._i[:dim], zeros, s._i[dim:]])
+        values = s._v
+    else:
+        indices, values = s._i, s._v.unsqueeze(dim - sd + 1)
+    # CPU's result is flagged as any new tensor: coalesced only with fewer than two entries
+    return make(indices, values, shape, _nnz_of(s) < 2)
+
+
 # --- products with a dense operand ---
 
 def _check_mm(s, dense):
