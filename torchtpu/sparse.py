@@ -92,9 +92,10 @@ def refused(func) -> NotImplementedError:
     return NotImplementedError(
         f"torchtpu: {func} is not supported for sparse COO tensors (layout=torch.sparse_coo) "
         f"on tpu. Supported: construction, coalesce, indices/values, to_dense, to_sparse, "
-        f"mm/addmm/matmul with a dense operand, add, sub, mul/div by a number, neg, sum, "
-        f"transpose, clone, detach, zeros_like and copies. Convert with .to_dense() or .cpu(), "
-        f"and please report it at {REPORT} with this message.")
+        f"mm/addmm/matmul/bmm with a dense operand, add, sub, mul/div by a number, neg, "
+        f"zero-preserving functions (abs, sqrt, pow...), sum, softmax, transpose, unsqueeze, "
+        f"clone, detach, zeros_like and copies. Convert with .to_dense() or .cpu(), and please "
+        f"report it at {REPORT} with this message.")
 
 
 def is_sparse_tpu(x) -> bool:
