@@ -212,6 +212,21 @@ def test_sums_match_cpu():
     both(lambda d: torch.sparse.sum(hybrid.to(d), 0))
 
 
+def test_selects_and_concatenations_match_cpu():
+    hybrid = torch.sparse_coo_tensor(IDX[:1], torch.arange(8.0).view(4, 2), (3, 2))
+    both(lambda d: _sparse(d).select(0, 2))  # one entry left: coalesced
+    both(lambda d: _sparse(d).select(1, 0))
+    both(lambda d: _sparse(d, coalesce=True)[-1])
+    both(lambda d: hybrid.to(d)[1])  # no sparse dim left: dense, duplicates summed
+    both(lambda d: hybrid.to(d).select(1, 1))
+    for a, b in zip(_sparse(TPU).unbind(1), _sparse("cpu").unbind(1), strict=True):
+        assert_sparse_same(a, b)
+    both(lambda d: torch.cat([_sparse(d), _sparse(d, coalesce=True)], 1))
+    both(lambda d: torch.stack(list(_sparse(d, coalesce=True))))
+    raises_as_cpu(lambda d: _sparse(d).select(0, 5), IndexError)
+    raises_as_cpu(lambda d: torch.cat([_sparse(d), torch.ones(3, 3, device=d)]))
+
+
 def test_transposes_match_cpu():
     both(lambda d: _sparse(d).t())
     both(lambda d: _sparse(d, coalesce=True).t())

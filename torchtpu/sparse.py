@@ -94,8 +94,9 @@ def refused(func) -> NotImplementedError:
         f"on tpu. Supported: construction, coalesce, indices/values, to_dense, to_sparse, "
         f"mm/addmm/matmul/bmm with a dense operand, add, sub, mul/div by a number, neg, "
         f"zero-preserving functions (abs, sqrt, pow...), sum, softmax, transpose, unsqueeze, "
-        f"clone, detach, zeros_like and copies. Convert with .to_dense() or .cpu(), and please "
-        f"report it at {REPORT} with this message.")
+        f"select/unbind, cat/stack along a sparse dim, clone, detach, zeros_like and copies. "
+        f"Convert with .to_dense() or .cpu(), and please report it at {REPORT} with this "
+        f"message.")
 
 
 def is_sparse_tpu(x) -> bool:

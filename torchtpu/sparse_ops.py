@@ -6,6 +6,7 @@ are in ``sparse_matmul.py``, sums and softmax in ``sparse_reductions.py``."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -513,6 +514,79 @@ def _unsqueeze(s, dim):
     # CPU's result is flagged as any new tensor: coalesced only with fewer than two entries
     return make(indices, values, shape, _nnz_of(s) < 2)
 
+
+@_op(aten.select.int)
+def _select(s, dim, index):
+    """The entries at ``index`` of ``dim``: sparse over the dims left, dense when no sparse dim
+    is left (duplicates summed); coalesced if ``s`` is or fewer than two entries are left."""
+    ndim, sd = s.dim(), _sd(s)
+    dim = dim % ndim if -ndim <= dim < ndim else _dim_error(dim, ndim)
+    size = s.shape[dim]
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{list(s.shape)} at dimension {dim}")
+    index %= size
+    shape = [n for d, n in enumerate(s.shape) if d != dim]
+    if dim >= sd:  # a dense dim: every entry keeps its place
+        return make(s._i.clone(), s._v.select(dim - sd + 1, index), shape, s._coalesced)
+    kept = (s._i[dim] == index).nonzero().squeeze(1)
+    values = s._v[kept]
+    if sd == 1:
+        return values.sum(0)
+    others = [d for d in range(sd) if d != dim]
+    return make(s._i[others][:, kept], values, shape, s._coalesced or kept.shape[0] < 2)
+
+
+@_op(aten.unbind.int)
+def _unbind(s, dim=0):
+    return tuple(_select(s, dim, i) for i in range(s.shape[dim]))
+
+
+@_op(aten.cat.default)
+def _cat(tensors, dim=0):
+    """Sparse tensors joined along a sparse dim: their entries, each one's indices moved past
+    the tensors before it; never flagged coalesced (CPU's)."""
+    for at, t in enumerate(tensors):
+        if type(t) is not SparseTensor:
+            raise RuntimeError(f"Concatenating sparse tensors, but a dense tensor was found at "
+                               f"position {at}.")
+    first = tensors[0]
+    ndim, sd = first.dim(), _sd(first)
+    dim = dim % ndim if -ndim <= dim < ndim else _dim_error(dim, ndim)
+    for at, t in enumerate(tensors):
+        if (_sd(t), t._v.dim() - 1) != (sd, first._v.dim() - 1):
+            raise RuntimeError(
+                f"All tensors must have the same sparse_dim and dense_dim: {sd}, "
+                f"{first._v.dim() - 1}, but tensor at position {at} has {_sd(t)}, "
+                f"{t._v.dim() - 1}.")
+        if [n for d, n in enumerate(t.shape) if d != dim] != \
+                [n for d, n in enumerate(first.shape) if d != dim]:
+            raise RuntimeError(f"All tensors must have the same shape: {list(first.shape)} "
+                               f"(except in the concatenating dimension), but found shape: "
+                               f"{list(t.shape)} at position {at}.")
+    if dim >= sd:
+        raise refused(aten.cat.default)  # (a dense dim: CPU pads each tensor's values)
+    indices, offset = [], 0
+    for t in tensors:
+        moved = t._i.clone()
+        moved[dim] += offset
+        indices.append(moved)
+        offset += t.shape[dim]
+    shape = list(first.shape)
+    shape[dim] = offset
+    dtype = functools.reduce(torch.promote_types, (t.dtype for t in tensors))
+    values = torch.cat([t._v.to(dtype) for t in tensors])
+    return make(torch.cat(indices, 1), values, shape, False)
+
+
+
+@_op(aten.stack.default)
+def _stack(tensors, dim=0):
+    if not tensors or any(type(t) is not SparseTensor for t in tensors):
+        raise refused(aten.stack.default)
+    ndim = tensors[0].dim() + 1
+    dim = dim % ndim if -ndim <= dim < ndim else _dim_error(dim, ndim)
+    return _cat([_unsqueeze(t, dim) for t in tensors], dim)
 
 # The other families register their ops in OPS as they are imported.
 from . import sparse_matmul, sparse_reductions  # noqa: E402, F401
