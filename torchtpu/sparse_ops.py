@@ -383,7 +383,13 @@ def _add_dense_sparse(dense, s, alpha, out_dtype):
 def _merged(a, b):
     """CPU's sparse + sparse: a merge of the two entry lists in their order, one pair compared
     at a time, equal indices added into one entry; coalesced when both are. The walk's order
-    is read from the host (as CPU's is data-dependent); the values stay on tpu."""
+    is read from the host (as CPU's is data-dependent); the values stay on tpu. Two coalesced
+    lists merge into their sorted union, found on the device."""
+    if a._coalesced and b._coalesced:
+        sizes = list(a.shape[:_sd(a)])
+        keys = torch.cat([_linear(a._i, sizes), _linear(b._i, sizes)])
+        unique, rows = torch.unique(keys, sorted=True, return_inverse=True)
+        return rows, unique.shape[0]
     ia, ib = a._i.cpu(), b._i.cpu()
     na, nb = ia.shape[1], ib.shape[1]
     ta, tb = ia.t().tolist(), ib.t().tolist()
