@@ -340,8 +340,8 @@ def test_sparse_buffers_move_save_and_load_as_on_cpu():
 
 
 def test_tensors_on_another_device_are_refused_as_on_cuda():
-    with pytest.raises(RuntimeError, match=r"backend of indices \(tpu\) must match backend of "
-                                           r"values \(CPU\)"):
+    with pytest.raises(RuntimeError, match=r"same device, but found at least two devices, "
+                                           r"tpu:0 and cpu!"):
         torch.sparse_coo_tensor(IDX.to(TPU), V)
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
         torch.sparse.mm(_sparse(TPU), torch.ones(3, 2))

@@ -117,19 +117,15 @@ def construct(args, kwargs):
     meta = dict(kwargs, device="meta")
     aten._sparse_coo_tensor_with_dims_and_tensors.default(
         sparse_dim, dense_dim, size, indices.to("meta"), values.to("meta"), **meta)
-    if indices.device.type != values.device.type:  # (cuda's check, as cuda words it)
-        raise RuntimeError(f"backend of indices ({_backend(indices)}) must match backend of "
-                           f"values ({_backend(values)})")
+    if indices.device.type != values.device.type:  # (an accelerator's check, in its words)
+        raise RuntimeError(f"Expected all tensors to be on the same device, but found at least "
+                           f"two devices, {indices.device} and {values.device}!")
     dtype = kwargs.get("dtype")
     if dtype is not None and values.dtype != dtype:
         values = values.to(dtype)
     if coalesced is None:  # CPU's default: fewer than two entries are coalesced
         coalesced = indices.shape[1] < 2
     return make(indices, values, size, coalesced)
-
-
-def _backend(t: torch.Tensor) -> str:
-    return "CPU" if t.device.type == "cpu" else t.device.type
 
 
 def construct_empty(sparse_dim, dense_dim, size, *, dtype=None, layout=None, device=None,
