@@ -233,6 +233,12 @@ def test_transposes_match_cpu():
     both(lambda d: _sparse(d).transpose(0, 1))
     both(lambda d: torch.sparse_coo_tensor([[1], [0]], [2.0], (2, 3), device=d).coalesce().t())
     both(lambda d: torch.sparse_coo_tensor(size=(2, 3), device=d).t())  # no entries: coalesced
+    both(lambda d: torch.sparse_coo_tensor(IDX.clone(), V, (3, 4), device=d).t_())
+    both(lambda d: torch.sparse_coo_tensor(IDX.clone(), V, (3, 4), device=d).transpose_(1, 0))
+    for d in ("cpu", TPU):  # in place: the indices the tensor was made from see it, as on CPU
+        indices = IDX.to(d, copy=True)
+        torch.sparse_coo_tensor(indices, V.to(d), (3, 4)).t_()
+        assert_same(indices, IDX.flip(0))
     for dim in (0, 1, 2, -1):
         both(lambda d, dim=dim: _sparse(d, coalesce=True).unsqueeze(dim))
         both(lambda d, dim=dim: torch.sparse_coo_tensor(IDX[:1], torch.ones(4, 2), (3, 2),

@@ -506,6 +506,30 @@ def _t(s):
     return _transpose(s, 0, 1) if s.dim() == 2 else _detach(s)
 
 
+def _transposed_in_place(s, dim0, dim1):
+    """``transpose_``/``t_``: CPU swaps the rows of the indices in place (a tensor they were
+    made from sees it), and the tensor's size. The wrapper's size is set by CPU's generic
+    as_strided_ kernel, which writes a tensor's sizes whatever its layout."""
+    result = _transpose(s, dim0, dim1)
+    size = tuple(result.shape)
+    if size != tuple(s.shape):
+        strides = [math.prod(size[d + 1:]) for d in range(len(size))]
+        aten.as_strided_.default.redispatch(_CPU, s, size, strides, 0)
+    s._i.copy_(result._i)
+    s._coalesced = result._coalesced
+    return s
+
+
+def _t_(s):
+    _t(s)  # (its checks)
+    return _transposed_in_place(s, 0, 1) if s.dim() == 2 else s
+
+
+_CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+OPS[aten.t_.default] = _t_
+OPS[aten.transpose_.default] = _transposed_in_place
+
+
 @_op(aten.unsqueeze.default)
 def _unsqueeze(s, dim):
     ndim, sd = s.dim() + 1, _sd(s)
