@@ -221,6 +221,11 @@ def test_selects_and_concatenations_match_cpu():
     both(lambda d: hybrid.to(d).select(1, 1))
     for a, b in zip(_sparse(TPU).unbind(1), _sparse("cpu").unbind(1), strict=True):
         assert_sparse_same(a, b)
+    for dim, index in ((0, [1, 0, 1]), (1, [0, -1]), (0, [2]), (0, [])):
+        both(lambda d, dim=dim, index=index: _sparse(d).index_select(
+            dim, torch.tensor(index, dtype=torch.int64, device=d)))
+    both(lambda d: hybrid.to(d).index_select(1, torch.tensor([1], device=d)))
+    raises_as_cpu(lambda d: _sparse(d).index_select(0, torch.tensor([3], device=d)), IndexError)
     both(lambda d: torch.cat([_sparse(d), _sparse(d, coalesce=True)], 1))
     both(lambda d: torch.stack(list(_sparse(d, coalesce=True))))
     raises_as_cpu(lambda d: _sparse(d).select(0, 5), IndexError)

@@ -94,7 +94,8 @@ def refused(func) -> NotImplementedError:
         f"on tpu. Supported: construction, coalesce, indices/values, to_dense, to_sparse, "
         f"mm/addmm/matmul/bmm with a dense operand, add, sub, mul/div by a number, neg, "
         f"zero-preserving functions (abs, sqrt, pow...), sum, softmax, transpose, unsqueeze, "
-        f"select/unbind, cat/stack along a sparse dim, clone, detach, zeros_like and copies. "
+        f"select/index_select/unbind, cat/stack along a sparse dim, clone, detach, zeros_like "
+        f"and copies. "
         f"Convert with .to_dense() or .cpu(), and please report it at {REPORT} with this "
         f"message.")
 

@@ -567,6 +567,36 @@ def _select(s, dim, index):
     return make(s._i[others][:, kept], values, shape, s._coalesced or kept.shape[0] < 2)
 
 
+@_op(aten.index_select.default)
+def _index_select(s, dim, index):
+    """The entries at each of ``index``'s positions along ``dim``, in the order of the
+    positions, then of the entries; flagged as any new tensor (coalesced with fewer than two
+    entries), as CPU's."""
+    if type(s) is not SparseTensor or type(index) is SparseTensor:
+        raise refused(aten.index_select.default)
+    ndim, sd = s.dim(), _sd(s)
+    dim = dim % ndim if -ndim <= dim < ndim else _dim_error(dim, ndim)
+    if index.dim() > 1 or index.dtype not in (torch.int64, torch.int32):
+        raise IndexError("index_select() argument index must be 1-D strided (non-sparse) "
+                         "long-tensor.")
+    size = s.shape[dim]
+    bad = index.cpu()
+    bad = bad[(bad < -size) | (bad >= size)]
+    if bad.numel():
+        raise IndexError(f"index_select(): index contains {int(bad[0])} that is out of range "
+                         f"for tensor of size {list(s.shape)} at dimension {dim}")
+    index = index.to(DEVICE).long().remainder(size)
+    shape = list(s.shape)
+    shape[dim] = index.shape[0]
+    if dim >= sd:
+        values = s._v.index_select(dim - sd + 1, index)
+        return make(s._i.clone(), values, shape, _nnz_of(s) < 2)
+    position, entry = (s._i[dim][None, :] == index[:, None]).nonzero().unbind(1)
+    indices = s._i[:, entry].clone()
+    indices[dim] = position
+    return make(indices, s._v[entry], shape, entry.shape[0] < 2)
+
+
 @_op(aten.unbind.int)
 def _unbind(s, dim=0):
     return tuple(_select(s, dim, i) for i in range(s.shape[dim]))
