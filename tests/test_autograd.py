@@ -140,22 +140,30 @@ def test_jvp_through_a_python_number():
     assert_same(tangent, torch.full((3,), 2.0))
 
 
-def test_sparse_embedding_gradient_is_dense_on_tpu():
-    # tpu has no sparse layout: Embedding(sparse=True) trains with CPU's gradient, densified.
+def _assert_same_sparse(actual, expected):
+    assert actual.layout == expected.layout == torch.sparse_coo and actual.device.type == "tpu"
+    assert actual.is_coalesced() == expected.is_coalesced()
+    assert torch.equal(actual._indices().cpu(), expected._indices())
+    assert_same(actual._values(), expected._values())
+
+
+@pytest.mark.parametrize("bag", [False, True])
+def test_sparse_embedding_gradient_is_sparse_as_on_cpu(bag):
+    # Embedding(sparse=True) and EmbeddingBag(sparse=True) give a sparse COO gradient, entry
+    # for entry CPU's (they were dense on tpu before it had sparse tensors).
     torch.manual_seed(0)
-    cpu = torch.nn.Embedding(10, 3, sparse=True, padding_idx=0)
-    tpu = torch.nn.Embedding(10, 3, sparse=True, padding_idx=0)
+    make = (lambda: torch.nn.EmbeddingBag(10, 3, mode="mean", sparse=True, padding_idx=0)) \
+        if bag else (lambda: torch.nn.Embedding(10, 3, sparse=True, padding_idx=0))
+    cpu, tpu = make(), make()
     tpu.load_state_dict(cpu.state_dict())
     tpu.to("tpu")
     ids = torch.tensor([[1, 2, 0], [2, 2, 5]])
     cpu(ids).pow(2).sum().backward()
     tpu(ids.to("tpu")).pow(2).sum().backward()
-    assert tpu.weight.grad.layout == torch.strided
-    assert_same(tpu.weight.grad, cpu.weight.grad.to_dense())
+    _assert_same_sparse(tpu.weight.grad, cpu.weight.grad)
 
 
-def test_gather_sparse_grad_gradient_is_dense_on_tpu():
-    # As Embedding(sparse=True): gather(sparse_grad=True)'s gradient is CPU's, densified.
+def test_gather_sparse_grad_gradient_is_sparse_as_on_cpu():
     x = torch.randn(10, 5)
     index = torch.tensor([[0, 1, 1], [4, 4, 2]])
     grads = []
@@ -164,8 +172,7 @@ def test_gather_sparse_grad_gradient_is_dense_on_tpu():
         out = torch.gather(leaf, 1, index.to(device), sparse_grad=True)
         (out * torch.arange(6.0).view(2, 3).to(device)).sum().backward()
         grads.append(leaf.grad)
-    assert grads[1].layout == torch.strided
-    assert_same(grads[1], grads[0].to_dense())
+    _assert_same_sparse(grads[1], grads[0])
 
 
 def test_forward_mode_ad_with_tangents_laid_out_unlike_their_primals():

@@ -327,11 +327,15 @@ def test_sparse_encoder_dense_encodings_and_splade_loss_match_cpu(checkpoints):
                              device="cpu")
 
     cpu = model()
-    # (tpu has no sparse layout: convert_to_sparse_tensor=True is refused, naming _to_sparse)
     expected = cpu.encode(SENTENCES, convert_to_tensor=True, convert_to_sparse_tensor=False)
     actual = cpu.encode(SENTENCES, convert_to_tensor=True, convert_to_sparse_tensor=False,
                         device=TPU)
     _assert_close(actual, expected)
+    # the sparse encodings: sparse COO tensors on tpu (torchtpu/sparse.py), CPU's entries
+    sparse = cpu.encode(SENTENCES, convert_to_tensor=True, device=TPU)
+    assert sparse.is_sparse and sparse.device.type == "tpu"
+    _assert_close(sparse.to_dense(), cpu.encode(SENTENCES, convert_to_tensor=True,
+                                                 device="cpu").to_dense())
     _assert_close(cpu.to(TPU).similarity(actual, actual), cpu.cpu().similarity(expected, expected))
 
     results = []

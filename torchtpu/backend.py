@@ -23,7 +23,8 @@ from . import (
     distributed,
     generator,
     serialization,
-    sparse_adam,
+    sparse,
+    sparse_ops,
     storage,
     streams,
 )
@@ -184,13 +185,10 @@ def _to_executor(op):
 # them with kernels of its own, but they also have a CompositeImplicitAutograd kernel, which
 # PyTorch runs for a device without one (7-11 ops, rounding after each in bfloat16).
 # _local_scalar_dense: torch.tensor([t, t]) reads 0-d tensors with Python dispatch off.
-# embedding_sparse_backward, _gather_sparse_backward: their composites build a sparse tensor
-# (ops/decomps.py: dense).
 # set_.source_Storage: torch.tensor(storage) sets an empty tensor to the storage with Python
 # dispatch off. COMPOSITE_OUTS (linalg_matrix_rank's and matmul's out= forms): composites that
 # miss the out for a tensor subclass (eager/mutation.py).
-_KERNELS = ("silu_backward", "mish_backward", "_local_scalar_dense", "embedding_sparse_backward",
-            "_gather_sparse_backward", "set_.source_Storage",
+_KERNELS = ("silu_backward", "mish_backward", "_local_scalar_dense", "set_.source_Storage",
             *(f"{op._schema.name.removeprefix('aten::')}.{op._overloadname}"
               for op in COMPOSITE_OUTS))
 
@@ -542,6 +540,12 @@ def register() -> None:
     for name, kernel in factories.items():
         _lib.impl(name, _on_an_existing_device(kernel), "PrivateUse1")
     _lib.impl("_copy_from", _copy_from, "PrivateUse1")
+    # An empty sparse COO tensor asked for on tpu (torch.sparse_coo_tensor(size=...)): no tpu
+    # tensor among its arguments, so it reaches the sparse tpu key (sparse.py).
+    _lib.impl("_sparse_coo_tensor_with_dims", _on_an_existing_device(sparse.construct_empty),
+              "SparsePrivateUse1")
+    _lib.impl("empty.memory_format", _on_an_existing_device(sparse_ops.empty),
+              "SparsePrivateUse1")
     if not torch.cuda.is_available():
         # With 'tpu' the process's accelerator, CPU pinning asks it for a pinned allocator,
         # which a Python backend cannot give: DataLoader(pin_memory=True) would fail. XLA
@@ -574,7 +578,6 @@ def register() -> None:
     storage.install()
     generator.install()
     streams.install()
-    sparse_adam.install()
     torch.utils.dlpack.to_dlpack = to_dlpack
     proxy_tensor.HANDLED_TYPES = _TracedAsPlain(proxy_tensor.HANDLED_TYPES)
     backward_errors.install()

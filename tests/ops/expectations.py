@@ -35,16 +35,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('mode', '', 'bool', 'forward'),
         ('mode', '', 'int64', 'forward'),
     ],
-    'no rule or decomposition for aten._to_sparse.default': [
-        ('to_sparse', '', 'bfloat16', 'forward'),
-        ('to_sparse', '', 'complex64', 'forward'),
-        ('to_sparse', '', 'float64', 'forward'),
-        ('to_sparse', '', 'bool', 'forward'),
-        ('to_sparse', '', 'float32', 'forward'),
-        ('to_sparse', '', 'float32', 'grad'),
-        ('to_sparse', '', 'int64', 'forward'),
-        ('to_sparse', '', 'float64', 'gradgrad'),
-    ],
     'complex32 (chalf) has no XLA dtype': [
         ('chalf', '', 'bfloat16', 'forward'),
         ('chalf', '', 'complex64', 'forward'),

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import torch
 from torch._prims_common import compute_required_storage_length
 
+from .. import sparse
 from ..debug import counters as metrics
 from ..ops.dtypes import broadcast, cast, cpp_name, scalar_type_name, to_jax_dtype
 from ..runtime.platform import check_device_index
@@ -391,6 +392,14 @@ def _strided_nested(args, kwargs):
         "torch.nested.nested_tensor(..., layout=torch.jagged) or as_nested_tensor(..., "
         "layout=torch.jagged)")
 
+
+# Sparse COO tensors made from tpu tensors (sparse.py).
+HANDLERS.update({
+    aten._sparse_coo_tensor_with_dims_and_tensors.default: sparse.construct,
+    aten._validate_sparse_coo_tensor_args.default: sparse.validate,
+    aten._to_sparse.default: sparse.to_sparse,
+    aten._to_sparse.sparse_dim: sparse.to_sparse,
+})
 
 for _op in (aten._nested_tensor_from_tensor_list.default, aten._nested_view_from_buffer.default,
             aten._nested_view_from_buffer_copy.default):

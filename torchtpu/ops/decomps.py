@@ -260,24 +260,20 @@ DECOMPOSITIONS[aten._nested_tensor_from_mask.default] = _nested_tensor_from_mask
 DECOMPOSITIONS[aten.to_padded_tensor.default] = _to_padded_tensor
 
 
-# tpu has no sparse layout: Embedding(sparse=True)'s gradient is dense, as
-# EmbeddingBag(sparse=True)'s and gather(sparse_grad=True)'s are (PyTorch would build a sparse
-# COO tensor).
+def _embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices,
+                            num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights,
+                            padding_idx=-1):
+    # CPU's kernel: EmbeddingBag(sparse=True) gets a sparse COO gradient (sparse.py), as there
+    if sparse:
+        return aten._embedding_bag_sparse_backward(
+            grad, indices, offsets, offset2bag, bag_size, num_weights, scale_grad_by_freq, mode,
+            per_sample_weights, padding_idx)
+    return aten._embedding_bag_dense_backward(
+        grad, indices, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq,
+        mode, per_sample_weights, padding_idx)
 
 
-def _embedding_sparse_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
-    return aten.embedding_dense_backward(grad, indices, num_weights, padding_idx,
-                                         scale_grad_by_freq)
-
-
-DECOMPOSITIONS[aten.embedding_sparse_backward.default] = _embedding_sparse_backward
-
-
-def _gather_sparse_backward(self, dim, index, grad):
-    return aten.gather_backward(grad, self, dim, index, False)
-
-
-DECOMPOSITIONS[aten._gather_sparse_backward.default] = _gather_sparse_backward
+DECOMPOSITIONS[aten._embedding_bag_backward.default] = _embedding_bag_backward
 
 
 def _new_zeros_with_same_feature_meta(self, other, self_num_batch_dims=0):

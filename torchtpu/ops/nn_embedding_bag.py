@@ -92,15 +92,6 @@ def _embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, o
     return g
 
 
-@lowering(aten._embedding_bag_backward)
-def _embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices,
-                            num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights,
-                            padding_idx=-1):
-    return _embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices,
-                                         num_weights, scale_grad_by_freq, mode,
-                                         per_sample_weights, padding_idx)
-
-
 @lowering(aten.embedding_renorm)
 def _embedding_renorm(self, indices, max_norm, norm_type):
     """Rows named in indices whose norm exceeds max_norm, scaled down to it (max_norm)."""
