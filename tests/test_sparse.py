@@ -212,7 +212,7 @@ def test_sums_match_cpu():
     both(lambda d: torch.sparse.sum(hybrid.to(d), 0))
 
 
-def test_selects_and_concatenations_match_cpu():
+def test_selects_unbinds_and_stacks_match_cpu():
     hybrid = torch.sparse_coo_tensor(IDX[:1], torch.arange(8.0).view(4, 2), (3, 2))
     both(lambda d: _sparse(d).select(0, 2))  # one entry left: coalesced
     both(lambda d: _sparse(d).select(1, 0))
@@ -221,15 +221,20 @@ def test_selects_and_concatenations_match_cpu():
     both(lambda d: hybrid.to(d).select(1, 1))
     for a, b in zip(_sparse(TPU).unbind(1), _sparse("cpu").unbind(1), strict=True):
         assert_sparse_same(a, b)
+    both(lambda d: torch.stack(list(_sparse(d, coalesce=True))))
+    raises_as_cpu(lambda d: _sparse(d).select(0, 5), IndexError)
+    raises_as_cpu(lambda d: torch.cat([_sparse(d), torch.ones(3, 3, device=d)]))
+
+
+@SLOW
+def test_index_selects_and_concatenations_match_cpu():
+    hybrid = torch.sparse_coo_tensor(IDX[:1], torch.arange(8.0).view(4, 2), (3, 2))
     for dim, index in ((0, [1, 0, 1]), (1, [0, -1]), (0, [2]), (0, [])):
         both(lambda d, dim=dim, index=index: _sparse(d).index_select(
             dim, torch.tensor(index, dtype=torch.int64, device=d)))
     both(lambda d: hybrid.to(d).index_select(1, torch.tensor([1], device=d)))
     raises_as_cpu(lambda d: _sparse(d).index_select(0, torch.tensor([3], device=d)), IndexError)
     both(lambda d: torch.cat([_sparse(d), _sparse(d, coalesce=True)], 1))
-    both(lambda d: torch.stack(list(_sparse(d, coalesce=True))))
-    raises_as_cpu(lambda d: _sparse(d).select(0, 5), IndexError)
-    raises_as_cpu(lambda d: torch.cat([_sparse(d), torch.ones(3, 3, device=d)]))
 
 
 def test_transposes_match_cpu():
@@ -322,6 +327,7 @@ def test_softmax_and_its_gradient_match_cpu(log, hybrid):
     raises_as_cpu(lambda d: softmax(make(d).long(), 1), NotImplementedError)
 
 
+@SLOW
 def test_gradients_of_sums_match_cpu():
     for dims in ((), (0,), (1,), (0, 1)):
         def grad(d, dims=dims):
