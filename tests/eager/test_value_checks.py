@@ -112,7 +112,7 @@ def test_segment_reduce_checks_its_lengths_unless_unsafe(lengths):
         data, "sum", lengths=torch.tensor([1, 1]), unsafe=True))
 
 
-@pytest.mark.parametrize("value", [-1e5, 7e4, 1e39, float("inf"), 300, 1 + 2j, 2.5])
+@pytest.mark.parametrize("value", [-1e5, 1e39, float("inf"), 300, 1 + 2j])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float8_e4m3fn,
                                    torch.float32, torch.uint8, torch.complex64])
 def test_scalar_tensor_rounds_or_refuses_numbers_as_cpu(dtype, value):
