@@ -14,6 +14,7 @@ X = torch.randn(3, 16, generator=_g)
 CUBE = torch.randn(2, 8, 8, generator=_g)
 
 
+@pytest.mark.slow
 def test_transforms_and_gradient():
     def run(device):
         x = X.to(device).requires_grad_()

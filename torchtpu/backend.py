@@ -192,9 +192,12 @@ _KERNELS = ("silu_backward", "mish_backward", "_local_scalar_dense", "set_.sourc
             *(f"{op._schema.name.removeprefix('aten::')}.{op._overloadname}"
               for op in COMPOSITE_OUTS))
 
-# Small index and window factories: cheaper built once on the host than compiled.
+# Small index and window factories: cheaper built once on the host than compiled. And
+# scalar_tensor, whose composite kernel for other devices is empty().fill_(): fill_ checks
+# the number against the dtype, where CPU's own kernel rounds a float16/bfloat16 scalar
+# unchecked (-1e5 is -inf; x_half[mask] = -1e5 builds its value so on the tensor's device).
 _HOST_FACTORIES = ("tril_indices", "triu_indices", "hann_window", "hamming_window",
-                   "blackman_window", "bartlett_window", "kaiser_window")
+                   "blackman_window", "bartlett_window", "kaiser_window", "scalar_tensor")
 
 
 _module_apply = torch.nn.Module._apply

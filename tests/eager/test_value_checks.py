@@ -142,3 +142,36 @@ def test_segment_reduce_checks_its_lengths_unless_unsafe(lengths):
     assert_same(torch._segment_reduce(data.to("tpu"), "sum", lengths=torch.tensor(
         [1, 1], device="tpu"), unsafe=True), torch._segment_reduce(
         data, "sum", lengths=torch.tensor([1, 1]), unsafe=True))
+
+
+@pytest.mark.parametrize("value", [-1e5, 1e39, float("inf"), 300, 1 + 2j])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float8_e4m3fn,
+                                   torch.float32, torch.uint8, torch.complex64])
+def test_scalar_tensor_rounds_or_refuses_numbers_as_cpu(dtype, value):
+    # CPU's scalar_tensor rounds a number past float16's range to inf (fill_ would raise),
+    # saturates float8, refuses 1e39 as float32 or complex64; tpu's went through fill_, so
+    # x_half[mask] = -1e5 (geomloss's log-weights) raised where CPU wrote -inf
+    def make(device):
+        return torch.scalar_tensor(value, dtype=dtype, device=device)
+
+    try:
+        expected = make("cpu")
+    except RuntimeError:
+        raises_as_cpu(make)
+        return
+    assert_same(make("tpu").view(torch.uint8 if dtype.itemsize == 1 else dtype),
+                expected.view(torch.uint8 if dtype.itemsize == 1 else dtype))
+    if dtype in (torch.float16, torch.bfloat16):  # a traced scalar_tensor: the same rule
+        compiled = torch.compile(lambda: make("tpu"), backend="tpu")
+        assert_same(compiled(), expected)
+
+
+def test_half_tensor_set_by_an_overflowing_number_as_cpu():
+    def run(device):
+        x = torch.zeros(4, dtype=torch.float16, device=device)
+        x[torch.tensor([True, False, False, False], device=device)] = -100000
+        x[2] = 1e6
+        x[torch.zeros(4, dtype=torch.bool, device=device)] = 7e4  # selects nothing
+        return x
+
+    assert_same(run("tpu"), run("cpu"))

@@ -143,6 +143,20 @@ def _blas_scalars(self, *_, beta=1, alpha=1, dtype=None) -> str | None:
     return next(filter(None, (_fill_fits(v, dtype) for v in (beta, alpha))), None)
 
 
+def _scalar_tensor_value(value, *, dtype=None, **_) -> str | None:
+    """CPU's scalar_tensor reads the number as a double and rounds it into a float16 or
+    bfloat16 scalar unchecked: -1e5 is -inf there (and so ``x_half[mask] = -1e5``, whose
+    value PyTorch's indexing makes with scalar_tensor on the tensor's device), where fill_
+    raises. A complex scalar it checks by its parts' type; the others as fill_."""
+    if dtype in (torch.float16, torch.bfloat16):
+        return str(overflow_error("float64")) if isinstance(value, complex) and value.imag else None
+    if dtype == torch.complex64 and isinstance(value, (int, float, complex)):
+        parts = (value.real, value.imag) if isinstance(value, complex) else (value,)
+        if not all(_fits(part, torch.float32) for part in parts):
+            return str(overflow_error("c10::complex<float>"))
+    return dtype and _fill_fits(value, dtype)
+
+
 # Ops whose Python-number arguments CPU checks by value (rules see numbers traced).
 _NUMBER_CHECKS = {
     torch.ops.aten.addr.default: _addr_scalars,
@@ -169,8 +183,7 @@ _NUMBER_CHECKS = {
     # (with no dtype, the number's own: it fits)
     torch.ops.aten.full.default:
         lambda size, value, *, dtype=None, **_: dtype and _fill_fits(value, dtype),
-    torch.ops.aten.scalar_tensor.default:
-        lambda value, *, dtype=None, **_: dtype and _fill_fits(value, dtype),
+    torch.ops.aten.scalar_tensor.default: _scalar_tensor_value,
 }
 
 _NUMBER_CHECKS |= each_tensor(_NUMBER_CHECKS)
