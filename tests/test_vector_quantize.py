@@ -47,6 +47,7 @@ def _quantizer_loss(model, device):
     return quantized.pow(2).mean() + aux_loss.sum()
 
 
+@pytest.mark.slow  # (~20-50 s from a cold compile cache)
 def test_ema_codebook_training_as_on_cpu():
     check_training(lambda: _Encoder(vq_lib.VectorQuantize(
         dim=8, codebook_size=16, decay=0.8, commitment_weight=1.0)), _quantizer_loss, steps=3)

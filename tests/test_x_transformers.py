@@ -32,6 +32,7 @@ def _next_token_loss(model, device):
                                              x[:, 1:].reshape(-1))
 
 
+@pytest.mark.slow  # (~20-50 s from a cold compile cache)
 def test_rotary_decoder_trains_as_on_cpu():
     check_training(_lm(rotary_pos_emb=True, ff_glu=True), _next_token_loss)
 
