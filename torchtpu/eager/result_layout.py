@@ -109,13 +109,14 @@ def _out_of_order(x) -> bool:
     channels_last, or a slice of one, whose order TensorIterator's outputs take. Past its
     contiguity check (which skips them), a size-1 dimension's stride counts too, as the
     iterator sorts by it: an N1HW slice of a channels_last tensor gives channels_last
-    results."""
+    results. Two equal strides (an overlapping layout) count as well: the iterator puts the
+    smaller size inside."""
     if type(x) is not TpuTensor or x._direct or x.is_contiguous():
         return False
     before = None
     for s in x.stride():
         if s:
-            if before is not None and s > before:
+            if before is not None and s >= before:
                 return True
             before = s
     return False
