@@ -97,3 +97,22 @@ def test_trl_trainer_matches_cpu(name, config, tmp_path, monkeypatch):
                 assert tpu[key] == pytest.approx(value, rel=1e-4, abs=1e-5), key
     for tpu, cpu in zip(weights["tpu"], weights["cpu"], strict=True):
         torch.testing.assert_close(tpu, cpu, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_grpo_trains_on_tpu(tmp_path, monkeypatch):
+    # sampling draws from tpu's own generator, so only that it runs and stays on tpu
+    _fresh_accelerator(monkeypatch)
+    data = Dataset.from_dict({"prompt": ["the cat", "a dog", "the red", "blue dog"]})
+    args = trl.GRPOConfig(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=4,
+                          num_generations=2, max_completion_length=6, logging_steps=1,
+                          report_to=[], save_strategy="no", disable_tqdm=True, bf16=False,
+                          seed=0)
+    trainer = trl.GRPOTrainer(model=_llama(), args=args, train_dataset=data,
+                              reward_funcs=lambda completions, **_: [float(len(c))
+                                                                     for c in completions],
+                              processing_class=_tokenizer())
+    trainer.train()
+    assert next(trainer.model.parameters()).device.type == "tpu"
+    losses = [log["loss"] for log in trainer.state.log_history if "loss" in log]
+    assert len(losses) == 2 and all(map(torch.isfinite, torch.tensor(losses)))
