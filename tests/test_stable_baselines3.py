@@ -46,18 +46,24 @@ def test_ppo_policy_forward_matches_cpu():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cls", ["PPO", "A2C"])
-def test_on_policy_train_step_matches_cpu(cls):
+@pytest.mark.parametrize("cls,env_id,kw", [
+    ("PPO", "CartPole-v1", dict(batch_size=16, n_epochs=2)),
+    ("PPO", "Pendulum-v1", dict(batch_size=16, n_epochs=2, use_sde=True, clip_range_vf=0.2,
+                                target_kl=0.05)),
+    ("A2C", "CartPole-v1", {}),
+    ("A2C", "Pendulum-v1", dict(use_rms_prop=False, gae_lambda=0.9)),
+])
+def test_on_policy_train_step_matches_cpu(cls, env_id, kw):
     cls = getattr(sb3, cls)
-    kw = dict(n_steps=16, batch_size=16, n_epochs=2) if cls is sb3.PPO else dict(n_steps=16)
-    cpu, tpu = _pair(cls, "CartPole-v1", **kw)
+    cpu, tpu = _pair(cls, env_id, n_steps=32, **kw)
     # fill the rollout on CPU (sampling differs between devices), then hand tpu a copy
-    _, callback = cpu._setup_learn(16)
-    cpu.collect_rollouts(cpu.env, callback, cpu.rollout_buffer, n_rollout_steps=16)
-    tpu._setup_learn(16)
+    _, callback = cpu._setup_learn(32)
+    cpu.collect_rollouts(cpu.env, callback, cpu.rollout_buffer, n_rollout_steps=32)
+    tpu._setup_learn(32)
     tpu.rollout_buffer = copy.deepcopy(cpu.rollout_buffer)
     tpu.rollout_buffer.device = tpu.device
     for m in (cpu, tpu):
+        np.random.seed(0)  # the minibatches' permutation
         torch.manual_seed(0)
         m.train()
     assert_same(_weights(tpu), _weights(cpu), rtol=1e-4, atol=1e-5)
