@@ -69,6 +69,7 @@ def test_on_policy_train_step_matches_cpu(cls, env_id, kw):
     assert_same(_weights(tpu), _weights(cpu), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow  # (~6 s warm, more from a cold compile cache)
 def test_save_on_tpu_loads_on_cpu_and_back(tmp_path):
     model = sb3.PPO("MlpPolicy", "CartPole-v1", device="tpu", seed=0, n_steps=16,
                     batch_size=16)
