@@ -129,3 +129,23 @@ def test_multi_output_models():
         return [both.mean, both.variance, listed.mean, listed.variance]
 
     assert_same(run(TPU), run("cpu"), **TOL)
+
+
+@pytest.mark.slow
+def test_multi_task_posterior():
+    # (gpytorch's interpolation builds a sparse COO matrix: refused before tpu had them)
+    from botorch.models import MultiTaskGP
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(10, 2, dtype=torch.float64, generator=g)
+    X = torch.cat([X, (torch.arange(10) % 2).double()[:, None]], 1)
+    Y, test_x = torch.sin(X[:, :1] * 3), torch.rand(4, 2, dtype=torch.float64, generator=g)
+
+    def run(device):
+        torch.manual_seed(1)  # (the task covariance's factor is initialised at random)
+        model = MultiTaskGP(X.to(device), Y.to(device), task_feature=-1).eval()
+        with torch.no_grad():
+            posterior = model.posterior(test_x.to(device))
+        return [posterior.mean, posterior.variance]
+
+    assert_same(run(TPU), run("cpu"), **TOL)
