@@ -89,7 +89,8 @@ def test_compiled_programs_are_let_go_when_memory_runs_short(monkeypatch, grown)
         assert _step(first + 1) == _expected(first + 1)
         torch.ones(3, device="tpu")  # at the latest, the op after the compile lets them go
     assert not code_limit.due and code_limit.shed_count == 1
-    # counted from here again: the next compile finds no new growth
-    assert code_limit._resident_at_release > since + (1 << 30)
+    # counted from here again: the next compile finds no new growth (letting programs go may
+    # have returned memory, so compare with the process as it is now)
+    assert code_limit._resident_at_release > max(since, code_limit.resident_bytes() - (1 << 30))
     assert _step(first + 2) == _expected(first + 2)
     assert not code_limit.due and code_limit.shed_count == 1
