@@ -582,3 +582,17 @@ def test_compiling_at_every_sync_point_warns_once_in_a_streak(fused, monkeypatch
     for _ in range(3):  # the same shapes again: cached, the streak over
         (torch.randn(4, device=TPU) * 2).sum().item()
     assert recorder._streak == 0
+
+
+def test_a_steps_first_sync_points_do_not_warn(fused, monkeypatch, recwarn):
+    # (a step with many sync points of fixed shapes: each is new the first time, none again)
+    from torchtpu.eager import fused as recorder
+
+    monkeypatch.setattr(recorder, "_streak", 0)
+    x = torch.randn(5, 3, device=TPU)
+    ops = (torch.sin, torch.cos, torch.exp, torch.tanh, torch.sigmoid, torch.relu, torch.neg,
+           torch.abs, torch.square, torch.erf)
+    for _ in range(2):
+        for op in ops:
+            (op(x) * 3).sum().item()
+    assert not [w for w in recwarn if "new program" in str(w.message)]

@@ -372,13 +372,19 @@ def _checks_of(nodes: list[tuple], first: set[int]) -> set[int]:
 # Sync points in a row that each needed a new program: the recorded ops change every time.
 _MISSING_STREAK = 8
 _streak = 0
-_misses = 0  # programs this process did not have, so far
+_misses = 0  # programs this process compiled again for other shapes, so far
+# The op sequences (executables alone) of the programs compiled so far: a program missed for
+# a sequence not among them is a step's warm-up (each sync point of a step is its own
+# program), not shapes that vary.
+_op_sequences: set = set()
+_MAX_SEQUENCES = 4096
 
 
 def _note_misses(missed_before: int) -> None:
-    """Warn when fused eager needs a new program at every sync point (shapes that vary step
-    to step): each is a whole program to compile there, where strict eager reuses per-op
-    ones. (Counted in process: a program the persistent cache holds still missed here.)"""
+    """Warn when fused eager needs a new program for ops it has compiled before at every sync
+    point (shapes that vary step to step): each is a whole program to compile there, where
+    strict eager reuses per-op ones. (Counted in process: a program the persistent cache
+    holds still missed here.)"""
     global _streak
     _streak = _streak + 1 if _misses > missed_before else 0
     if _streak == _MISSING_STREAK:
@@ -505,7 +511,11 @@ def _run(t: _Trace, keep: tuple = ()) -> list:
            jax.config.jax_default_matmul_precision)
     entry = _PROGRAMS.get(sig)
     if entry is None:
-        _misses += 1
+        ops = tuple(node[0] for node in t.nodes)
+        if ops in _op_sequences:
+            _misses += 1
+        elif len(_op_sequences) < _MAX_SEQUENCES:
+            _op_sequences.add(ops)
         _refuse_outputs_larger_than_the_device(t, needed)
         order = _alias_order(t, needed, donated)
         entry = _PROGRAMS[sig] = (_loaded_or_traced(t, order, donated), order)
