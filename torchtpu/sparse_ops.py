@@ -10,6 +10,7 @@ import functools
 import math
 
 import torch
+from torch._prims_common import canonicalize_dim
 
 from .ops.dtypes import scalar_type_name as _name
 from .sparse import SparseTensor, make, refused
@@ -474,17 +475,12 @@ OPS[aten.add_.Tensor] = _add_or_sub_(1)
 OPS[aten.sub_.Tensor] = _add_or_sub_(-1)
 
 
-def _dim_error(d, ndim):
-    raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, "
-                     f"{ndim - 1}], but got {d})")
-
-
 # --- transposes ---
 
 @_op(aten.transpose.int)
 def _transpose(s, dim0, dim1):
     ndim, sd = s.dim(), _sd(s)
-    d0, d1 = (d % ndim if -ndim <= d < ndim else _dim_error(d, ndim) for d in (dim0, dim1))
+    d0, d1 = (canonicalize_dim(ndim, d) for d in (dim0, dim1))
     if d0 >= sd or d1 >= sd:
         raise RuntimeError(f"sparse transpose: transposed dimensions must be sparse Got "
                            f"sparse_dim: {sd}, d0: {d0}, d1: {d1}")
@@ -533,7 +529,7 @@ OPS[aten.transpose_.default] = _transposed_in_place
 @_op(aten.unsqueeze.default)
 def _unsqueeze(s, dim):
     ndim, sd = s.dim() + 1, _sd(s)
-    dim = dim % ndim if -ndim <= dim < ndim else _dim_error(dim, ndim)
+    dim = canonicalize_dim(ndim, dim)
     shape = [*s.shape[:dim], 1, *s.shape[dim:]]
     if dim <= sd:  # a new sparse dim, index 0 everywhere
         zeros = torch.zeros((1, _nnz_of(s)), dtype=torch.int64, device=DEVICE)
@@ -550,7 +546,9 @@ def _select(s, dim, index):
     """The entries at ``index`` of ``dim``: sparse over the dims left, dense when no sparse dim
     is left (duplicates summed); coalesced if ``s`` is or fewer than two entries are left."""
     ndim, sd = s.dim(), _sd(s)
-    dim = dim % ndim if -ndim <= dim < ndim else _dim_error(dim, ndim)
+    if ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    dim = canonicalize_dim(ndim, dim)
     size = s.shape[dim]
     if not -size <= index < size:
         raise IndexError(f"select(): index {index} out of range for tensor of size "
@@ -575,7 +573,7 @@ def _index_select(s, dim, index):
     if type(s) is not SparseTensor or type(index) is SparseTensor:
         raise refused(aten.index_select.default)
     ndim, sd = s.dim(), _sd(s)
-    dim = dim % ndim if -ndim <= dim < ndim else _dim_error(dim, ndim)
+    dim = canonicalize_dim(ndim, dim)
     if index.dim() > 1 or index.dtype not in (torch.int64, torch.int32):
         raise IndexError("index_select() argument index must be 1-D strided (non-sparse) "
                          "long-tensor.")
@@ -612,7 +610,7 @@ def _cat(tensors, dim=0):
                                f"position {at}.")
     first = tensors[0]
     ndim, sd = first.dim(), _sd(first)
-    dim = dim % ndim if -ndim <= dim < ndim else _dim_error(dim, ndim)
+    dim = canonicalize_dim(ndim, dim)
     for at, t in enumerate(tensors):
         if (_sd(t), t._v.dim() - 1) != (sd, first._v.dim() - 1):
             raise RuntimeError(
@@ -645,7 +643,7 @@ def _stack(tensors, dim=0):
     if not tensors or any(type(t) is not SparseTensor for t in tensors):
         raise refused(aten.stack.default)
     ndim = tensors[0].dim() + 1
-    dim = dim % ndim if -ndim <= dim < ndim else _dim_error(dim, ndim)
+    dim = canonicalize_dim(ndim, dim)
     return _cat([_unsqueeze(t, dim) for t in tensors], dim)
 
 # The other families register their ops in OPS as they are imported.

@@ -4,13 +4,13 @@ results, flags and messages, computed with tpu ops on the indices and values."""
 from __future__ import annotations
 
 import torch
+from torch._prims_common import canonicalize_dim
 
 from .ops.dtypes import scalar_type_name as _name
 from .sparse import SparseTensor, make, refused
 from .sparse_ops import (
     OPS,
     _coalesce_if_needed,
-    _dim_error,
     _linear,
     _looked_up,
     _nnz_of,
@@ -46,7 +46,7 @@ def _sparse_sum(s, dim, keepdim=False, *, dtype=None):
     if keepdim:
         raise refused(aten.sum.dim_IntList)
     ndim, sd = s.dim(), _sd(s)
-    dims = sorted({d % ndim if -ndim <= d < ndim else _dim_error(d, ndim) for d in dim})
+    dims = sorted({canonicalize_dim(ndim, d, wrap_scalar=False) for d in dim})
     values = s._v if dtype is None else s._v.to(dtype)
     dense_dims = [d - sd + 1 for d in dims if d >= sd]
     if dense_dims:
