@@ -329,7 +329,7 @@ def flush(target: Pending | None = None, *, cut: bool = False) -> None:
         if not cut:
             deferred_checks.raise_failed(wait=target is None)
         return
-    missed_before = _misses
+    recompiled_before = _recompiles
     _trace = _Trace()
     t.leaf_index.clear()
     first = _ancestors(t.nodes, target.src[0]) if target is not None and _split_forced else None
@@ -355,7 +355,7 @@ def flush(target: Pending | None = None, *, cut: bool = False) -> None:
         program_store.save_shapes(_new_shapes)
         _new_shapes.clear()
     if not cut:  # (size-limit cuts fall anywhere while a loop's period is being found)
-        _note_misses(missed_before)
+        _note_recompiles(recompiled_before)
     if error is not None:
         raise error
     if not cut:  # (a cut falls inside some op's call: its checks wait for a sync point)
@@ -372,7 +372,7 @@ def _checks_of(nodes: list[tuple], first: set[int]) -> set[int]:
 # Sync points in a row that each needed a new program: the recorded ops change every time.
 _MISSING_STREAK = 8
 _streak = 0
-_misses = 0  # programs this process compiled again for other shapes, so far
+_recompiles = 0  # programs this process compiled again for other shapes, so far
 # The op sequences (executables alone) of the programs compiled so far: a program missed for
 # a sequence not among them is a step's warm-up (each sync point of a step is its own
 # program), not shapes that vary.
@@ -380,13 +380,13 @@ _op_sequences: set = set()
 _MAX_SEQUENCES = 4096
 
 
-def _note_misses(missed_before: int) -> None:
+def _note_recompiles(recompiled_before: int) -> None:
     """Warn when fused eager needs a new program for ops it has compiled before at every sync
     point (shapes that vary step to step): each is a whole program to compile there, where
     strict eager reuses per-op ones. (Counted in process: a program the persistent cache
     holds still missed here.)"""
     global _streak
-    _streak = _streak + 1 if _misses > missed_before else 0
+    _streak = _streak + 1 if _recompiles > recompiled_before else 0
     if _streak == _MISSING_STREAK:
         warnings.warn(
             f"torchtpu: fused eager compiled a new program at each of the last "
@@ -499,7 +499,7 @@ def _gone():
 def _run(t: _Trace, keep: tuple = ()) -> list:
     """Run ``t`` as one program: outputs some tensor still references, and ``keep``'s
     (returned, in order)."""
-    global _misses
+    global _recompiles
     forget_pending_views()
     live = {(i, j) for i, refs in enumerate(t.outs) for j, r in enumerate(refs) if r() is not None}
     needed = tuple(sorted(live.union(keep)))
@@ -513,7 +513,7 @@ def _run(t: _Trace, keep: tuple = ()) -> list:
     if entry is None:
         ops = tuple(node[0] for node in t.nodes)
         if ops in _op_sequences:
-            _misses += 1
+            _recompiles += 1
         elif len(_op_sequences) < _MAX_SEQUENCES:
             _op_sequences.add(ops)
         _refuse_outputs_larger_than_the_device(t, needed)
