@@ -24,6 +24,7 @@ from . import (
     generator,
     serialization,
     sparse,
+    sparse_compressed,
     sparse_ops,
     storage,
     streams,
@@ -549,6 +550,7 @@ def register() -> None:
               "SparsePrivateUse1")
     _lib.impl("empty.memory_format", _on_an_existing_device(sparse_ops.empty),
               "SparsePrivateUse1")
+    sparse_compressed.register()
     if not torch.cuda.is_available():
         # With 'tpu' the process's accelerator, CPU pinning asks it for a pinned allocator,
         # which a Python backend cannot give: DataLoader(pin_memory=True) would fail. XLA

@@ -333,8 +333,10 @@ def _rebuild_device_tensor(data, dtype, device, requires_grad):
     """A tensor saved from tpu (its CPU copy and device), moved as ``_moved`` moves, so
     tensors that shared a storage when saved share one again."""
     device = str(torch._utils._get_restore_location(device))
-    if not device.startswith("tpu") or data.dtype != dtype or data.device.type == "tpu":
-        # (on tpu already: map_location='tpu' moved it from its marked storage)
+    if not device.startswith("tpu") or data.dtype != dtype or data.device.type == "tpu" \
+            or data.layout is not torch.strided:
+        # (on tpu already: map_location='tpu' moved it from its marked storage; a sparse
+        # compressed tensor has no storage: its members move)
         return _rebuild_from_cpu(data, dtype, device, requires_grad)
     return _moved(data, data.untyped_storage(), device, requires_grad)
 

@@ -147,16 +147,31 @@ def validate(args, kwargs):
     return aten._validate_sparse_coo_tensor_args.default(indices.cpu(), stand_in, size, *rest)
 
 
+def to_compressed(layout):
+    """A dense tpu tensor's ``_to_sparse_csr`` / ``_to_sparse_csc``."""
+
+    def convert(args, kwargs):
+        from .sparse_compressed import from_dense
+
+        return from_dense(*args, layout=layout, **kwargs)
+
+    return convert
+
+
 def to_sparse(args, kwargs):
     """A dense tpu tensor's ``_to_sparse`` (``dense.to_sparse()``, ``to_sparse(sparse_dim)``):
     the positions whose entries are not all zero, sorted, and their values; coalesced."""
     self, *rest = args
     sparse_dim = rest[0] if rest else None
     layout = kwargs.get("layout")
+    if layout in (torch.sparse_csr, torch.sparse_csc) and kwargs.get("blocksize") is None:
+        from .sparse_compressed import from_dense
+
+        return from_dense(self, layout, kwargs.get("dense_dim"))
     if layout not in (None, torch.sparse_coo) or kwargs.get("blocksize") is not None:
         raise NotImplementedError(
-            f"torchtpu: tpu has no {layout} layout; only sparse COO tensors "
-            f"(layout=torch.sparse_coo) are supported. Please report it at {REPORT}.")
+            f"torchtpu: tpu has no {layout} layout; sparse COO, CSR and CSC tensors are "
+            f"supported. Please report it at {REPORT}.")
     if sparse_dim is None:
         dense_dim = kwargs.get("dense_dim")
         sparse_dim = self.dim() - (dense_dim or 0)

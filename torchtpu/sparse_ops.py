@@ -193,6 +193,30 @@ def _to_dense(s, dtype=None, masked_grad=None):
     return _dense_of(s, dtype)
 
 
+def _to_compressed(layout):
+    def convert(s, dense_dim=None):
+        from .sparse_compressed import from_coo
+
+        if dense_dim:
+            raise refused(aten._to_sparse_csr.default)
+        return from_coo(s, layout)
+
+    return convert
+
+
+_op(aten._to_sparse_csr.default)(_to_compressed(torch.sparse_csr))
+_op(aten._to_sparse_csc.default)(_to_compressed(torch.sparse_csc))
+
+
+@_op(aten._to_sparse.default)
+def _to_sparse(s, *, layout=None, blocksize=None, dense_dim=None):
+    if layout in (None, torch.sparse_coo):
+        return s
+    if layout in (torch.sparse_csr, torch.sparse_csc) and blocksize is None:
+        return _to_compressed(layout)(s, dense_dim)
+    raise refused(aten._to_sparse.default)
+
+
 @_op(aten.sparse_mask.default)
 def _sparse_mask(self, mask):
     """``x.sparse_mask(sparse)``: ``x``'s entries at ``mask``'s indices, in ``mask``'s order

@@ -15,6 +15,7 @@ import jax
 import torch
 from torch.utils._pytree import tree_map
 
+from .. import sparse_compressed
 from ..ops.decomps import DECOMPOSITIONS
 from ..ops.registry import LOWERINGS
 from ..runtime import code_limit, memory
@@ -35,7 +36,7 @@ from . import (
     strict,
     views,
 )
-from .values import MIXED_DEVICES, unwrap, wrap_out
+from .values import MIXED_DEVICES, CompressedOperand, unwrap, wrap_out
 
 Handler = Callable[[tuple, dict], object]
 
@@ -54,6 +55,8 @@ def dispatch(func, args, kwargs):
         handler = _table[func] = resolve(func)
     try:
         return handler(args, kwargs or {})
+    except CompressedOperand:
+        return sparse_compressed.run(func, args, kwargs or {})
     except jax.errors.JaxRuntimeError as e:
         memory.raise_as_torch(e)
     except RuntimeError as e:

@@ -9,6 +9,7 @@ from .. import config
 from ..debug import counters as metrics
 from ..runtime.transfer import to_device, to_host
 from ..tensor import TpuTensor, read, wrap, write
+from .values import CompressedOperand, is_compressed
 
 REPORT = "https://github.com/torchtpu/torchtpu/issues"
 
@@ -31,6 +32,8 @@ def describe(args, kwargs) -> str:
 
 def handler(func):
     def missing(args, kwargs):
+        if any(is_compressed(a) for a in args):
+            raise CompressedOperand  # (its kernel, if any, is sparse_compressed's)
         if config.get("cpu_fallback"):
             return run_on_cpu(func, args, kwargs)
         raise NotImplementedError(

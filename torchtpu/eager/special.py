@@ -399,6 +399,8 @@ HANDLERS.update({
     aten._validate_sparse_coo_tensor_args.default: sparse.validate,
     aten._to_sparse.default: sparse.to_sparse,
     aten._to_sparse.sparse_dim: sparse.to_sparse,
+    aten._to_sparse_csr.default: sparse.to_compressed(torch.sparse_csr),
+    aten._to_sparse_csc.default: sparse.to_compressed(torch.sparse_csc),
 })
 
 for _op in (aten._nested_tensor_from_tensor_list.default, aten._nested_view_from_buffer.default,

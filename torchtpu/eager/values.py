@@ -39,7 +39,21 @@ def _foreign(x: torch.Tensor):
     if x.device.type == "cpu" and x.dim() == 0:
         # PyTorch lets CPU scalars (0-d tensors) mix with accelerator tensors.
         return to_device(x)
+    if is_compressed(x):
+        # A tpu CSR/CSC tensor beside a dense one: the op reached the dense tensor's
+        # dispatch (the Python key comes first); its kernel is sparse_compressed's.
+        raise CompressedOperand
     raise RuntimeError(f"{MIXED_DEVICES}, tpu:0 and {x.device}!")
+
+
+def is_compressed(x) -> bool:
+    """A sparse CSR or CSC tpu tensor (sparse_compressed.py)."""
+    return isinstance(x, torch.Tensor) and x.layout in (torch.sparse_csr, torch.sparse_csc) \
+        and x.device.type == "tpu"
+
+
+class CompressedOperand(Exception):
+    """An op's argument is a sparse compressed tpu tensor (see ``_foreign``)."""
 
 
 MIXED_DEVICES = "Expected all tensors to be on the same device, but found at least two devices"

@@ -1,0 +1,162 @@
+"""Sparse CSR and CSC tensors on tpu (torchtpu/sparse_compressed.py) against PyTorch's on CPU:
+indices, values, dtypes, layouts, products, gradients and error messages."""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import pytest
+import torch
+from conftest import TPU, assert_same, raises_as_cpu
+
+import torchtpu
+
+warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta", UserWarning)
+warnings.filterwarnings("ignore", "Sparse invariant checks", UserWarning)
+
+DENSE = torch.tensor([[0.0, 1.0, 0.0, 4.0], [2.0, 0.0, 3.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+COMPRESSED = (torch.sparse_csr, torch.sparse_csc)
+X = torch.randn(4, 5, generator=torch.Generator().manual_seed(0))
+
+
+def _members(t):
+    if t.layout is torch.sparse_csr:
+        return t.crow_indices(), t.col_indices(), t.values()
+    return t.ccol_indices(), t.row_indices(), t.values()
+
+
+def assert_compressed_same(actual, expected):
+    """The same CSR/CSC tensor as stored: layout, size, dtype, indices and values."""
+    assert actual.layout == expected.layout and actual.device.type == "tpu"
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype
+    for a, e in zip(_members(actual), _members(expected), strict=True):
+        assert a.device.type == "tpu"
+        assert_same(a, e)
+
+
+def both(fn):
+    expected, actual = fn("cpu"), fn(TPU)
+    if isinstance(expected, torch.Tensor) and expected.layout in COMPRESSED:
+        assert_compressed_same(actual, expected)
+    elif isinstance(expected, torch.Tensor) and expected.layout is torch.sparse_coo:
+        assert actual.layout is torch.sparse_coo
+        assert actual.is_coalesced() == expected.is_coalesced()
+        assert_same(actual._indices(), expected._indices())
+        assert_same(actual._values(), expected._values())
+    else:
+        assert_same(actual, expected)
+
+
+def _csr(d, dtype=torch.float32):
+    return DENSE.to(d, dtype).to_sparse_csr()
+
+
+@pytest.mark.parametrize("layout", COMPRESSED)
+def test_conversions_match_cpu(layout):
+    both(lambda d: DENSE.to(d).to_sparse(layout=layout))
+    both(lambda d: DENSE.to(d).to_sparse_csr() if layout is torch.sparse_csr
+         else DENSE.to(d).to_sparse_csc())
+    both(lambda d: DENSE.to_sparse(layout=layout).to(d))  # moved from the CPU
+    both(lambda d: DENSE.to(d).to_sparse(layout=layout).to_dense())
+    both(lambda d: DENSE.to(d).to_sparse(layout=layout).to_sparse())  # CSC's is uncoalesced
+    both(lambda d: DENSE.to(d).to_sparse().to_sparse(layout=layout))  # from COO
+    both(lambda d: DENSE.to(d).to_sparse(layout=layout).to_sparse_csr())
+    both(lambda d: DENSE.to(d).to_sparse(layout=layout).to_sparse_csc())
+    both(lambda d: DENSE.to(d).to_sparse(layout=layout).t())  # CSR <-> CSC, no copy
+    both(lambda d: torch.zeros(3, 2, device=d).to_sparse(layout=layout))  # no entries
+    both(lambda d: DENSE.to(d).to_sparse(layout=layout).double())
+
+
+def test_constructor_members_and_duplicates_match_cpu():
+    crow, col = torch.tensor([0, 2, 3]), torch.tensor([1, 1, 0])  # (0, 1) twice
+    both(lambda d: torch.sparse_csr_tensor(crow, col, torch.tensor([1.0, 2, 3]), (2, 3),
+                                           device=d))
+    both(lambda d: torch.sparse_csr_tensor(crow.to(d), col.to(d), torch.tensor([1.0, 2, 3])
+                                           .to(d), (2, 3)).to_dense())  # duplicates add
+    both(lambda d: torch.sparse_csr_tensor(crow.int(), col.int(), torch.ones(3), (2, 3),
+                                           device=d) @ torch.ones(3, 2, device=d))
+    both(lambda d: torch.sparse_csr_tensor(torch.tensor([0, 1, 2]), torch.tensor([1, 0]),
+                                           torch.ones(2, 2), (2, 3, 2), device=d).to_dense())
+    c = _csr(TPU)
+    assert_compressed_same(c.cpu().to(TPU), _csr("cpu"))
+    assert (c._nnz(), c.sparse_dim(), c.dense_dim()) == (4, 2, 0)
+    assert "crow_indices=tensor([0, 2, 4, 4]" in repr(c) and "device='tpu:0'" in repr(c)
+
+
+@pytest.mark.parametrize("layout", COMPRESSED)
+def test_products_with_dense_operands_match_cpu(layout):
+    s = lambda d: DENSE.to(d).to_sparse(layout=layout)  # noqa: E731
+    both(lambda d: s(d) @ X.to(d))
+    both(lambda d: torch.mm(s(d), X.to(d)))
+    both(lambda d: torch.sparse.mm(s(d), X.to(d)))
+    both(lambda d: torch.matmul(s(d), X[:, 0].to(d)))
+    both(lambda d: torch.mv(s(d), X[:, 1].to(d)))
+    both(lambda d: X.t()[:2, :3].to(d) @ s(d))
+    both(lambda d: torch.addmm(torch.ones(3, 5, device=d), s(d), X.to(d), beta=0.5, alpha=2))
+
+
+def test_product_errors_match_cpu():
+    raises_as_cpu(lambda d: _csr(d) @ X.to(d, torch.float64))
+    raises_as_cpu(lambda d: _csr(d) @ torch.ones(3, 2, device=d))
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_gradients_match_cpu(mode):
+    def grads(d):
+        x = X.clone().to(d).requires_grad_()
+        values = torch.tensor([1.0, 2.0, 3.0, 4.0], device=d, requires_grad=True)
+        dense = DENSE.clone().to(d).requires_grad_()
+        s = torch.sparse_csr_tensor(torch.tensor([0, 2, 4, 4], device=d),
+                                    torch.tensor([1, 3, 0, 2], device=d), values, (3, 4))
+        loss = (s @ x).pow(2).sum() + s.to_dense().pow(3).sum() \
+            + dense.to_sparse_csr().to_dense().sin().sum()
+        loss.backward()
+        return loss, x.grad, values.grad, dense.grad
+
+    with torchtpu.set_eager_mode(mode):
+        both(grads)
+
+
+def test_value_wise_ops_match_cpu():
+    both(lambda d: -_csr(d))
+    both(lambda d: torch.sin(_csr(d)))
+    both(lambda d: _csr(d).sqrt().relu())
+    both(lambda d: _csr(d).isnan())
+    both(lambda d: _csr(d) * 2)
+    both(lambda d: 3 * _csr(d))
+    both(lambda d: _csr(d).neg_().abs_())
+    both(lambda d: _csr(d).mul_(torch.tensor(0.5)))
+    both(lambda d: _csr(d).clone())
+    both(lambda d: _csr(d).sum())
+    both(lambda d: _csr(d, torch.int64).sum())
+    both(lambda d: _csr(d).copy_((DENSE * 2).to(d).to_sparse_csr()))
+
+
+def test_additions_match_cpu():
+    other = torch.tensor([[1.0, -1.0, 0.0, 0.0], [0.0, 0.0, -3.0, 0.0], [0.0, 5.0, 0.0, 0.0]])
+    both(lambda d: _csr(d) + other.to(d).to_sparse_csr())  # union of entries; a zero kept
+    both(lambda d: torch.add(_csr(d), other.to(d).to_sparse_csr(), alpha=2))
+    both(lambda d: _csr(d) + other.to(d))
+    both(lambda d: other.to(d) + _csr(d))
+    both(lambda d: other.clone().to(d).add_(_csr(d), alpha=-1))
+
+
+def test_save_and_load_match_cpu():
+    def saved(d):
+        buffer = io.BytesIO()
+        torch.save({"m": _csr(d)}, buffer)
+        buffer.seek(0)
+        return torch.load(buffer)["m"]
+
+    both(saved)
+
+
+def test_unsupported_ops_are_refused_by_name():
+    c = _csr(TPU)
+    with pytest.raises(NotImplementedError, match="_to_sparse_bsr.*layout=torch.sparse_csr"):
+        c.to_sparse_bsr((1, 1))
+    with pytest.raises(NotImplementedError, match="3-d tensor to torch.sparse_csr"):
+        torch.ones(2, 2, 3, device=TPU).to_sparse_csr()
+    with pytest.raises(NotImplementedError, match="mm.*sparse compressed"):
+        c @ c.t()
