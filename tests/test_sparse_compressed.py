@@ -160,3 +160,19 @@ def test_unsupported_ops_are_refused_by_name():
         torch.ones(2, 2, 3, device=TPU).to_sparse_csr()
     with pytest.raises(NotImplementedError, match="mm.*sparse compressed"):
         c @ c.t()
+
+
+@pytest.mark.slow  # (torch_geometric's import)
+def test_pyg_layers_with_a_csr_adjacency_match_cpu():
+    pyg = pytest.importorskip("torch_geometric")
+    from torch_geometric.utils import to_torch_csr_tensor
+
+    edges = torch.tensor([[0, 1, 1, 2, 3], [1, 0, 2, 1, 0]])
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(0))
+    for make in (lambda: pyg.nn.SAGEConv(8, 4), lambda: pyg.nn.GINConv(torch.nn.Linear(8, 4))):
+        torch.manual_seed(1)
+        layer = make()
+        expected = layer(x, to_torch_csr_tensor(edges, size=(4, 4)).t())
+        layer.to(TPU)
+        actual = layer(x.to(TPU), to_torch_csr_tensor(edges.to(TPU), size=(4, 4)).t())
+        assert_same(actual, expected)
