@@ -138,6 +138,26 @@ def test_invalid_products_raise_as_cpu():
     raises_as_cpu(lambda d: torch.stack([_sparse("cpu")]).to(d).bmm(torch.ones(2, 3, 2, device=d)))
 
 
+def test_products_of_two_sparse_operands_match_cpu():
+    other = torch.sparse_coo_tensor([[0, 2, 2, 1], [1, 0, 1, 1]], [1.0, 2.0, -2.0, 0.5], (3, 2))
+    both(lambda d: torch.sparse.mm(_sparse(d), other.to(d)))  # coalesced, zeros kept
+    both(lambda d: _sparse(d) @ other.to(d))
+    both(lambda d: torch.sparse.mm(torch.sparse_coo_tensor(size=(2, 3), device=d), other.to(d)))
+    raises_as_cpu(lambda d: torch.mm(_sparse(d), _sparse(d).double()))
+    raises_as_cpu(lambda d: torch.mm(_sparse(d), torch.ones(2, 3, 2).to_sparse().to(d)))
+    raises_as_cpu(lambda d: torch.mm(_sparse(d), torch.ones(3, 2).to_sparse(1).to(d)),
+                  tpu_kernels=True)
+
+    def grads(d):
+        a = _sparse(d).coalesce().detach().requires_grad_()
+        b = other.to(d).coalesce().detach().requires_grad_()
+        torch.sparse.mm(a, b).to_dense().sin().sum().backward()
+        return a.grad._coalesced_(True), b.grad._coalesced_(True)
+
+    for actual, expected in zip(grads(TPU), grads("cpu"), strict=True):
+        assert_sparse_same(actual, expected)  # the product's entries, projected
+
+
 @pytest.mark.parametrize("product", [torch.sparse.mm, torch.mm])
 def test_gradients_of_products_match_cpu(product):
     m = torch.randn(3, 4)

@@ -92,7 +92,8 @@ def refused(func) -> NotImplementedError:
     return NotImplementedError(
         f"torchtpu: {func} is not supported for sparse COO tensors (layout=torch.sparse_coo) "
         f"on tpu. Supported: construction, coalesce, indices/values, to_dense, to_sparse, "
-        f"mm/addmm/matmul/bmm with a dense operand, add, sub, mul/div by a number, neg, "
+        f"mm/addmm/matmul/bmm with a dense operand, sparse @ sparse, add, sub, mul/div by a "
+        f"number, neg, "
         f"zero-preserving functions (abs, sqrt, pow...), sum, softmax, transpose, unsqueeze, "
         f"select/index_select/unbind, cat/stack along a sparse dim, clone, detach, zeros_like "
         f"and copies. "

@@ -48,10 +48,10 @@ def refused(func, layout=None) -> NotImplementedError:
     return NotImplementedError(
         f"torchtpu: {func} is not supported for {where} on tpu. Supported: construction, "
         f"crow/col/ccol/row_indices, values, to_dense, conversion to and from dense and COO, "
-        f"CSR <-> CSC, mm/addmm/mv/matmul with a dense operand, transpose, sum, clone, copies "
-        f"and value-wise functions that keep zeros (neg, abs, sqrt, sin, tanh, relu, mul by a "
-        f"number...). Convert with .to_dense(), .to_sparse() or .cpu(), and please report it "
-        f"at {REPORT} with this message.")
+        f"CSR <-> CSC, mm/addmm/mv/matmul (with a dense operand, or CSR @ CSR), transpose, "
+        f"sum, clone, copies and value-wise functions that keep zeros (neg, abs, sqrt, sin, "
+        f"tanh, relu, mul by a number...). Convert with .to_dense(), .to_sparse() or .cpu(), "
+        f"and please report it at {REPORT} with this message.")
 
 
 def _layout_of(args) -> torch.layout | None:
@@ -197,7 +197,9 @@ def _product(a, b, alpha=1):
     sparse_first = a.layout in _COMPRESSED
     s, dense = (a, b) if sparse_first else (b, a)
     if b.layout in _COMPRESSED and a.layout in _COMPRESSED:
-        raise refused(aten.mm.default, a.layout)
+        # (CPU's result is CSR whatever the operands' compressed layouts)
+        product = torch.mm(a.to_sparse(), b.to_sparse())
+        return from_coo(product * alpha if alpha != 1 else product, torch.sparse_csr)
     if a.dim() != 2 or b.dim() != 2:
         raise RuntimeError(f"mm: expected 2-D tensors, got {a.dim()}-D and {b.dim()}-D")
     if a.shape[1] != b.shape[0]:

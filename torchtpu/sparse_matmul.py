@@ -1,13 +1,13 @@
 """Products of sparse COO tpu tensors (``sparse.py``) with dense ones: mm, mv, bmm, addmm,
 each an ``index_add`` of the dense operand's rows scaled by the entries, in entry order (CPU's
-loop); CPU's checks and messages."""
+loop); and of two sparse ones (mm); CPU's checks and messages."""
 
 from __future__ import annotations
 
 import torch
 
 from .ops.dtypes import scalar_type_name as _name
-from .sparse import SparseTensor, refused
+from .sparse import SparseTensor, make, refused
 from .sparse_ops import _alpha_times, _op, _sd
 from .tensor import DEVICE
 
@@ -54,13 +54,46 @@ def _dense_sparse(dense, s):
     return out.index_add(1, cols, scaled)
 
 
-@_op(aten.mm.default, aten._sparse_mm.default)
+def _sparse_sparse(a, b):
+    """a [m, k] @ b [k, n], both sparse: every pair of an entry (i, k) of ``a`` with an entry
+    (k, j) of ``b`` gives a product at (i, j), summed by coalescing (CPU's result: coalesced,
+    an entry wherever some pair met, zero or not)."""
+    for name, s in (("mat1_", a), ("mat2_", b)):
+        if s.dim() != 2:
+            raise RuntimeError(f"Expected {name}.dim() == 2 to be true, but got false.  (Could "
+                               f"this error message be improved?  If so, please report an "
+                               f"enhancement request to PyTorch.)")
+        if _sd(s) != 2:
+            raise RuntimeError(f"sparse_sparse_matmul_tpu: scalar values expected, got "
+                               f"{s._v.dim() - 1}D values")
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x"
+                           f"{a.shape[1]} and {b.shape[0]}x{b.shape[1]})")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"mat1 dtype {_name(a.dtype)} does not match mat2 dtype "
+                           f"{_name(b.dtype)}")
+    a, b = a.coalesce(), b.coalesce()
+    (rows, inner), (b_rows, cols) = a._i, b._i
+    per_row = torch.bincount(b_rows, minlength=b.shape[0])  # b's entries, sorted by row
+    first = per_row.cumsum(0) - per_row
+    pairs = per_row[inner]  # how many of b's entries each of a's entries meets
+    total = int(pairs.sum())  # the result's size depends on the data: a sync, as on CPU
+    of_a = torch.repeat_interleave(torch.arange(inner.shape[0], device=DEVICE), pairs,
+                                   output_size=total)
+    within = torch.arange(total, device=DEVICE) - (pairs.cumsum(0) - pairs)[of_a]
+    of_b = first[inner[of_a]] + within
+    product = make(torch.stack([rows[of_a], cols[of_b]]), a._v[of_a] * b._v[of_b],
+                   (a.shape[0], b.shape[1]), False)
+    return product.coalesce()
+
+
+@_op(aten.mm.default, aten._sparse_mm.default, aten._sparse_sparse_matmul.default)
 def _mm(a, b):
     if type(a) is SparseTensor and type(b) is not SparseTensor:
         return _sparse_dense(a, b)
     if type(b) is SparseTensor and type(a) is not SparseTensor:
         return _dense_sparse(a, b)
-    raise refused(aten.mm.default)
+    return _sparse_sparse(a, b)
 
 
 @_op(aten.mv.default)

@@ -235,12 +235,20 @@ def _sparse_mask(self, mask):
 
 @_op(aten._sparse_mask_projection.default)
 def _sparse_mask_projection(self, mask, accumulate_matches=False):
-    """A sparse ``self`` at ``mask``'s indices (sparse_mask's backward). (With duplicates in
-    an uncoalesced ``self``, CPU without ``accumulate_matches`` takes one of them; summed
-    here.)"""
-    if type(self) is not SparseTensor:
+    """``self``'s entries, zeroed where ``mask`` has none: ``self``'s indices and flag (the
+    backward of sparse_mask and of sparse @ sparse)."""
+    if type(self) is not SparseTensor or type(mask) is not SparseTensor:
         raise refused(aten._sparse_mask_projection.default)
-    return _sparse_mask(self, mask)
+    if self.shape != mask.shape:
+        raise RuntimeError(f"_sparse_mask_projection(): operands have incompatible sizes; self "
+                           f"has size {list(self.shape)} but mask has size {list(mask.shape)}")
+    sizes = list(self.shape[:_sd(self)])
+    keys, wanted = _linear(_coalesce_if_needed(mask)._i, sizes), _linear(self._i, sizes)
+    at = torch.searchsorted(keys, wanted).clamp(max=max(keys.shape[0] - 1, 0))
+    found = keys[at] == wanted if keys.shape[0] else torch.zeros_like(wanted, dtype=torch.bool)
+    found = found.view(-1, *[1] * (self._v.dim() - 1))
+    values = torch.where(found, self._v, torch.zeros((), dtype=self.dtype, device=DEVICE))
+    return make(self._i.clone(), values, self.shape, self._coalesced)
 
 
 def _looked_up(s, indices):
