@@ -148,6 +148,17 @@ def test_additions_match_cpu():
     both(lambda d: other.clone().to(d).add_(_csr(d), alpha=-1))
 
 
+@pytest.mark.parametrize("layout", COMPRESSED)
+def test_factories_and_fills_match_cpu(layout):
+    both(lambda d: torch.zeros(2, 3, layout=layout, device=d))
+    empty = torch.empty(4, 2, layout=layout, device=TPU)
+    assert (empty.layout, empty.shape, empty._nnz()) == (layout, (4, 2), 0)
+    assert empty.values().device.type == "tpu"
+    both(lambda d: torch.zeros_like(DENSE.to(d).to_sparse(layout=layout)))
+    both(lambda d: DENSE.to(d).to_sparse(layout=layout).zero_())
+    both(lambda d: DENSE.to(d).to_sparse(layout=layout).fill_(5))
+
+
 def test_save_and_load_match_cpu():
     def saved(d):
         buffer = io.BytesIO()

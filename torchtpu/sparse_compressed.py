@@ -25,11 +25,13 @@ aten = torch.ops.aten
 KERNELS: dict = {}
 _COMPRESSED = (torch.sparse_csr, torch.sparse_csc)
 
-# CPU's kernels of these read only the tensor's members, never their data: any device's
-# tensor can be redispatched to them.
-_MEMBER_READS = (aten.crow_indices.default, aten.col_indices.default,
-                 aten.ccol_indices.default, aten.row_indices.default, aten.values.default,
-                 aten._nnz.default, aten.dense_dim.default, aten.sparse_dim.default)
+# CPU's kernels of these never read the members' data: they return members, or build and
+# fill tensors through ops on the tensor's own device. A tpu tensor is redispatched to them.
+_DEVICE_GENERIC = (aten.crow_indices.default, aten.col_indices.default,
+                   aten.ccol_indices.default, aten.row_indices.default, aten.values.default,
+                   aten._nnz.default, aten.dense_dim.default, aten.sparse_dim.default,
+                   aten.empty.memory_format, aten.empty_like.default, aten.zero_.default,
+                   aten.fill_.Scalar, aten.resize_as_sparse_.default)
 _CPU_KERNELS = DispatchKeySet(DispatchKey.SparseCsrCPU)
 
 
@@ -342,12 +344,12 @@ def _copy_(dst, src, non_blocking=False):
     return dst
 
 
-def _member_read(func):
+def _as_cpu_does(func):
     return lambda *args, **kwargs: func.redispatch(_CPU_KERNELS, *args, **kwargs)
 
 
-for _func in _MEMBER_READS:
-    KERNELS[_func] = _member_read(_func)
+for _func in _DEVICE_GENERIC:
+    KERNELS[_func] = _as_cpu_does(_func)
 
 
 def run(func, args, kwargs):
