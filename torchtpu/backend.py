@@ -22,6 +22,7 @@ from . import (
     batching_rules,
     distributed,
     generator,
+    nested_attention,
     serialization,
     sparse,
     sparse_compressed,
@@ -587,6 +588,7 @@ def register() -> None:
     proxy_tensor.HANDLED_TYPES = _TracedAsPlain(proxy_tensor.HANDLED_TYPES)
     backward_errors.install()
     accelerator.install()
+    nested_attention.install()
     modes.init_from_env()
 
 

@@ -70,3 +70,30 @@ def test_factory_of_a_nested_int_size_raises_cpus_error(factory):
         with pytest.raises(RuntimeError, match="SymIntArrayRef expected to contain only "
                                                "concrete integers"):
             factory(size, device)
+
+
+def _attention(device, cross: bool):
+    g = torch.Generator().manual_seed(0)
+    queries = [torch.randn(n, 2, 8, generator=g) for n in (3, 5, 1)]
+    keys = [torch.randn(n, 2, 8, generator=g) for n in (4, 2, 6)] if cross else queries
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the prototype API's warning
+        q, k = (torch.nested.nested_tensor([t.to(device) for t in ts], layout=torch.jagged,
+                                           requires_grad=True) for ts in (queries, keys))
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), k.transpose(1, 2), scale=0.3).transpose(1, 2)
+    (out.values() ** 2).sum().backward()
+    return [*out.detach().unbind(), *q.grad.unbind(), *k.grad.unbind()], out._ragged_idx
+
+
+@pytest.mark.parametrize("cross", [False, True])
+def test_jagged_scaled_dot_product_attention_as_cpu(cross):
+    # PyTorch's math backend for jagged SDPA builds a strided nested tensor, which tpu does
+    # not have: it failed with "If inputs are nested tensors they must be contiguous".
+    (actual, ragged), (expected, e_ragged) = _attention(TPU, cross), _attention("cpu", cross)
+    assert ragged == e_ragged
+    assert_same(actual, expected)
+    with pytest.raises(RuntimeError, match="No viable backend"):
+        q = torch.nested.nested_tensor([torch.ones(2, 1, 4, device=TPU)], layout=torch.jagged)
+        torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), q.transpose(1, 2),
+                                                         q.transpose(1, 2), is_causal=True)
