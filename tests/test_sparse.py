@@ -257,6 +257,30 @@ def test_index_selects_and_concatenations_match_cpu():
     both(lambda d: torch.cat([_sparse(d), _sparse(d, coalesce=True)], 1))
 
 
+def test_elementwise_products_with_tensors_match_cpu():
+    other = torch.sparse_coo_tensor([[1, 2, 0], [0, 2, 2]], [2.0, -1.0, 4.0], (3, 3))
+    for a_coalesced, b_coalesced in ((True, True), (False, True), (True, False), (False, False)):
+        b = other.coalesce() if b_coalesced else other
+        # both coalesced: their common entries; else the uncoalesced one's entries, flagged
+        both(lambda d, c=a_coalesced, b=b: _sparse(d, coalesce=c) * b.to(d))
+    both(lambda d: _sparse(d) * torch.arange(9.0).view(3, 3).to(d))  # the sparse one's entries
+    both(lambda d: torch.ones(3, 1, device=d, dtype=torch.float64) * _sparse(d, coalesce=True))
+
+
+def test_narrow_copy_permute_and_hspmm_match_cpu():
+    hybrid = torch.sparse_coo_tensor([[0, 1], [1, 0]], torch.arange(6.0).view(2, 3), (2, 2, 3))
+    both(lambda d: _sparse(d, coalesce=True).narrow_copy(1, 1, 2))
+    both(lambda d: _sparse(d).narrow_copy(0, 0, 2))
+    both(lambda d: hybrid.to(d).narrow_copy(2, 1, 2))
+    raises_as_cpu(lambda d: _sparse(d).narrow_copy(0, -2, 2))
+    both(lambda d: _sparse(d, coalesce=True).permute(1, 0))  # flagged uncoalesced, as on CPU
+    both(lambda d: hybrid.to(d).permute(1, 0, 2))
+    raises_as_cpu(lambda d: hybrid.to(d).permute(2, 0, 1))
+    both(lambda d: torch.hspmm(_sparse(d), torch.arange(6.0).view(3, 2).to(d)))
+    both(lambda d: torch.sparse_coo_tensor(torch.zeros(0, 1, dtype=torch.int64), [3.0], (),
+                                           device=d).transpose(0, 0))
+
+
 def test_transposes_match_cpu():
     both(lambda d: _sparse(d).t())
     both(lambda d: _sparse(d, coalesce=True).t())
@@ -405,7 +429,7 @@ def test_unsupported_ops_are_refused_naming_the_op_and_layout():
     with pytest.raises(NotImplementedError, match=r"aten\.cos\.default .*sparse_coo"):
         _sparse(TPU).cos()
     with pytest.raises(NotImplementedError, match=r"aten\.mul\.Tensor .*sparse_coo"):
-        _sparse(TPU) * _sparse(TPU)
+        _sparse(TPU) * torch.ones(2, 3, 3, device=TPU)  # (CPU broadcasts the sparse one)
 
 
 class _GCNLayer(torch.nn.Module):

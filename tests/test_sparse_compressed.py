@@ -102,6 +102,13 @@ def test_products_of_two_compressed_operands_match_cpu():
     both(lambda d: DENSE.to(d).to_sparse_csc() @ other.to(d).to_sparse_csc())  # CSR too
 
 
+def test_sampled_addmm_matches_cpu():
+    m1, m2 = torch.randn(3, 2), torch.randn(2, 4)
+    both(lambda d: torch.sparse.sampled_addmm(_csr(d), m1.to(d), m2.to(d), beta=0.5, alpha=2))
+    both(lambda d: torch.sparse.sampled_addmm(_csr(d), m1.to(d), m2.to(d), beta=0))
+    raises_as_cpu(lambda d: torch.sparse.sampled_addmm(_csr(d), m1.to(d), m1.t().to(d)))
+
+
 def test_product_errors_match_cpu():
     raises_as_cpu(lambda d: _csr(d) @ X.to(d, torch.float64))
     raises_as_cpu(lambda d: _csr(d) @ torch.ones(3, 2, device=d))

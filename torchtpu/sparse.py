@@ -92,13 +92,12 @@ def refused(func) -> NotImplementedError:
     return NotImplementedError(
         f"torchtpu: {func} is not supported for sparse COO tensors (layout=torch.sparse_coo) "
         f"on tpu. Supported: construction, coalesce, indices/values, to_dense, to_sparse, "
-        f"mm/addmm/matmul/bmm with a dense operand, sparse @ sparse, add, sub, mul/div by a "
-        f"number, neg, "
-        f"zero-preserving functions (abs, sqrt, pow...), sum, softmax, transpose, unsqueeze, "
-        f"select/index_select/unbind, cat/stack along a sparse dim, clone, detach, zeros_like "
-        f"and copies. "
-        f"Convert with .to_dense() or .cpu(), and please report it at {REPORT} with this "
-        f"message.")
+        f"to_sparse_csr/csc, mm/addmm/matmul/bmm/hspmm with a dense operand, sparse @ sparse, "
+        f"add, sub, mul (by a number, a dense or a sparse tensor), div by a number, neg, "
+        f"zero-preserving functions (abs, sqrt, pow...), sum, softmax, transpose, permute, "
+        f"unsqueeze, narrow_copy, select/index_select/unbind, cat/stack along a sparse dim, "
+        f"clone, detach, zeros_like and copies. Convert with .to_dense() or .cpu(), and please "
+        f"report it at {REPORT} with this message.")
 
 
 def is_sparse_tpu(x) -> bool:

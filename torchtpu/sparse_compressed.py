@@ -219,6 +219,27 @@ def _product(a, b, alpha=1):
     return out.index_add(1, cols, dense[:, rows] * values)
 
 
+@_kernel(aten.sparse_sampled_addmm.default)
+def _sampled_addmm(self, mat1, mat2, *, beta=1, alpha=1):
+    """beta * self + alpha * (mat1 @ mat2) at ``self``'s entries only (its indices kept)."""
+    if mat1.layout is not torch.strided or mat2.layout is not torch.strided:
+        raise refused(aten.sparse_sampled_addmm.default, self.layout)
+    if mat1.shape[-1] != mat2.shape[-2]:
+        raise RuntimeError(f"sampled_addmm: mat1 and mat2 shapes cannot be multiplied "
+                           f"({mat1.shape[-2]}x{mat1.shape[-1]} and {mat2.shape[-2]}x"
+                           f"{mat2.shape[-1]})")
+    if self.shape[-2] != mat1.shape[-2]:
+        raise RuntimeError("sampled_addmm: self.shape[-2] must match mat1.shape[-2]")
+    if self.shape[-1] != mat2.shape[-1]:
+        raise RuntimeError("sampled_addmm: self.shape[-1] must match mat2.shape[-1]")
+    if mat1.dtype != mat2.dtype:
+        raise RuntimeError(f"sampled_addmm: Expected mat1 and mat2 to have the same dtype, but "
+                           f"got {_name(mat1.dtype)} and {_name(mat2.dtype)}")
+    rows, cols, values = entries(self, aten.sparse_sampled_addmm.default)
+    sampled = (mat1[rows] * mat2.t()[cols]).sum(-1)
+    return _rebuilt(self, values * beta + sampled * alpha if beta else sampled * alpha)
+
+
 @_kernel(aten.mm.default)
 def _mm(a, b):
     return _product(a, b)

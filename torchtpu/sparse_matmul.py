@@ -96,6 +96,17 @@ def _mm(a, b):
     return _sparse_sparse(a, b)
 
 
+@_op(aten.hspmm.default)
+def _hspmm(s, dense):
+    """s @ dense as a hybrid sparse tensor: the product's rows where ``s`` has entries (CPU's:
+    sorted, flagged uncoalesced)."""
+    if type(s) is not SparseTensor or type(dense) is SparseTensor:
+        raise refused(aten.hspmm.default)
+    product = _sparse_dense(s, dense)
+    rows = torch.unique(s._i[0])
+    return make(rows[None], product[rows], product.shape, False)
+
+
 @_op(aten.mv.default)
 def _mv(s, vec):
     if type(s) is not SparseTensor or type(vec) is SparseTensor:

@@ -274,7 +274,32 @@ def _mul(a, b):
         return make(a._i.clone(), torch.mul(a._v, b), a.shape, a._coalesced)
     if type(b) is SparseTensor and _number(a):
         return make(b._i.clone(), torch.mul(a, b._v), b.shape, b._coalesced)
-    raise refused(aten.mul.Tensor)
+    if type(a) is SparseTensor and type(b) is SparseTensor:
+        return _mul_sparse(a, b)
+    s, dense = (a, b) if type(a) is SparseTensor else (b, a)
+    if torch.broadcast_shapes(s.shape, dense.shape) != s.shape:
+        raise refused(aten.mul.Tensor)  # (CPU broadcasts the sparse operand too)
+    # each entry times the dense value at its place: the sparse operand's indices and flag
+    values = s._v * dense.expand(s.shape)[tuple(s._i)]
+    return make(s._i.clone(), values, s.shape, s._coalesced)
+
+
+def _mul_sparse(a, b):
+    """sparse * sparse, as CPU's kernel: two coalesced operands give the entries both have
+    (coalesced); otherwise the uncoalesced operand's entries (the right one's when both are),
+    each times the other's summed value at its place, flagged uncoalesced."""
+    if a.shape != b.shape:
+        raise RuntimeError(f"mul operands have incompatible sizes: {list(a.shape)} and "
+                           f"{list(b.shape)}")
+    if a._coalesced and b._coalesced:
+        sizes = list(a.shape[:_sd(a)])
+        keys, wanted = _linear(b._i, sizes), _linear(a._i, sizes)
+        at = torch.searchsorted(keys, wanted).clamp(max=max(keys.shape[0] - 1, 0))
+        both = (keys[at] == wanted).nonzero().squeeze(1) if keys.shape[0] else at[:0]
+        return make(a._i[:, both], a._v[both] * b._v[at[both]], a.shape, True)
+    pattern, other = (a, b) if b._coalesced else (b, a)
+    values = pattern._v * _looked_up(_coalesce_if_needed(other), pattern._i)
+    return make(pattern._i.clone(), values, a.shape, False)
 
 
 @_op(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode)
@@ -513,6 +538,8 @@ OPS[aten.sub_.Tensor] = _add_or_sub_(-1)
 def _transpose(s, dim0, dim1):
     ndim, sd = s.dim(), _sd(s)
     d0, d1 = (canonicalize_dim(ndim, d) for d in (dim0, dim1))
+    if ndim == 0:  # (transpose(0, 0) and (-1, -1) of a 0-d tensor: itself, as on CPU)
+        return make(s._i, s._v, s.shape, s._coalesced)
     if d0 >= sd or d1 >= sd:
         raise RuntimeError(f"sparse transpose: transposed dimensions must be sparse Got "
                            f"sparse_dim: {sd}, d0: {d0}, d1: {d1}")
@@ -556,6 +583,39 @@ def _t_(s):
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 OPS[aten.t_.default] = _t_
 OPS[aten.transpose_.default] = _transposed_in_place
+
+
+@_op(aten.permute.default)
+def _permute(s, dims):
+    ndim, sd = s.dim(), _sd(s)
+    if len(dims) != ndim:
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
+                           f"not match the length of the desired ordering of dimensions i.e. "
+                           f"input.dim() = {ndim} is not equal to len(dims) = {len(dims)}")
+    dims = [canonicalize_dim(ndim, d) for d in dims]
+    if sorted(dims[:sd]) != list(range(sd)):
+        raise RuntimeError("permute(sparse_coo): transpositions between sparse and dense "
+                           "dimensions are not allowed.Only transpositions within sparse and "
+                           "dense dimensions are supported.")
+    values = s._v.permute(0, *[d - sd + 1 for d in dims[sd:]])
+    # (CPU flags the result uncoalesced, whatever the order)
+    return make(s._i[dims[:sd]], values, [s.shape[d] for d in dims], False)
+
+
+@_op(aten.narrow_copy.default)
+def _narrow_copy(s, dim, start, length):
+    shape = list(torch.empty(s.shape, device="meta").narrow_copy(dim, start, length).shape)
+    dim, sd = canonicalize_dim(s.dim(), dim), _sd(s)
+    if start < 0 or start + length > s.shape[dim]:  # (no negative start, unlike dense)
+        raise RuntimeError(f"Invalid range to narrow. range(start, start+length) must be a "
+                           f"subset of range(0, {s.shape[dim]}).")
+    if dim >= sd:  # a dense dim: every entry, part of its values
+        values = s._v.narrow_copy(dim - sd + 1, start, length)
+        return make(s._i.clone(), values, shape, s._coalesced)
+    kept = ((s._i[dim] >= start) & (s._i[dim] < start + length)).nonzero().squeeze(1)
+    indices = s._i[:, kept]
+    indices[dim] -= start
+    return make(indices, s._v[kept], shape, s._coalesced)
 
 
 @_op(aten.unsqueeze.default)
