@@ -147,17 +147,6 @@ def validate(args, kwargs):
     return aten._validate_sparse_coo_tensor_args.default(indices.cpu(), stand_in, size, *rest)
 
 
-def to_compressed(layout):
-    """A dense tpu tensor's ``_to_sparse_csr`` / ``_to_sparse_csc``."""
-
-    def convert(args, kwargs):
-        from .sparse_compressed import from_dense
-
-        return from_dense(*args, layout=layout, **kwargs)
-
-    return convert
-
-
 def to_sparse(args, kwargs):
     """A dense tpu tensor's ``_to_sparse`` (``dense.to_sparse()``, ``to_sparse(sparse_dim)``):
     the positions whose entries are not all zero, sorted, and their values; coalesced."""

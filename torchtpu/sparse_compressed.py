@@ -179,6 +179,11 @@ def from_dense(self, layout, dense_dim=None):
     return compressed(rows, cols, self[rows, cols], self.shape, layout)
 
 
+def dense_handler(layout):
+    """The dense tpu tensor's ``_to_sparse_csr`` / ``_to_sparse_csc`` (eager/special.py)."""
+    return lambda args, kwargs: from_dense(*args, layout=layout, **kwargs)
+
+
 def from_coo(s, layout):
     """A sparse COO tpu tensor's ``to_sparse_csr()`` / ``to_sparse_csc()``."""
     if s.sparse_dim() != 2:

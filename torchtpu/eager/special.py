@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import torch
 from torch._prims_common import compute_required_storage_length
 
-from .. import sparse
+from .. import sparse, sparse_compressed
 from ..debug import counters as metrics
 from ..ops.dtypes import broadcast, cast, cpp_name, scalar_type_name, to_jax_dtype
 from ..runtime.platform import check_device_index
@@ -399,8 +399,8 @@ HANDLERS.update({
     aten._validate_sparse_coo_tensor_args.default: sparse.validate,
     aten._to_sparse.default: sparse.to_sparse,
     aten._to_sparse.sparse_dim: sparse.to_sparse,
-    aten._to_sparse_csr.default: sparse.to_compressed(torch.sparse_csr),
-    aten._to_sparse_csc.default: sparse.to_compressed(torch.sparse_csc),
+    aten._to_sparse_csr.default: sparse_compressed.dense_handler(torch.sparse_csr),
+    aten._to_sparse_csc.default: sparse_compressed.dense_handler(torch.sparse_csc),
 })
 
 for _op in (aten._nested_tensor_from_tensor_list.default, aten._nested_view_from_buffer.default,
