@@ -43,6 +43,7 @@ from .tensor import (
     read,
     set_data,
     set_executor,
+    tensor_new,
     to_dlpack,
     tpu_class,
     user_state,
@@ -591,6 +592,7 @@ def register() -> None:
         distributed.register()
     _guard_forks()
     torch.Tensor._make_subclass = staticmethod(make_subclass)
+    torch.Tensor.__new__ = tensor_new
     serialization.install()
     storage.install()
     generator.install()
