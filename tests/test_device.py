@@ -477,6 +477,21 @@ def test_lazy_modules_made_for_tpu():
     assert cpu_made.weight.device.type == "tpu" and isinstance(cpu_made.weight, torch.nn.Parameter)
 
 
+def test_a_lazy_module_aimed_at_tpu_refuses_and_converts_as_on_cpu():
+    # Its placeholders wait on the CPU: share_memory and to_empty refused them only there, and
+    # a dtype conversion was remembered but not shown.
+    for device in ("cpu", TPU):
+        m = torch.nn.LazyLinear(5, device=device)
+        with pytest.raises(RuntimeError, match="share memory on an uninitialized"):
+            m.share_memory()
+        with pytest.raises(ValueError, match="uninitialized parameter"):
+            m.to_empty(device=device)
+        assert isinstance(m.weight, torch.nn.parameter.UninitializedParameter)
+        assert m.half().weight.dtype == torch.float16
+        y = m(torch.ones(2, 3, dtype=torch.float16, device=device))
+        assert m.weight.device == y.device == torch.device(device) and y.dtype == torch.float16
+
+
 @pytest.mark.parametrize("convert,device", [
     (lambda m: m.to(torch.float64), "cpu"), (lambda m: m.double(), "cpu"),
     (lambda m: m.to("cpu", torch.float64), "cpu"), (lambda m: m.to(TPU).double(), TPU),

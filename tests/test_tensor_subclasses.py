@@ -86,6 +86,30 @@ def test_make_subclass_of_tpu_data_is_a_detached_leaf():
     assert p.device.type == "tpu" and p.tolist() == [2.0, 2.0, 2.0]
 
 
+class Kept(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        # (the pattern of PyTorch's load_state_dict tests: detach keeps the class)
+        with torch._C.DisableTorchFunctionSubclass():
+            ret = func(*args, **(kwargs or {}))
+        return cls(ret) if func is torch.Tensor.detach and not isinstance(ret, cls) else ret
+
+
+def test_a_subclass_constructed_from_a_tpu_tensor_is_an_alias_of_its_class():
+    # Sub(t) raised (PyTorch will not re-class the alias of a TpuTensor), and type(t)(data)
+    # of a subclass on tpu made a plain tpu Parameter: nn.Parameter refused such classes.
+    for device in ("cpu", TPU):
+        x = torch.ones(3, device=device, requires_grad=True) * 2
+        t = Tagged(x)
+        assert type(t).__name__ == "Tagged" and isinstance(t, Tagged) and t.device == x.device
+        assert t.grad_fn is not None and t.tolist() == [2.0, 2.0, 2.0]
+        assert isinstance(torch.Tensor(x), torch.Tensor) and torch.Tensor(2, 3).device.type == "cpu"
+        k = Kept(x.detach())
+        assert isinstance(k.detach(), Kept) and type(k.detach()) is type(k)
+        p = torch.nn.Parameter(k)
+        assert isinstance(p, Kept) and p.requires_grad and p.device == x.device
+
+
 def test_make_subclass_sets_requires_grad_unseen_by_the_classs_torch_function():
     # ExpandedWeight (per-sample gradients) refuses every function it does not handle,
     # requires_grad_ too: CPU's _make_subclass sets the flag in C++

@@ -45,6 +45,7 @@ from .tensor import (
     read,
     set_data,
     set_executor,
+    tensor_new,
     to_dlpack,
     tpu_class,
     user_state,
@@ -231,24 +232,38 @@ def _aim_uninitialized(module: torch.nn.Module, fn) -> list:
     ``param.data = fn(param)`` (a tpu target it remembers keeps its device: ``.to('tpu')
     .double()``). They are out of the module while the rest is converted."""
     lazy = []
+    try:
+        _take_uninitialized(module, fn, lazy)
+    except BaseException:
+        for store, name, t in lazy:  # a refusal leaves the module as it was
+            store[name] = t
+        raise
+    return lazy
+
+
+def _take_uninitialized(module: torch.nn.Module, fn, lazy: list) -> None:
     for m in module.modules():
         for store in (m._parameters, m._buffers):
             for name, t in list(store.items()):
                 if not isinstance(t, UninitializedTensorMixin):
                     continue
                 target = t.__dict__.get("_torchtpu_target")
+                # fn of the placeholder itself, as PyTorch's: its refusals (share_memory_,
+                # to_empty's empty_like) are the user's answer wherever it is aimed.
+                converted = fn(t)
                 # fn on a stand-in: an uninitialized buffer cannot become a TpuTensor itself.
                 moved = fn(torch.empty(0, dtype=target[1] if target else t.dtype,
                                        device=target[0] if target else None))
-                if moved.device.type == "tpu":
-                    t._torchtpu_target = (moved.device, moved.dtype)
-                else:
-                    t.__dict__.pop("_torchtpu_target", None)
-                    with torch.no_grad():
-                        t.data = fn(t)
+                with torch.no_grad():
+                    if moved.device.type == "tpu":
+                        t._torchtpu_target = (moved.device, moved.dtype)
+                        # (the placeholder stays on the CPU, in the dtype it will have)
+                        t.data = torch.empty(0, dtype=moved.dtype)
+                    else:
+                        t.__dict__.pop("_torchtpu_target", None)
+                        t.data = converted
                 lazy.append((store, name, t))
                 del store[name]
-    return lazy
 
 
 _materialize = UninitializedTensorMixin.materialize
@@ -580,6 +595,7 @@ def register() -> None:
         distributed.register()
     _guard_forks()
     torch.Tensor._make_subclass = staticmethod(make_subclass)
+    torch.Tensor.__new__ = tensor_new
     serialization.install()
     storage.install()
     generator.install()

@@ -297,6 +297,11 @@ class _SubclassOnTpu(TpuTensor):
 
     _user_class: type = torch.Tensor
 
+    def __new__(cls, *args, **kwargs):
+        # ``type(t)(data)`` of a user's class with no constructor of its own: torch.Tensor's
+        # (TpuTensor's makes a Parameter)
+        return tensor_new(cls, *args, **kwargs)
+
     def __getattr__(self, name: str):
         # (reached only for an attribute not found: a payload entry after a __dict__
         # replacement, or one that is missing indeed)
@@ -414,6 +419,18 @@ def tpu_class(cls: type) -> type:
 
 
 _make_subclass = torch._C.TensorBase._make_subclass
+_base_new = torch._C.TensorBase.__new__
+
+
+def tensor_new(*args, **kwargs):
+    """``torch.Tensor.__new__``: ``Sub(t)`` of a tpu ``t`` (PyTorch's legacy constructor, an
+    alias of ``t`` given ``cls``), which PyTorch will not re-class as its Python object is a
+    TpuTensor already, is ``as_subclass``'s alias. (A signature of only ``*args, **kwargs``:
+    Dynamo's polyfill for ``torch.Tensor.__new__`` checks it against its own.)"""
+    cls, *rest = args
+    if len(rest) == 1 and not kwargs and isinstance(rest[0], TpuTensor):
+        return rest[0].as_subclass(cls)
+    return _base_new(*args, **kwargs)
 
 
 def make_subclass(cls, data, requires_grad: bool = False, **kwargs) -> torch.Tensor:
