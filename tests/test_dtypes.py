@@ -129,6 +129,14 @@ def test_conversions():
              torch.tensor([0.0, 1.7, -2.2, 3.5]))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64])
+def test_dequantize_of_a_tensor_not_quantized_is_to_float32_as_cpu(dtype):
+    x = torch.tensor([0.0, 1.7, -2.2, 3.5]).to(dtype)
+    run_both(lambda t: t.dequantize(), x)
+    xt = x.to(TPU)
+    assert (xt.dequantize() is xt) == (x.dequantize() is x)
+
+
 @pytest.mark.parametrize("convert", [lambda c: c.float(), lambda c: c.to(torch.float64),
                                      lambda c: torch.empty(2, device=c.device).copy_(c),
                                      lambda c: c.to(torch.int16)],

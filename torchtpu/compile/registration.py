@@ -9,6 +9,7 @@ right after the module finishes loading. If Dynamo is already loaded we register
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.util
 import sys
@@ -38,20 +39,39 @@ def _route_default_backend() -> None:
     graph on 'tpu' (it fails with "Expected all tensors to be on the same device, but found
     at least two devices, tpu:0 and tpu:0!"). A graph with inputs on 'tpu' is compiled by
     this backend instead, so training scripts that compile by default run unchanged; so is
-    one that makes tensors on 'tpu' (``torch.arange(n, device="tpu")``, ``x.to("tpu")``)."""
+    one that makes tensors on 'tpu' (``torch.arange(n, device="tpu")``, ``x.to("tpu")``).
+    The same holds for ``torch._inductor.compile``, inductor's entry point for a graph
+    captured elsewhere, which custom Dynamo backends call (heavyball's optimizers compile
+    their steps so): on a tpu graph inductor picks its Pallas code generator and fails
+    with "No module named 'torch_tpu'"."""
     import torch
+    import torch._inductor
 
     wrapper = torch._TorchCompileInductorWrapper
     inductor = wrapper.__call__
 
     def __call__(self, model_, inputs_, **kwargs):
-        if any(_on_tpu(x) for x in inputs_) or any(
-                _on_tpu(node.meta.get("example_value", node.meta.get("val")))
-                for node in model_.graph.nodes):
+        if _tpu_graph(model_, inputs_):
             return _lazy_backend(model_, inputs_)
         return inductor(self, model_, inputs_, **kwargs)
 
     wrapper.__call__ = __call__
+
+    inductor_compile = torch._inductor.compile
+
+    @functools.wraps(inductor_compile)
+    def compile_tpu_graphs_here(gm, example_inputs, options=None):
+        if _tpu_graph(gm, example_inputs):
+            return _lazy_backend(gm, example_inputs)
+        return inductor_compile(gm, example_inputs, options)
+
+    torch._inductor.compile = compile_tpu_graphs_here
+
+
+def _tpu_graph(gm, inputs) -> bool:
+    return any(_on_tpu(x) for x in inputs) or any(
+        _on_tpu(node.meta.get("example_value", node.meta.get("val")))
+        for node in gm.graph.nodes)
 
 
 def _on_tpu(value) -> bool:

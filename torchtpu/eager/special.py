@@ -341,6 +341,10 @@ HANDLERS = {
     aten.resize_.default: _resize_,
     aten.resize_as_.default: _resize_as_,
     aten.lift_fresh.default: _identity,
+    # A tensor that is not quantized dequantizes as CPU's kernel does it: .to(float32), which is
+    # the tensor itself when it is float32 (torchao's low-bit optimizer states answer
+    # dequantize(), so code reading optimizer state calls it on plain tensors too).
+    aten.dequantize.self: lambda args, kwargs: args[0].to(torch.float32),
     aten.lift_fresh_copy.default: _clone_fresh,
     aten.set_.source_Tensor: _set_source_tensor,
     aten.set_.source_Storage: _set_source_storage,
