@@ -442,6 +442,17 @@ def test_tensor_queries_answer_as_on_cpu():
     assert not t.is_set_to(t.clone()) and not t.is_set_to(t.view(4, 3)) and not t[0].is_set_to(t)
 
 
+def test_array_libraries_infer_torch_as_a_tpu_tensors_backend():
+    # opt_einsum (tensorly, neuraloperator's factorized spectral convolutions) and autoray name
+    # an array's backend by the top package of its class; 'torchtpu' made opt_einsum fall back
+    # to numpy, which refuses a device tensor
+    x, y = torch.randn(2, 3), torch.randn(3, 4)
+    assert type(x.to(TPU)).__module__.split(".")[0] == "torch"
+    opt_einsum = pytest.importorskip("opt_einsum")
+    assert_same(opt_einsum.contract("ij,jk->ik", x.to(TPU), y.to(TPU)),
+                opt_einsum.contract("ij,jk->ik", x, y))
+
+
 def test_lazy_modules_materialize_on_tpu():
     # Their uninitialized parameters hold no data: moved to tpu they stay uninitialized and
     # are created there, at their first call (as on cuda).

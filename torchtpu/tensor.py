@@ -627,6 +627,11 @@ def _as_fake(mode, func, args, kwargs):
 # Messages that print a tensor's class name (torch.distributions' argument checks, "Tensor of
 # shape (2,)") name it as on CPU and cuda; its repr and qualified name stay TpuTensor.
 TpuTensor.__name__ = "Tensor"
+# Libraries that pick an array backend by the top package of an array's class (opt_einsum's
+# and autoray's infer_backend: neuraloperator's factorized convolutions, tensorly) must find
+# torch's, as for a CPU or cuda tensor, not a 'torchtpu' backend they lack (opt_einsum then
+# falls back to numpy, which refuses a device tensor).
+TpuTensor.__module__ = "torch"
 
 
 def wrap(value: jax.Array) -> TpuTensor:
