@@ -148,6 +148,11 @@ def test_products_of_two_sparse_operands_match_cpu():
     raises_as_cpu(lambda d: torch.mm(_sparse(d), torch.ones(3, 2).to_sparse(1).to(d)),
                   tpu_kernels=True)
 
+
+@SLOW
+def test_gradients_of_products_of_two_sparse_operands_match_cpu():
+    other = torch.sparse_coo_tensor([[0, 2, 2, 1], [1, 0, 1, 1]], [1.0, 2.0, -2.0, 0.5], (3, 2))
+
     def grads(d):
         a = _sparse(d).coalesce().detach().requires_grad_()
         b = other.to(d).coalesce().detach().requires_grad_()

@@ -114,7 +114,7 @@ def test_product_errors_match_cpu():
     raises_as_cpu(lambda d: _csr(d) @ torch.ones(3, 2, device=d))
 
 
-@pytest.mark.parametrize("mode", ["strict", "fused"])
+@pytest.mark.parametrize("mode", ["strict", pytest.param("fused", marks=pytest.mark.slow)])
 def test_gradients_match_cpu(mode):
     def grads(d):
         x = X.clone().to(d).requires_grad_()

@@ -86,7 +86,7 @@ def _attention(device, cross: bool):
     return [*out.detach().unbind(), *q.grad.unbind(), *k.grad.unbind()], out._ragged_idx
 
 
-@pytest.mark.parametrize("cross", [False, True])
+@pytest.mark.parametrize("cross", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_jagged_scaled_dot_product_attention_as_cpu(cross):
     # PyTorch's math backend for jagged SDPA builds a strided nested tensor, which tpu does
     # not have: it failed with "If inputs are nested tensors they must be contiguous".
