@@ -40,12 +40,8 @@ def _route_default_backend() -> None:
     at least two devices, tpu:0 and tpu:0!"). A graph with inputs on 'tpu' is compiled by
     this backend instead, so training scripts that compile by default run unchanged; so is
     one that makes tensors on 'tpu' (``torch.arange(n, device="tpu")``, ``x.to("tpu")``).
-    The same holds for ``torch._inductor.compile``, inductor's entry point for a graph
-    captured elsewhere, which custom Dynamo backends call (heavyball's optimizers compile
-    their steps so): on a tpu graph inductor picks its Pallas code generator and fails
-    with "No module named 'torch_tpu'"."""
+    (``torch._inductor.compile`` is routed likewise once inductor is loaded: _on_inductor.)"""
     import torch
-    import torch._inductor
 
     wrapper = torch._TorchCompileInductorWrapper
     inductor = wrapper.__call__
@@ -57,7 +53,15 @@ def _route_default_backend() -> None:
 
     wrapper.__call__ = __call__
 
-    inductor_compile = torch._inductor.compile
+
+def _on_inductor() -> None:
+    """``torch._inductor.compile``, inductor's entry point for a graph captured elsewhere,
+    which custom Dynamo backends call (heavyball's optimizers compile their steps so): on a
+    tpu graph inductor picks its Pallas code generator and fails with "No module named
+    'torch_tpu'"; a tpu graph is compiled by this backend instead. Run once inductor's
+    package has finished loading (importing it first imports Dynamo half-way through)."""
+    inductor = sys.modules["torch._inductor"]
+    inductor_compile = inductor.compile
 
     @functools.wraps(inductor_compile)
     def compile_tpu_graphs_here(gm, example_inputs, options=None):
@@ -65,7 +69,7 @@ def _route_default_backend() -> None:
             return _lazy_backend(gm, example_inputs)
         return inductor_compile(gm, example_inputs, options)
 
-    torch._inductor.compile = compile_tpu_graphs_here
+    inductor.compile = compile_tpu_graphs_here
 
 
 def _tpu_graph(gm, inputs) -> bool:
@@ -91,31 +95,44 @@ _lazy_backend.__name__ = "tpu"
 
 
 class _Loader(importlib.abc.Loader):
-    def __init__(self, inner: importlib.abc.Loader):
-        self._inner = inner
+    def __init__(self, inner: importlib.abc.Loader, then):
+        self._inner, self._then = inner, then
 
     def create_module(self, spec):
         return self._inner.create_module(spec)
 
     def exec_module(self, module) -> None:
         self._inner.exec_module(module)
-        _on_dynamo()
+        self._then()
+
+
+# Modules waited for (name -> what runs once it has loaded), and the attribute that shows
+# one has finished loading.
+_pending: dict = {}
+_LOADED_MARK = {_TARGET: "optimize", "torch._inductor": "compile"}
 
 
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):
-        if fullname != _TARGET:
+        then = _pending.pop(fullname, None)
+        if then is None:
             return None
-        sys.meta_path.remove(self)  # one shot; also keeps find_spec below from recursing
-        spec = importlib.util.find_spec(fullname)
+        if not _pending:
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)  # (no longer pending: no recursion here)
         if spec is not None and spec.loader is not None:
-            spec.loader = _Loader(spec.loader)
+            spec.loader = _Loader(spec.loader, then)
         return spec
 
 
 def register() -> None:
-    """Register the backend now if Dynamo is loaded, else as soon as it is."""
-    if _TARGET in sys.modules and hasattr(sys.modules[_TARGET], "optimize"):
-        _on_dynamo()
-    elif not any(isinstance(f, _Finder) for f in sys.meta_path):
+    """Register the backend now if Dynamo is loaded, else as soon as it is (and route
+    inductor's graph entry point once inductor is)."""
+    for name, then in ((_TARGET, _on_dynamo), ("torch._inductor", _on_inductor)):
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, _LOADED_MARK[name]):
+            then()
+        elif module is None:
+            _pending[name] = then
+    if _pending and not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
