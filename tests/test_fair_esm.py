@@ -1,11 +1,12 @@
-"""fair-esm's ESM-2 used unchanged with ``.to("tpu")``: its Alphabet's batch converter feeds a
+"""fair-esm's models used unchanged with ``.to("tpu")``: its Alphabet's batch converter feeds a
 small randomly initialised ESM-2 (2 layers, 32 wide) whose logits, per-layer representations,
 attention maps and contact head give CPU's numbers, and whose masked-LM training steps (loss,
-gradients, AdamW) follow CPU's. All ``slow`` (cold compiles: ~20 s
-for the forward alone)."""
+gradients, AdamW) follow CPU's; an MSA Transformer's axial attention too. All ``slow`` (cold
+compiles: ~20 s for the ESM-2 forward alone)."""
 
 from __future__ import annotations
 
+import argparse
 import copy
 
 import pytest
@@ -73,3 +74,26 @@ def _train(mode):
 @pytest.mark.parametrize("mode", ["strict", "fused"])
 def test_esm2_masked_lm_training_steps(mode):
     _train(mode)
+
+
+@pytest.mark.slow
+def test_msa_transformer_axial_attention_and_contacts():
+    # row and column (axial) attention over a batch of two MSAs of different depths
+    alphabet = esm.data.Alphabet.from_architecture("msa_transformer")
+    msa = [("a", "MKTAYIAKQR"), ("b", "MKTAYLAKQR"), ("c", "MRTAYIAKQ-")]
+    _, _, tokens = alphabet.get_batch_converter()([msa, msa[:2]])
+    args = argparse.Namespace(layers=2, embed_dim=32, ffn_embed_dim=64, attention_heads=4,
+                              dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+                              max_tokens_per_msa=2 ** 14, max_tokens=2 ** 14, max_positions=64,
+                              embed_positions_msa=True)
+    torch.manual_seed(0)
+    model = esm.model.msa_transformer.MSATransformer(args, alphabet).eval()
+    model_tpu = copy.deepcopy(model).to(TPU)
+    expected = model(tokens, repr_layers=[2], return_contacts=True)
+    actual = model_tpu(tokens.to(TPU), repr_layers=[2], return_contacts=True)
+    for key in ("logits", "contacts", "col_attentions", "row_attentions"):
+        assert_same(actual[key], expected[key], **TOL)
+    expected["logits"].square().mean().backward()
+    actual["logits"].square().mean().backward()
+    for p, q in zip(model.parameters(), model_tpu.parameters(), strict=True):
+        assert_same(q.grad, p.grad, rtol=1e-3, atol=1e-4)
