@@ -234,6 +234,15 @@ def test_complex_linspace_and_logspace_as_cpu(make):
     assert_same(make("tpu"), make("cpu"), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int32])
+def test_a_decreasing_integer_logspace_as_cpu(dtype):
+    # Its step subtracted the endpoints in the output type: uint8's 0 - 1 wrapped to 255.
+    for start, end, base in ((1, 0, 2.0), (4.3, 1.2, 2.0), (2, 0, 1.1)):
+        expected = torch.logspace(start, end, 4, base, dtype=dtype)
+        got = torch.logspace(start, end, 4, base, dtype=dtype, device="tpu")
+        assert torch.equal(got.cpu(), expected), (start, end, base, got, expected)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
 def test_linspace_is_cpus_bit_for_bit(dtype):
     # float32 stepped in float64 (a third of the values 1 ulp off CPU's, which steps in

@@ -48,7 +48,10 @@ def _logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device=N
     if steps == 1:
         return scalar_to(jnp.power(base, jnp.asarray(start, ct)), dt).reshape(1)
     first, last = scalar_to(start, dt), scalar_to(end, dt)
-    step = (last - first).astype(ct) / (steps - 1)
+    # C++ subtracts integers in int or wider (end < start stays negative in uint8), floats in
+    # their own type
+    wide = jnp.int64 if jnp.issubdtype(dt, jnp.integer) else dt
+    step = (last.astype(wide) - first.astype(wide)).astype(ct) / (steps - 1)
     i = jnp.arange(steps, dtype=ct)
     exponent = jnp.where(i.real < steps // 2, first.astype(ct) + step * i,
                          last.astype(ct) - step * (steps - 1 - i))
