@@ -235,12 +235,16 @@ def test_complex_linspace_and_logspace_as_cpu(make):
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int32])
-def test_a_decreasing_integer_logspace_as_cpu(dtype):
-    # Its step subtracted the endpoints in the output type: uint8's 0 - 1 wrapped to 255.
-    for start, end, base in ((1, 0, 2.0), (4.3, 1.2, 2.0), (2, 0, 1.1)):
-        expected = torch.logspace(start, end, 4, base, dtype=dtype)
-        got = torch.logspace(start, end, 4, base, dtype=dtype, device="tpu")
-        assert torch.equal(got.cpu(), expected), (start, end, base, got, expected)
+def test_integer_logspace_as_cpu(dtype):
+    # Its step subtracted the endpoints in the output type (uint8's 0 - 1 wrapped to 255);
+    # powers past the type's range saturated (CPU converts through int32: 2**20 is 0 in int8);
+    # one step is a checked fill on CPU.
+    for start, end, steps in ((1, 0, 4), (4.3, 1.2, 4), (-3, 5, 4), (20, 3, 7), (2, 0, 1)):
+        expected = torch.logspace(start, end, steps, 2.0, dtype=dtype)
+        got = torch.logspace(start, end, steps, 2.0, dtype=dtype, device="tpu")
+        assert torch.equal(got.cpu(), expected), (start, end, got, expected)
+    raises_as_cpu(lambda d: torch.logspace(40, 3, 1, 2.0, dtype=dtype, device=d))
+    raises_as_cpu(lambda d: torch.logspace(200, 3, 1, 10.0, device=d))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])

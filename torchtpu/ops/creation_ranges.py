@@ -16,6 +16,7 @@ import torch
 
 from .dtypes import (
     ALL_TYPES_AND_HALVES,
+    astype,
     default_float,
     range_dtype,
     scalar_to,
@@ -55,7 +56,8 @@ def _logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device=N
     i = jnp.arange(steps, dtype=ct)
     exponent = jnp.where(i.real < steps // 2, first.astype(ct) + step * i,
                          last.astype(ct) - step * (steps - 1 - i))
-    return scalar_to(jnp.power(base, exponent), dt)
+    # (a power past an integer type's range converted as CPU's x86 kernel does)
+    return astype(jnp.power(base, exponent), np.dtype(dt))
 
 
 def _range_acc(dtype) -> np.dtype:
