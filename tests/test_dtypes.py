@@ -242,6 +242,19 @@ def test_complex_linspace_and_logspace_as_cpu(make):
     assert_same(make("tpu"), make("cpu"), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int32])
+def test_integer_logspace_as_cpu(dtype):
+    # Its step subtracted the endpoints in the output type (uint8's 0 - 1 wrapped to 255);
+    # powers past the type's range saturated (CPU converts through int32: 2**20 is 0 in int8);
+    # one step is a checked fill on CPU.
+    for start, end, steps in ((1, 0, 4), (4.3, 1.2, 4), (-3, 5, 4), (20, 3, 7), (2, 0, 1)):
+        expected = torch.logspace(start, end, steps, 2.0, dtype=dtype)
+        got = torch.logspace(start, end, steps, 2.0, dtype=dtype, device="tpu")
+        assert torch.equal(got.cpu(), expected), (start, end, got, expected)
+    raises_as_cpu(lambda d: torch.logspace(40, 3, 1, 2.0, dtype=dtype, device=d))
+    raises_as_cpu(lambda d: torch.logspace(200, 3, 1, 10.0, device=d))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
 def test_linspace_is_cpus_bit_for_bit(dtype):
     # float32 stepped in float64 (a third of the values 1 ulp off CPU's, which steps in

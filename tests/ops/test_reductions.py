@@ -128,6 +128,15 @@ def test_var_mean_of_infinities_gives_cpus_welford_mean(op, dim):
     assert_same(actual, expected)
 
 
+def test_var_mean_beside_an_empty_kept_dimension():
+    # The Welford check's reshape inferred the reduced length (-1) beside a kept 0: integer
+    # modulo by zero (group_norm of an empty batch reaches it through its decomposition).
+    x = torch.randn(0, 3, 2)
+    assert_same(torch.var_mean(x.to("tpu"), [2], correction=0),
+                torch.var_mean(x, [2], correction=0))
+    assert_same(torch.std_mean(x.to("tpu"), [1, 2]), torch.std_mean(x, [1, 2]))
+
+
 @pytest.mark.parametrize("bad", [
     lambda d: torch.amin(torch.empty(0, device=d), -1),
     lambda d: torch.amax(torch.empty(2, 0, device=d), (0, -1)),

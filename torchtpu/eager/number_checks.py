@@ -157,6 +157,20 @@ def _scalar_tensor_value(value, *, dtype=None, **_) -> str | None:
     return dtype and _fill_fits(value, dtype)
 
 
+def _logspace_single(start, end, steps, base=10.0, *, dtype=None, **_) -> str | None:
+    """A one-step logspace: CPU fills it with base ** start, checked as fill_ of one element
+    (float16 and bfloat16 unchecked there); more steps convert unchecked."""
+    dtype = dtype or torch.get_default_dtype()
+    if (steps != 1 or dtype in (torch.float16, torch.bfloat16)
+            or isinstance(start, (bool, complex)) or not isinstance(start, (int, float))):
+        return None
+    try:
+        value = math.pow(base, start)
+    except OverflowError:  # (C++'s pow is inf there)
+        value = math.inf
+    return _fill_fits(value, dtype)
+
+
 # Ops whose Python-number arguments CPU checks by value (rules see numbers traced).
 _NUMBER_CHECKS = {
     torch.ops.aten.addr.default: _addr_scalars,
@@ -184,6 +198,7 @@ _NUMBER_CHECKS = {
     torch.ops.aten.full.default:
         lambda size, value, *, dtype=None, **_: dtype and _fill_fits(value, dtype),
     torch.ops.aten.scalar_tensor.default: _scalar_tensor_value,
+    torch.ops.aten.logspace.default: _logspace_single,
 }
 
 _NUMBER_CHECKS |= each_tensor(_NUMBER_CHECKS)

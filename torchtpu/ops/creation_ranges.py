@@ -16,6 +16,7 @@ import torch
 
 from .dtypes import (
     ALL_TYPES_AND_HALVES,
+    astype,
     default_float,
     range_dtype,
     scalar_to,
@@ -48,11 +49,15 @@ def _logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device=N
     if steps == 1:
         return scalar_to(jnp.power(base, jnp.asarray(start, ct)), dt).reshape(1)
     first, last = scalar_to(start, dt), scalar_to(end, dt)
-    step = (last - first).astype(ct) / (steps - 1)
+    # C++ subtracts integers in int or wider (end < start stays negative in uint8), floats in
+    # their own type
+    wide = jnp.int64 if jnp.issubdtype(dt, jnp.integer) else dt
+    step = (last.astype(wide) - first.astype(wide)).astype(ct) / (steps - 1)
     i = jnp.arange(steps, dtype=ct)
     exponent = jnp.where(i.real < steps // 2, first.astype(ct) + step * i,
                          last.astype(ct) - step * (steps - 1 - i))
-    return scalar_to(jnp.power(base, exponent), dt)
+    # (a power past an integer type's range converted as CPU's x86 kernel does)
+    return astype(jnp.power(base, exponent), np.dtype(dt))
 
 
 def _range_acc(dtype) -> np.dtype:

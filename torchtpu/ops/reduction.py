@@ -250,7 +250,9 @@ def _welford_meets_inf(x, axes):
     order makes the next step's delta inf - inf (only a last infinity leaves the mean inf)."""
     axes = tuple(range(x.ndim)) if axes is None else axes
     kept = [d for d in range(x.ndim) if d not in axes]
-    flat = jnp.transpose(x, kept + list(axes)).reshape([x.shape[d] for d in kept] + [-1])
+    # (the reduced length spelled out: -1 cannot be inferred beside a kept dimension of 0)
+    reduced = math.prod(x.shape[d] for d in axes)
+    flat = jnp.transpose(x, kept + list(axes)).reshape([x.shape[d] for d in kept] + [reduced])
     early = jnp.any(~jnp.isfinite(flat[..., :-1]), axis=-1)
     return jnp.expand_dims(early, axes)
 
