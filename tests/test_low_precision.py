@@ -220,3 +220,47 @@ def test_scatter_sums_round_once_as_cpu(name, dtype):
     cpu, tpu = (SCATTER_SUMS[name](base.to(d), index.to(d), src.to(d)).cpu().float()
                 for d in ("cpu", "tpu"))
     assert (cpu != tpu).float().mean().item() <= 0.05
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_in_place_multiplication_by_a_number_rounds_it_first_as_cpu(dtype):
+    # CPU's mul_(Tensor, Scalar), and the in-place foreach multiplications made of it, cast
+    # the number to the tensor's dtype before multiplying (0.9 is 0.8984375 in bfloat16);
+    # mul(Tensor, Scalar) and Tensor.mul_(0.9) multiply by 0.9 in float32.
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(2000, generator=g).to(dtype), torch.randn(30, generator=g)
+    cases = {
+        "mul_.Scalar": lambda ts: torch.ops.aten.mul_.Scalar(ts[0], 0.9),
+        "mul_.Scalar by an int": lambda ts: torch.ops.aten.mul_.Scalar(ts[0], 257),
+        "Tensor.mul_": lambda ts: ts[0].mul_(0.9),
+        "foreach_mul_": lambda ts: torch._foreach_mul_(ts, 0.9),
+        "foreach_mul_ by a list": lambda ts: torch._foreach_mul_(ts, [0.9, 0.3]),
+        "foreach_mul": lambda ts: [t.copy_(r) for t, r in zip(ts, torch._foreach_mul(ts, 0.9),
+                                                             strict=True)],
+    }
+    for name, fn in cases.items():
+        expected, actual = [x.clone(), y.clone()], [x.to("tpu"), y.to("tpu")]
+        fn(expected)
+        fn(actual)
+        for a, e in zip(actual, expected, strict=True):
+            assert torch.equal(a.cpu(), e), name
+
+
+def test_sgd_momentum_multi_tensor_step_in_bfloat16_is_cpus():
+    results = []
+    for device in ("cpu", "tpu"):
+        torch.manual_seed(0)
+        # (no bias, 1024 weights: CPU's vectorised add rounds once, its scalar loop over a
+        # tail of fewer than 32 elements rounds alpha * grad apart: element by position)
+        model = torch.nn.Linear(32, 32, bias=False).to(device, torch.bfloat16)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, foreach=True)
+        g = torch.Generator().manual_seed(1)
+        for _ in range(3):
+            opt.zero_grad()
+            x = torch.randn(4, 32, generator=g).to(device, torch.bfloat16)
+            model(x).square().sum().backward()
+            opt.step()
+        results.append([model.weight.detach().cpu(),
+                        opt.state[model.weight]["momentum_buffer"].cpu()])
+    for a, e in zip(*results[::-1], strict=True):
+        assert torch.equal(a, e)
