@@ -230,46 +230,28 @@ def overflow_error(dtype_name: str) -> RuntimeError:
     return RuntimeError(f"value cannot be converted to type {ctype} without overflow")
 
 
+
 # CPU's mul_(Tensor, Scalar) passes its number to mul_out as the first operand, where the
 # kernel does not take it as a scalar: TensorIterator casts it to the tensor's dtype first
 # (0.9 becomes 0.8984375 in bfloat16; 257 becomes 256), where mul(Tensor, Scalar) and
-# Tensor.mul_(number) multiply by it in float32. CPU's in-place foreach multiplications by
-# numbers run mul_(Tensor, Scalar) per tensor: SGD's momentum and Adam's second moment decay
-# take those in their multi-tensor paths.
-_CAST_FIRST = {torch.ops.aten.mul_.Scalar, torch.ops.aten._foreach_mul_.Scalar,
-               torch.ops.aten._foreach_mul_.ScalarList}
+# Tensor.mul_(number) multiply by it in float32. (CPU's in-place foreach multiplications run
+# mul_(Tensor, Scalar) per tensor, but cuda's multiply in float32, and so does tpu's: the
+# optimizers take their multi-tensor path here by default, as on cuda, where CPU's default
+# for-loop path calls Tensor.mul_.)
+_CAST_FIRST = {torch.ops.aten.mul_.Scalar}
 _HALVES = (torch.bfloat16, torch.float16)
 
 
-def _cast(value, dtype: torch.dtype):
-    if dtype in _HALVES and type(value) in (int, float):
-        return torch.tensor(value, dtype=dtype).item()
-    return value
-
-
 def casting_number_first(op, compute):
-    """``compute`` (args, kwargs) given its number already cast to each tensor's dtype, for
+    """``compute`` (args, kwargs) given its number already cast to the tensor's dtype, for
     the ops whose CPU kernels round it so (only 16-bit floats change)."""
     if op not in _CAST_FIRST:
         return compute
-    by_list = torch.ops.aten._foreach_mul_.ScalarList
 
     def cast(args, kwargs):
         self, number = args[0], args[1]
-        if isinstance(self, torch.Tensor):
-            return compute((self, _cast(number, self.dtype), *args[2:]), kwargs)
-        if not any(t.dtype in _HALVES for t in self):
-            return compute(args, kwargs)
-        if op is by_list:
-            return compute((self, [_cast(n, t.dtype) for t, n in zip(self, number,
-                                                                     strict=False)]), kwargs)
-        # One number for tensors of several dtypes: computed per dtype, in their order.
-        out = [None] * len(self)
-        for dtype in dict.fromkeys(t.dtype for t in self):
-            at = [i for i, t in enumerate(self) if t.dtype == dtype]
-            for i, value in zip(at, compute(([self[i] for i in at], _cast(number, dtype)),
-                                            kwargs), strict=True):
-                out[i] = value
-        return out
+        if self.dtype in _HALVES and type(number) in (int, float):
+            number = torch.tensor(number, dtype=self.dtype).item()
+        return compute((self, number, *args[2:]), kwargs)
 
     return cast
