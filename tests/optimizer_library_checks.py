@@ -74,7 +74,7 @@ def train(make, device, *, kind: str = "block", steps: int = 5, closure: bool = 
     opt = make(model.parameters())
     history = []
     for x, y in batches(kind, steps, batch):
-        x, y = x.to(device), y.to(device, dtype)
+        x, y = x.to(device, dtype if x.is_floating_point() else x.dtype), y.to(device, dtype)
 
         def loss_fn(x=x, y=y):
             opt.zero_grad()

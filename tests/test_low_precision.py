@@ -220,3 +220,46 @@ def test_scatter_sums_round_once_as_cpu(name, dtype):
     cpu, tpu = (SCATTER_SUMS[name](base.to(d), index.to(d), src.to(d)).cpu().float()
                 for d in ("cpu", "tpu"))
     assert (cpu != tpu).float().mean().item() <= 0.05
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_in_place_multiplication_by_a_number_rounds_it_first_as_cpu(dtype):
+    # CPU's mul_(Tensor, Scalar) casts the number to the tensor's dtype before multiplying
+    # (0.9 is 0.8984375 in bfloat16); mul(Tensor, Scalar) and Tensor.mul_(0.9) multiply by
+    # 0.9 in float32, as tpu's (and cuda's) in-place foreach multiplication does.
+    x = torch.randn(2000, generator=torch.Generator().manual_seed(0)).to(dtype)
+    cases = {
+        "mul_.Scalar": lambda t: torch.ops.aten.mul_.Scalar(t, 0.9),
+        "mul_.Scalar by an int": lambda t: torch.ops.aten.mul_.Scalar(t, 257),
+        "Tensor.mul_": lambda t: t.mul_(0.9),
+        "mul.Scalar": lambda t: t.copy_(torch.ops.aten.mul.Scalar(t, 0.9)),
+    }
+    for name, fn in cases.items():
+        expected, actual = x.clone(), x.to("tpu")
+        fn(expected)
+        fn(actual)
+        assert torch.equal(actual.cpu(), expected), name
+    actual = [x.to("tpu")]
+    torch._foreach_mul_(actual, 0.9)
+    assert torch.equal(actual[0].cpu(), x.clone().mul_(0.9))
+
+
+def test_sgd_momentum_default_step_in_bfloat16_is_cpus():
+    # tpu's default is the multi-tensor path (foreach), CPU's the for-loop: the same numbers.
+    results = []
+    for device in ("cpu", "tpu"):
+        torch.manual_seed(0)
+        # (no bias, 1024 weights: CPU's vectorised add rounds once, its scalar loop over a
+        # tail of fewer than 32 elements rounds alpha * grad apart: element by position)
+        model = torch.nn.Linear(32, 32, bias=False).to(device, torch.bfloat16)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        g = torch.Generator().manual_seed(1)
+        for _ in range(3):
+            opt.zero_grad()
+            x = torch.randn(4, 32, generator=g).to(device, torch.bfloat16)
+            model(x).square().sum().backward()
+            opt.step()
+        results.append([model.weight.detach().cpu(),
+                        opt.state[model.weight]["momentum_buffer"].cpu()])
+    for a, e in zip(*results[::-1], strict=True):
+        assert torch.equal(a, e)

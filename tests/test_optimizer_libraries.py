@@ -3,7 +3,7 @@ GaLore, muP (MuAdam/MuSGD over MuReadout and set_base_shapes), torchao's low-bit
 (quantized state in tensor subclasses, steps through torch.compile) and heavyball (steps
 through its own inductor backend). Each trains a small model a few steps; losses, parameters
 and state must match after each, also through GradScaler with an inf gradient and a state
-dict carried tpu -> cpu -> tpu. The default suite runs a few; ``-m slow`` the rest.
+dict carried tpu -> cpu -> tpu. The default suite runs Prodigy; ``-m slow`` the rest.
 (pytorch-optimizer has test_pytorch_optimizer.py; torch-optimizer test_torch_optimizer.py.)"""
 
 from __future__ import annotations
@@ -103,12 +103,16 @@ def test_prodigy_matches_cpu():
     assert_matches_cpu(_prodigy, kind="mlp", steps=3)
 
 
+# ---- slow sweeps ----
+
+@pytest.mark.slow
 def test_mup_adam_matches_cpu():
     mup = _lib("mup")
     assert_matches_cpu(lambda p: mup.MuAdam(p, lr=1e-2, weight_decay=0.01),
                        make_model=_mu_model, steps=3)
 
 
+@pytest.mark.slow
 def test_grad_scaler_skips_a_third_party_step_on_inf_as_on_cpu():
     # An inf gradient: the step is skipped (Prodigy's d and moments untouched) and the
     # scale halved; the next step runs.
@@ -136,8 +140,6 @@ def test_grad_scaler_skips_a_third_party_step_on_inf_as_on_cpu():
         torch.testing.assert_close([v for _, v in state_t], [v for _, v in state_c],
                                    rtol=1e-5, atol=1e-6)
 
-
-# ---- slow sweeps ----
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["strict", "fused"])
@@ -200,8 +202,10 @@ def test_state_dict_carried_tpu_cpu_tpu_trains_on_as_on_cpu(name):
                                rtol=2e-5, atol=1e-6)
 
 
+# (SOAP, PSGD and Muon variants left out: degenerate eigenbases, random draws, and
+# stochastic rounding to bfloat16 in the Newton-Schulz iterations)
 HEAVYBALL = ["AdamW", "AdamC", "AdEMAMix", "LaProp", "NAdam", "RMSprop", "SFAdamW",
-             "HeavyKLShampoo"]
+             "HeavyKLShampoo", "OrthoLaProp", "SignLaProp", "UnscaledAdamW"]
 
 
 @pytest.mark.slow

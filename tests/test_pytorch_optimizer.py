@@ -1,12 +1,13 @@
 """pytorch-optimizer on tpu: the optimizers of its registry (``load_optimizer``) train an
 embedding + LayerNorm block as on CPU: each step's loss, parameters, and every state tensor
-and number. The default suite runs a few with shape-specific or linear-algebra paths; ``-m
-slow`` sweeps the registry in strict and fused eager.
+and number. The default suite runs ADOPT; ``-m slow`` sweeps the registry (Muon's
+Newton-Schulz, Shampoo's roots, ...) in strict and fused eager.
 
 Left out of the sweep: those that draw random numbers (tpu's stream is not CPU's, as cuda's
 is not), those that need a model, a process group or 2-d parameters only, and those whose
 eigenbases are not unique here (SOAP, SPlus: a gradient outer product of rank below its size
-has a degenerate eigenspace, so CPU's float32 run is 10% from its own float64 run)."""
+has a degenerate eigenspace, so CPU's float32 run is 10% from its own float64 run; Conda's
+projection onto its momentum's singular vectors, 0.1% from it after one step)."""
 
 from __future__ import annotations
 
@@ -23,10 +24,10 @@ RANDOM = {"adahessian", "sophiah", "gravity", "kron", "magma", "scion", "scionli
 NEEDS_MORE = {"adalomo", "adammini", "lomo", "demo", "bsam", "alig", "ranger21",
               "spectralsphere", "lorarite", "muon", "adamuon", "normuon", "adago", "muonclip",
               "distributedmuon", "lbfgs"}
-NOT_UNIQUE = {"soap", "splus"}
-# Inverse matrix roots through an SVD of a nearly singular preconditioner: compared with a
-# float64 run instead.
-ROOTS = {"shampoo": {}}
+NOT_UNIQUE = {"soap", "splus", "conda"}
+# Inverse matrix roots (Shampoo's through an SVD, DASH's Newton-Denman-Beavers iterations) of
+# a nearly singular preconditioner: compared with a float64 run instead.
+ROOTS = {"shampoo": {}, "dash": {}}
 # State and parameters whose float32 rounding the optimizer amplifies on CPU too: a step of
 # g / (|g| + eps) where a gradient (the LayerNorm bias's) is near eps; AdaMod's lr / sqrt(v);
 # Kate's and MSVAG's ratios of small moments; L2 trust ratios of a zero-initialised bias.
@@ -68,19 +69,26 @@ def _muon_groups(params):
 
 # ---- default suite ----
 
+def test_adopt_matches_cpu():
+    # (its first step only records the second moment; later ones clip the normalised update)
+    _matches_cpu("adopt", steps=3, kind="mlp")
+
+
+# ---- slow sweeps ----
+
+@pytest.mark.slow
+def test_muon_orthogonalises_hidden_matrices_as_on_cpu():
+    # Newton-Schulz iterations on the matrices, AdamW on the rest (its `use_muon` groups)
+    assert_matches_cpu(lambda p: po.Muon(_muon_groups(p)), steps=3)
+
+
+@pytest.mark.slow
 def test_scalable_shampoo_preconditions_as_on_cpu():
     # (its preconditioners' inverse roots from the second step, grafted onto Adagrad's step)
     make = lambda p: po.ScalableShampoo(p, lr=1e-2, start_preconditioning_step=2,
                                         preconditioning_compute_steps=2)
     assert_matches_cpu(make, steps=3, kind="mlp")
 
-
-def test_muon_orthogonalises_hidden_matrices_as_on_cpu():
-    # Newton-Schulz iterations on the matrices, AdamW on the rest (its `use_muon` groups)
-    assert_matches_cpu(lambda p: po.Muon(_muon_groups(p)), steps=3)
-
-
-# ---- slow sweeps ----
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["strict", "fused"])

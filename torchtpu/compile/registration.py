@@ -40,7 +40,7 @@ def _route_default_backend() -> None:
     at least two devices, tpu:0 and tpu:0!"). A graph with inputs on 'tpu' is compiled by
     this backend instead, so training scripts that compile by default run unchanged; so is
     one that makes tensors on 'tpu' (``torch.arange(n, device="tpu")``, ``x.to("tpu")``).
-    (``torch._inductor.compile`` is routed likewise once inductor is loaded: _on_inductor.)"""
+    """
     import torch
 
     wrapper = torch._TorchCompileInductorWrapper
@@ -53,23 +53,26 @@ def _route_default_backend() -> None:
 
     wrapper.__call__ = __call__
 
+    _when_loaded(_COMPILE_FX, _route_compile_fx)
 
-def _on_inductor() -> None:
-    """``torch._inductor.compile``, inductor's entry point for a graph captured elsewhere,
-    which custom Dynamo backends call (heavyball's optimizers compile their steps so): on a
-    tpu graph inductor picks its Pallas code generator and fails with "No module named
-    'torch_tpu'"; a tpu graph is compiled by this backend instead. Run once inductor's
-    package has finished loading (importing it first imports Dynamo half-way through)."""
-    inductor = sys.modules["torch._inductor"]
-    inductor_compile = inductor.compile
 
-    @functools.wraps(inductor_compile)
-    def compile_tpu_graphs_here(gm, example_inputs, options=None):
-        if _tpu_graph(gm, example_inputs):
-            return _lazy_backend(gm, example_inputs)
-        return inductor_compile(gm, example_inputs, options)
+_COMPILE_FX = "torch._inductor.compile_fx"
 
-    inductor.compile = compile_tpu_graphs_here
+
+def _route_compile_fx(module) -> None:
+    """Inductor's own entry point, ``compile_fx`` (``torch._inductor.compile`` calls it, and
+    custom Dynamo backends call that: heavyball's optimizers compile their steps so), given a
+    graph on 'tpu' picks inductor's Pallas code generator and fails with "No module named
+    'torch_tpu'": such a graph is compiled by this backend too."""
+    compile_fx = module.compile_fx
+
+    @functools.wraps(compile_fx)
+    def compile_tpu_graphs_here(model_, example_inputs_, *args, **kwargs):
+        if _tpu_graph(model_, example_inputs_):
+            return _lazy_backend(model_, example_inputs_)
+        return compile_fx(model_, example_inputs_, *args, **kwargs)
+
+    module.compile_fx = compile_tpu_graphs_here
 
 
 def _tpu_graph(gm, inputs) -> bool:
@@ -96,43 +99,44 @@ _lazy_backend.__name__ = "tpu"
 
 class _Loader(importlib.abc.Loader):
     def __init__(self, inner: importlib.abc.Loader, then):
-        self._inner, self._then = inner, then
+        self._inner = inner
+        self._then = then
 
     def create_module(self, spec):
         return self._inner.create_module(spec)
 
     def exec_module(self, module) -> None:
         self._inner.exec_module(module)
-        self._then()
-
-
-# Modules waited for (name -> what runs once it has loaded), and the attribute that shows
-# one has finished loading.
-_pending: dict = {}
-_LOADED_MARK = {_TARGET: "optimize", "torch._inductor": "compile"}
+        self._then(module)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
+    def __init__(self, target: str = _TARGET, then=lambda module: _on_dynamo()):
+        self._target = target
+        self._then = then
+
     def find_spec(self, fullname, path, target=None):
-        then = _pending.pop(fullname, None)
-        if then is None:
+        if fullname != self._target:
             return None
-        if not _pending:
-            sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)  # (no longer pending: no recursion here)
+        sys.meta_path.remove(self)  # one shot; also keeps find_spec below from recursing
+        spec = importlib.util.find_spec(fullname)
         if spec is not None and spec.loader is not None:
-            spec.loader = _Loader(spec.loader, then)
+            spec.loader = _Loader(spec.loader, self._then)
         return spec
 
 
+def _when_loaded(name: str, then) -> None:
+    """``then(module)`` now if module ``name`` is loaded, else right after it loads."""
+    module = sys.modules.get(name)
+    if module is not None:
+        then(module)
+    else:
+        sys.meta_path.insert(0, _Finder(name, then))
+
+
 def register() -> None:
-    """Register the backend now if Dynamo is loaded, else as soon as it is (and route
-    inductor's graph entry point once inductor is)."""
-    for name, then in ((_TARGET, _on_dynamo), ("torch._inductor", _on_inductor)):
-        module = sys.modules.get(name)
-        if module is not None and hasattr(module, _LOADED_MARK[name]):
-            then()
-        elif module is None:
-            _pending[name] = then
-    if _pending and not any(isinstance(f, _Finder) for f in sys.meta_path):
+    """Register the backend now if Dynamo is loaded, else as soon as it is."""
+    if _TARGET in sys.modules and hasattr(sys.modules[_TARGET], "optimize"):
+        _on_dynamo()
+    elif not any(isinstance(f, _Finder) and f._target == _TARGET for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())

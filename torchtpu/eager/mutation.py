@@ -21,7 +21,7 @@ from ..runtime.transfer import to_device
 from ..tensor import DEVICE, TpuTensor, is_dense, read, write
 from . import deferred_checks, meta_errors, strict, views
 from .linalg_layout import out_layout, restrides_empty
-from .number_checks import checking_number
+from .number_checks import casting_number_first, checking_number
 from .out_dtypes import refuse_out_dtype, refuse_out_dtype_first
 from .values import MIXED_DEVICES, call_unwrapped, wrap_out
 
@@ -306,7 +306,7 @@ def derived_handler(func, functional_handler):
         if inner is None:
             return None
         compute = inner
-    compute = checking_number(functional, compute)
+    compute = casting_number_first(func, checking_number(functional, compute))
     pointwise = torch.Tag.pointwise in functional.tags
     if is_out:
         # A factory's out= form (linspace.out, arange.out) computes in the out's dtype, as do

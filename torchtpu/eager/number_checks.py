@@ -243,3 +243,30 @@ def overflow_error(dtype_name: str) -> RuntimeError:
     """c10's error for a number that does not convert into the dtype named ``dtype_name``."""
     ctype = _C_TYPES.get(dtype_name, dtype_name)
     return RuntimeError(f"value cannot be converted to type {ctype} without overflow")
+
+
+
+# CPU's mul_(Tensor, Scalar) passes its number to mul_out as the first operand, where the
+# kernel does not take it as a scalar: TensorIterator casts it to the tensor's dtype first
+# (0.9 becomes 0.8984375 in bfloat16; 257 becomes 256), where mul(Tensor, Scalar) and
+# Tensor.mul_(number) multiply by it in float32. (CPU's in-place foreach multiplications run
+# mul_(Tensor, Scalar) per tensor, but cuda's multiply in float32, and so does tpu's: the
+# optimizers take their multi-tensor path here by default, as on cuda, where CPU's default
+# for-loop path calls Tensor.mul_.)
+_CAST_FIRST = {torch.ops.aten.mul_.Scalar}
+_HALVES = (torch.bfloat16, torch.float16)
+
+
+def casting_number_first(op, compute):
+    """``compute`` (args, kwargs) given its number already cast to the tensor's dtype, for
+    the ops whose CPU kernels round it so (only 16-bit floats change)."""
+    if op not in _CAST_FIRST:
+        return compute
+
+    def cast(args, kwargs):
+        self, number = args[0], args[1]
+        if self.dtype in _HALVES and type(number) in (int, float):
+            number = torch.tensor(number, dtype=self.dtype).item()
+        return compute((self, number, *args[2:]), kwargs)
+
+    return cast
