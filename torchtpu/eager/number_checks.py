@@ -245,7 +245,6 @@ def overflow_error(dtype_name: str) -> RuntimeError:
     return RuntimeError(f"value cannot be converted to type {ctype} without overflow")
 
 
-
 # CPU's mul_(Tensor, Scalar) passes its number to mul_out as the first operand, where the
 # kernel does not take it as a scalar: TensorIterator casts it to the tensor's dtype first
 # (0.9 becomes 0.8984375 in bfloat16; 257 becomes 256), where mul(Tensor, Scalar) and
