@@ -100,6 +100,12 @@ def refused(func) -> NotImplementedError:
         f"report it at {REPORT} with this message.")
 
 
+def unmultipliable(a, b, op: str = "") -> RuntimeError:
+    """CPU's error for matrices whose inner sizes differ (``op``: a prefix some kernels add)."""
+    return RuntimeError(f"{op}mat1 and mat2 shapes cannot be multiplied ({a.shape[-2]}x"
+                        f"{a.shape[-1]} and {b.shape[-2]}x{b.shape[-1]})")
+
+
 def is_sparse_tpu(x) -> bool:
     return type(x) is SparseTensor
 

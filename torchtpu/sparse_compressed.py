@@ -18,7 +18,7 @@ import torch
 from torch._C import DispatchKey, DispatchKeySet
 
 from .ops.dtypes import scalar_type_name as _name
-from .sparse import REPORT
+from .sparse import REPORT, unmultipliable
 from .tensor import DEVICE
 
 aten = torch.ops.aten
@@ -210,8 +210,7 @@ def _product(a, b, alpha=1):
     if a.dim() != 2 or b.dim() != 2:
         raise RuntimeError(f"mm: expected 2-D tensors, got {a.dim()}-D and {b.dim()}-D")
     if a.shape[1] != b.shape[0]:
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x"
-                           f"{a.shape[1]} and {b.shape[0]}x{b.shape[1]})")
+        raise unmultipliable(a, b)
     if a.dtype != b.dtype:
         raise RuntimeError(f"expected scalar type {_name(a.dtype)} but found {_name(b.dtype)}")
     rows, cols, values = entries(s, aten.mm.default)
@@ -230,9 +229,7 @@ def _sampled_addmm(self, mat1, mat2, *, beta=1, alpha=1):
     if mat1.layout is not torch.strided or mat2.layout is not torch.strided:
         raise refused(aten.sparse_sampled_addmm.default, self.layout)
     if mat1.shape[-1] != mat2.shape[-2]:
-        raise RuntimeError(f"sampled_addmm: mat1 and mat2 shapes cannot be multiplied "
-                           f"({mat1.shape[-2]}x{mat1.shape[-1]} and {mat2.shape[-2]}x"
-                           f"{mat2.shape[-1]})")
+        raise unmultipliable(mat1, mat2, "sampled_addmm: ")
     if self.shape[-2] != mat1.shape[-2]:
         raise RuntimeError("sampled_addmm: self.shape[-2] must match mat1.shape[-2]")
     if self.shape[-1] != mat2.shape[-1]:

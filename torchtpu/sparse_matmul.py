@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from .ops.dtypes import scalar_type_name as _name
-from .sparse import SparseTensor, make, refused
+from .sparse import SparseTensor, make, refused, unmultipliable
 from .sparse_ops import _alpha_times, _op, _sd
 from .tensor import DEVICE
 
@@ -43,8 +43,7 @@ def _dense_sparse(dense, s):
     """dense [p, k] @ s [k, n]: each entry's column of ``dense`` scaled into its column."""
     _check_mm(s, dense)
     if dense.shape[1] != s.shape[0]:
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({dense.shape[0]}x"
-                           f"{dense.shape[1]} and {s.shape[0]}x{s.shape[1]})")
+        raise unmultipliable(dense, s)
     if dense.dtype != s.dtype:
         raise RuntimeError(f"expected scalar type {_name(dense.dtype)} but found "
                            f"{_name(s.dtype)}")
@@ -67,8 +66,7 @@ def _sparse_sparse(a, b):
             raise RuntimeError(f"sparse_sparse_matmul_tpu: scalar values expected, got "
                                f"{s._v.dim() - 1}D values")
     if a.shape[1] != b.shape[0]:
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x"
-                           f"{a.shape[1]} and {b.shape[0]}x{b.shape[1]})")
+        raise unmultipliable(a, b)
     if a.dtype != b.dtype:
         raise RuntimeError(f"mat1 dtype {_name(a.dtype)} does not match mat2 dtype "
                            f"{_name(b.dtype)}")
