@@ -18,7 +18,7 @@ import torch
 from torch._C import DispatchKey, DispatchKeySet
 
 from .ops.dtypes import scalar_type_name as _name
-from .sparse import REPORT, unmultipliable
+from .sparse import REPORT, make, unmultipliable
 from .tensor import DEVICE
 
 aten = torch.ops.aten
@@ -134,8 +134,6 @@ def _ordered(rows, cols, values, size, by_column: bool):
 
 @_kernel(aten._to_sparse.default, aten._to_sparse.sparse_dim)
 def _to_sparse(t, *rest, **kwargs):
-    from . import sparse
-
     layout = kwargs.get("layout") if not rest else torch.sparse_coo
     if layout is not None and layout is not torch.sparse_coo:
         return _to_compressed(t, layout)
@@ -143,7 +141,7 @@ def _to_sparse(t, *rest, **kwargs):
         raise refused(aten._to_sparse.sparse_dim, t.layout)
     rows, cols, values = entries(t, aten._to_sparse.default)
     # (CPU keeps the storage order: a CSC tensor's entries come out uncoalesced)
-    return sparse.make(torch.stack([rows, cols]), values, t.shape, t.layout is torch.sparse_csr)
+    return make(torch.stack([rows, cols]), values, t.shape, t.layout is torch.sparse_csr)
 
 
 def _to_compressed(t, layout):
