@@ -66,3 +66,17 @@ def check_outputs(fn: Callable[[str], object], **tol) -> None:
     expected = fn("cpu")
     actual = fn(TPU)
     assert_same(actual, expected, **(tol or dict(rtol=1e-4, atol=1e-5)))
+
+
+def assert_same_gradients(actual: torch.nn.Module, expected: torch.nn.Module, **tol) -> None:
+    """``actual``'s (tpu) parameter gradients equal ``expected``'s (CPU): None where CPU's is."""
+    for p, q in zip(expected.parameters(), actual.parameters(), strict=True):
+        assert (p.grad is None) == (q.grad is None)
+        if p.grad is not None:
+            assert_same(q.grad, p.grad, **tol)
+
+
+def assert_same_parameters(actual: torch.nn.Module, expected: torch.nn.Module, **tol) -> None:
+    """``actual``'s (tpu) parameters equal ``expected``'s (CPU)."""
+    for p, q in zip(expected.parameters(), actual.parameters(), strict=True):
+        assert_same(q, p, **tol)

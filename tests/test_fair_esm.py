@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import TPU, assert_same
+from model_zoo_checks import assert_same_gradients, assert_same_parameters
 
 import torchtpu
 
@@ -62,12 +63,10 @@ def _train(mode):
                 losses.append(loss)
             assert_same(losses[1], losses[0], **TOL)
             if step == 0:
-                for p, q in zip(model.parameters(), model_tpu.parameters(), strict=True):
-                    assert_same(q.grad, p.grad, rtol=1e-3, atol=1e-4)
+                assert_same_gradients(model_tpu, model, rtol=1e-3, atol=1e-4)
             for opt in opts:
                 opt.step()
-    for p, q in zip(model.parameters(), model_tpu.parameters(), strict=True):
-        assert_same(q, p, rtol=1e-3, atol=1e-4)
+    assert_same_parameters(model_tpu, model, rtol=1e-3, atol=1e-4)
 
 
 @pytest.mark.slow
@@ -95,5 +94,4 @@ def test_msa_transformer_axial_attention_and_contacts():
         assert_same(actual[key], expected[key], **TOL)
     expected["logits"].square().mean().backward()
     actual["logits"].square().mean().backward()
-    for p, q in zip(model.parameters(), model_tpu.parameters(), strict=True):
-        assert_same(q.grad, p.grad, rtol=1e-3, atol=1e-4)
+    assert_same_gradients(model_tpu, model, rtol=1e-3, atol=1e-4)

@@ -11,6 +11,7 @@ import copy
 import pytest
 import torch
 from conftest import TPU, assert_same
+from model_zoo_checks import assert_same_gradients, assert_same_parameters
 from torch import nn
 
 hc = pytest.importorskip("hyper_connections")
@@ -61,11 +62,7 @@ def test_trunk_training_steps(name):
             opt.zero_grad()
             o.square().mean().backward()
         if step == 0:
-            for p, q in zip(model.parameters(), model_tpu.parameters(), strict=True):
-                assert (p.grad is None) == (q.grad is None)
-                if p.grad is not None:
-                    assert_same(q.grad, p.grad, rtol=1e-3, atol=1e-5)
+            assert_same_gradients(model_tpu, model, rtol=1e-3, atol=1e-5)
         for opt in opts:
             opt.step()
-    for p, q in zip(model.parameters(), model_tpu.parameters(), strict=True):
-        assert_same(q, p, rtol=1e-3, atol=1e-4)
+    assert_same_parameters(model_tpu, model, rtol=1e-3, atol=1e-4)

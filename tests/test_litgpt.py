@@ -19,6 +19,7 @@ import copy
 import pytest
 import torch
 from conftest import TPU, assert_same
+from model_zoo_checks import assert_same_gradients, assert_same_parameters
 
 import torchtpu
 
@@ -92,14 +93,10 @@ def _train(name, steps):
             assert_same(logits[1], logits[0], **TOL)
         assert_same(losses[1], losses[0], **TOL)
         if step == 0:
-            for p, q in zip(model.parameters(), model_tpu.parameters(), strict=True):
-                assert (p.grad is None) == (q.grad is None)
-                if p.grad is not None:
-                    assert_same(q.grad, p.grad, rtol=1e-3, atol=1e-4)
+            assert_same_gradients(model_tpu, model, rtol=1e-3, atol=1e-4)
         for opt in opts:
             opt.step()
-    for p, q in zip(model.parameters(), model_tpu.parameters(), strict=True):
-        assert_same(q, p, rtol=1e-3, atol=1e-4)
+    assert_same_parameters(model_tpu, model, rtol=1e-3, atol=1e-4)
 
 
 @pytest.mark.slow

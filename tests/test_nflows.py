@@ -11,6 +11,7 @@ import copy
 import pytest
 import torch
 from conftest import TPU, assert_same
+from model_zoo_checks import assert_same_gradients, assert_same_parameters
 
 nflows = pytest.importorskip("nflows")
 from nflows import distributions, flows, transforms  # noqa: E402
@@ -67,12 +68,10 @@ def test_flow_log_prob_training_and_inverse(name):
             opt.zero_grad()
             (-v.mean()).backward()
         if step == 0:
-            for p, q in zip(flow.parameters(), flow_tpu.parameters(), strict=True):
-                assert_same(q.grad, p.grad, rtol=1e-3, atol=1e-4)
+            assert_same_gradients(flow_tpu, flow, rtol=1e-3, atol=1e-4)
         for opt in opts:
             opt.step()
-    for p, q in zip(flow.parameters(), flow_tpu.parameters(), strict=True):
-        assert_same(q, p, rtol=1e-3, atol=1e-3)
+    assert_same_parameters(flow_tpu, flow, rtol=1e-3, atol=1e-3)
     with torch.no_grad():
         samples = [f._transform.inverse(zz, context=f._embedding_net(cc[:5]) if conditional
                                         else None)[0]

@@ -13,6 +13,7 @@ import os
 import pytest
 import torch
 from conftest import TPU, assert_same
+from model_zoo_checks import assert_same_gradients
 
 import torchtpu
 
@@ -60,9 +61,6 @@ def test_energies_forces_and_force_training(mode):
                 opt.zero_grad()
                 lo.backward()
             if step == 0:
-                for p, q in zip(model.parameters(), model_tpu.parameters(), strict=True):
-                    assert (p.grad is None) == (q.grad is None)
-                    if p.grad is not None:
-                        assert_same(q.grad, p.grad, rtol=1e-3, atol=1e-5)
+                assert_same_gradients(model_tpu, model, rtol=1e-3, atol=1e-5)
             for opt in opts:
                 opt.step()

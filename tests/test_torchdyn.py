@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 from conftest import TPU, assert_same
+from model_zoo_checks import assert_same_gradients, assert_same_parameters
 from torch import nn
 
 import torchtpu
@@ -44,12 +45,10 @@ def _check(name, steps=2, mode="strict"):
                 opt.zero_grad()
                 tr[-1].square().mean().backward()
             if step == 0:
-                for p, q in zip(model.parameters(), model_tpu.parameters(), strict=True):
-                    assert_same(q.grad, p.grad, rtol=1e-3, atol=1e-5)
+                assert_same_gradients(model_tpu, model, rtol=1e-3, atol=1e-5)
             for opt in opts:
                 opt.step()
-    for p, q in zip(model.parameters(), model_tpu.parameters(), strict=True):
-        assert_same(q, p, rtol=1e-4, atol=1e-5)
+    assert_same_parameters(model_tpu, model, rtol=1e-4, atol=1e-5)
 
 
 def test_euler_neural_ode_step():
