@@ -242,23 +242,29 @@ def _sparse_mask_projection(self, mask, accumulate_matches=False):
     if self.shape != mask.shape:
         raise RuntimeError(f"_sparse_mask_projection(): operands have incompatible sizes; self "
                            f"has size {list(self.shape)} but mask has size {list(mask.shape)}")
-    sizes = list(self.shape[:_sd(self)])
-    keys, wanted = _linear(_coalesce_if_needed(mask)._i, sizes), _linear(self._i, sizes)
-    at = torch.searchsorted(keys, wanted).clamp(max=max(keys.shape[0] - 1, 0))
-    found = keys[at] == wanted if keys.shape[0] else torch.zeros_like(wanted, dtype=torch.bool)
+    _, found = _found(_coalesce_if_needed(mask), self._i)
     found = found.view(-1, *[1] * (self._v.dim() - 1))
     values = torch.where(found, self._v, torch.zeros((), dtype=self.dtype, device=DEVICE))
     return make(self._i.clone(), values, self.shape, self._coalesced)
 
 
-def _looked_up(s, indices):
-    """A coalesced ``s``'s values at ``indices`` (zero where it has none)."""
+def _found(s, indices):
+    """Where each of ``indices`` sits among a coalesced ``s``'s entries, and whether ``s``
+    has an entry there."""
     sizes = list(s.shape[:_sd(s)])
     keys, wanted = _linear(s._i, sizes), _linear(indices, sizes)
     at = torch.searchsorted(keys, wanted).clamp(max=max(keys.shape[0] - 1, 0))
     if not keys.shape[0]:
+        return at, torch.zeros_like(wanted, dtype=torch.bool)
+    return at, keys[at] == wanted
+
+
+def _looked_up(s, indices):
+    """A coalesced ``s``'s values at ``indices`` (zero where it has none)."""
+    if not _nnz_of(s):
         return torch.zeros((indices.shape[1], *s._v.shape[1:]), dtype=s.dtype, device=DEVICE)
-    found = (keys[at] == wanted).view(-1, *[1] * (s._v.dim() - 1))
+    at, found = _found(s, indices)
+    found = found.view(-1, *[1] * (s._v.dim() - 1))
     return torch.where(found, s._v[at], torch.zeros((), dtype=s.dtype, device=DEVICE))
 
 
@@ -292,10 +298,8 @@ def _mul_sparse(a, b):
         raise RuntimeError(f"mul operands have incompatible sizes: {list(a.shape)} and "
                            f"{list(b.shape)}")
     if a._coalesced and b._coalesced:
-        sizes = list(a.shape[:_sd(a)])
-        keys, wanted = _linear(b._i, sizes), _linear(a._i, sizes)
-        at = torch.searchsorted(keys, wanted).clamp(max=max(keys.shape[0] - 1, 0))
-        both = (keys[at] == wanted).nonzero().squeeze(1) if keys.shape[0] else at[:0]
+        at, found = _found(b, a._i)
+        both = found.nonzero().squeeze(1)
         return make(a._i[:, both], a._v[both] * b._v[at[both]], a.shape, True)
     pattern, other = (a, b) if b._coalesced else (b, a)
     values = pattern._v * _looked_up(_coalesce_if_needed(other), pattern._i)
