@@ -28,7 +28,7 @@ Here integer, bool and complex inputs that do not require grad are refused as on
 ``one_hot`` checks its classes (reading the values, as on CPU and cuda) only for plain
 tensors; for a subclass PyTorch takes an unchecked form, and a class out of range gave a row
 of zeros. Here strict eager checks as CPU does, and fused eager at the sync point that runs
-it, as for out-of-range indices (torch.compile does not check).
+it, as for out-of-range indices, and torch.compile at the first sync point after its program.
 """
 
 from __future__ import annotations
@@ -236,6 +236,12 @@ def _one_hot(self, num_classes=-1):
             raise RuntimeError("Can not infer total number of classes from empty tensor.")
     elif checks and execute.recording() and num_classes != -1:
         bounds.defer_class_check(self, num_classes)
+    elif not isinstance(self, TpuTensor) and num_classes != -1 and config.get("check_indices"):
+        # torch.compile's trace: asserts its program checks (compile/lower_fx.py), in
+        # PyTorch's decomposition's words, which inductor raises
+        torch._assert_async(torch.all(self >= 0), "one_hot: Class values must be non-negative.")
+        torch._assert_async(torch.all(self < num_classes),
+                            "one_hot: Class values must be smaller than num_classes.")
     elif checks or num_classes == -1:
         low, high = (int(v) for v in torch.aminmax(self))
         if low < 0:

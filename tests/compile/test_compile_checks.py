@@ -126,3 +126,28 @@ def test_an_integer_division_by_a_captured_cpu_tensor_is_checked_in_the_program(
     else:
         with pytest.raises(RuntimeError, match="^ZeroDivisionError"):
             fmod(a.to(TPU)).cpu()
+
+
+@pytest.mark.parametrize("classes", [[0, 3], [-1, 1]])
+def test_one_hot_classes_out_of_range_raise_inductors_error(classes):
+    def f(x):
+        return F.one_hot(x, 3) * 2
+
+    with pytest.raises(RuntimeError) as on_cpu:
+        torch.compile(f, backend="inductor")(torch.tensor(classes))
+    compiled = torch.compile(f, backend="tpu")
+    assert torch.equal(compiled(torch.tensor([2, 0]).to(TPU)).cpu(), f(torch.tensor([2, 0])))
+    with pytest.raises(RuntimeError) as on_tpu:
+        compiled(torch.tensor(classes).to(TPU)).cpu()
+    assert str(on_tpu.value) == str(on_cpu.value)
+
+
+def test_a_graphs_own_assert_raises_its_message_at_the_next_sync_point():
+    @torch.compile(backend="tpu")
+    def f(x):
+        torch._assert_async(x.sum() > 0, "the sum must be positive")
+        return x + 1
+
+    assert torch.equal(f(torch.ones(2).to(TPU)).cpu(), torch.full((2,), 2.0))
+    with pytest.raises(RuntimeError, match="^the sum must be positive$"):
+        f(-torch.ones(2).to(TPU)).cpu()

@@ -59,8 +59,6 @@ class Unlowerable(Exception):
 # Asserts and hints the graph carries for other compilers; nothing to compute.
 _NO_OPS = {
     aten._assert_tensor_metadata.default,
-    aten._assert_async.default,
-    aten._assert_async.msg,
     aten._assert_scalar.default,
     aten.sym_constrain_range.default,
     aten.sym_constrain_range_for_size.default,
@@ -96,7 +94,7 @@ def check(gm: fx.GraphModule) -> None:
         if node.op != "call_function":
             continue
         t = node.target
-        if t in _NO_OPS or t is operator.getitem:
+        if t in _NO_OPS or t in _ASSERTS or t is operator.getitem:
             continue
         if t is _SAVE_RNG or t is _REPLAY_RNG:
             if _rng_op(node) is None:
@@ -287,6 +285,10 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None,
             args, kwargs = load(node.args), load(node.kwargs)
             if t in _NO_OPS:
                 env[node] = None
+            elif t in _ASSERTS:
+                env[node] = None
+                if checks is not None:
+                    checks.append(_assert_check(node, *args))
             elif t in _SYM_QUERIES:
                 env[node] = _SYM_QUERIES[t](*args, **kwargs)
             elif t is aten._to_copy.default:
@@ -337,10 +339,25 @@ def _checks_of_node(node: fx.Node, args, kwargs) -> list:
     except (KeyError, TypeError, AttributeError, ValueError):
         metrics.count("graph", "unchecked")
         return []
+    return [(found, make_error, _origin(node)) for found, make_error in checks]
+
+
+# A decomposition's value checks (one_hot's classes in range): CPU's eager kernel raises
+# their message; inductor asserts in its generated code. Here they are the program's check
+# outputs, read at the next sync point.
+_ASSERTS = {aten._assert_async.default, aten._assert_async.msg}
+
+
+def _assert_check(node: fx.Node, condition, message: str | None = None) -> tuple:
+    message = message or "Expected Tensor with single nonzero value, but got zero"
+    failed = jnp.logical_not(jnp.asarray(condition).astype(bool).reshape(()))
+    return [failed], lambda: RuntimeError(message), _origin(node)
+
+
+def _origin(node: fx.Node) -> str:
     line = traced_line(node.meta.get("stack_trace"))
-    origin = (f"{node.target} in a torch.compile graph" + (f", called at {line}" if line else "")
-              + " (checked at the first sync point after the graph ran)")
-    return [(found, make_error, origin) for found, make_error in checks]
+    return (f"{node.target} in a torch.compile graph" + (f", called at {line}" if line else "")
+            + " (checked at the first sync point after the graph ran)")
 
 
 def _arg_kinds(gm: fx.GraphModule) -> list[str]:
