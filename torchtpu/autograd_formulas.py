@@ -41,8 +41,9 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from . import config
 from .eager import bounds
-from .eager.nn_checks import ctc_check
+from .eager.ctc_checks import ctc_check, defer_ctc_check
 from .eager.result_layout import suggested_format
+from .eager.values import unwrap
 from .ops.dtypes import cpp_name, scalar_type_name
 from .runtime import execute
 from .tensor import TpuTensor
@@ -273,15 +274,16 @@ def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduct
     if log_probs.numel() == 0:  # (CPU's composite checks it whatever the lengths' device)
         raise RuntimeError("log_probs tensor must not be empty")
     given = (input_lengths, target_lengths)
+    lengths = [torch.as_tensor(v, dtype=torch.int64).to(log_probs.device) for v in given]
     if all(_on_host(v) for v in given):
         ctc_check(log_probs.shape, targets.shape, input_lengths, target_lengths, blank)
     elif (all(_on_host(v) or type(v) is TpuTensor for v in given)
-          and config.get("check_indices") and not execute.recording()):
-        # strict eager reads tpu lengths, as cuda's kernel does (fused eager does not wait)
-        ctc_check(log_probs.shape, targets.shape,
-                  *(v.cpu() if isinstance(v, torch.Tensor) else v for v in given), blank)
-    lengths = [torch.as_tensor(v, dtype=torch.int64).to(log_probs.device)
-               for v in (input_lengths, target_lengths)]
+          and config.get("check_indices")):
+        if execute.recording():  # fused eager does not wait: checked at the sync point
+            defer_ctc_check(log_probs.shape, targets.shape, *map(unwrap, lengths), blank)
+        else:  # strict eager reads tpu lengths, as cuda's kernel does
+            ctc_check(log_probs.shape, targets.shape,
+                      *(v.cpu() if isinstance(v, torch.Tensor) else v for v in given), blank)
     return aten.ctc_loss.Tensor.decompose(log_probs, targets, *lengths, blank, reduction,
                                           zero_infinity)
 

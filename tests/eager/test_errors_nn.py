@@ -472,6 +472,21 @@ def test_bad_ctc_lengths_raise_as_cpu(bad, eager_mode):
     raises_as_cpu(bad, RuntimeError)
 
 
+@pytest.mark.parametrize("lengths, targets", [
+    (([10, 11], [3, 3]), (2, 3)), (([10, -1], [3, 3]), (2, 3)), (([10, 10], [3, 4]), (2, 3)),
+    (([11, 10], [4, 3]), (2, 3)), (([10, 10], [3, -1]), (2, 3)), (([10, 10], [3, 3]), (5,)),
+    (([10, 10], [3, 3]), (3, 3)),
+])
+def test_ctc_lengths_on_tpu_are_checked_in_fused_eager_at_the_sync_point(lengths, targets):
+    # Fused eager does not wait to read tpu lengths: an invalid one gave a number (or inf).
+    def bad(d):
+        il, tl = (torch.tensor(v, device=d) for v in lengths)
+        with torchtpu.set_eager_mode("fused"):
+            return _ctc(d, il, tl, targets=targets).cpu()
+
+    raises_as_cpu(bad, RuntimeError)
+
+
 def test_ctc_lengths_within_bounds_still_compute():
     # concatenated targets and an input length of T: valid on CPU
     def loss(d):

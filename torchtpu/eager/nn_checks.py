@@ -200,46 +200,6 @@ DECOMPOSED = {
 }
 
 
-_CTC = " (while checking arguments for ctc_loss_allocate_outputs)"
-
-
-def ctc_check(log_probs_shape, targets_shape, input_lengths, target_lengths, blank: int) -> None:
-    """CPU's ctc_loss_allocate_outputs checks, in its order, of the shapes as its composite
-    passes them (an unbatched input gains its batch dim) and lengths read on the host."""
-    batched = len(log_probs_shape) == 3
-    lp = list(log_probs_shape) if batched else [*log_probs_shape[:1], 1, *log_probs_shape[1:]]
-    tg = list(targets_shape) if batched else [1, *targets_shape]
-    il, tl = (np.asarray(v, np.int64).reshape(-1) for v in (input_lengths, target_lengths))
-    if len(lp) != 3:
-        raise RuntimeError(f"Expected 3-dimensional tensor, but got {len(lp)}-dimensional "
-                           f"tensor for argument #1 'log_probs'{_CTC}")
-    if not 1 <= len(tg) <= 2:
-        raise RuntimeError(f"Expected 1 to 2 dimensions, but got {len(tg)}-dimensional tensor "
-                           f"for argument #2 'targets'{_CTC}")
-    t_max, batch, labels = lp
-    if not 0 <= blank < labels:
-        raise RuntimeError("blank must be in label range")
-    for name, v in (("input_lengths", il), ("target_lengths", tl)):
-        if len(v) != batch:
-            raise RuntimeError(f"{name} must be of size batch_size")
-    for n in tl:
-        if n < 0:
-            raise RuntimeError(f"Expected target_lengths to have value at least 0, but got "
-                               f"value {n}{_CTC}")
-    want = int(tl.sum()) if len(tg) == 1 else batch
-    if tg[0] != want:
-        raise RuntimeError(f"Expected tensor to have size {want} at dimension 0, but got size "
-                           f"{tg[0]} for argument #2 'targets'{_CTC}")
-    if len(tg) == 2 and batch and tg[1] < (longest := int(tl.max())):
-        raise RuntimeError(f"Expected tensor to have size at least {longest} at dimension 1, "
-                           f"but got size {tg[1]} for argument #2 'targets'{_CTC}")
-    for n in il:
-        if not 0 <= n <= t_max:
-            bound = "at least 0" if n < 0 else f"at most {t_max}"
-            raise RuntimeError(f"Expected input_lengths to have value {bound}, but got value "
-                               f"{n}{_CTC}")
-
-
 def resize_check(dtype_check):
     """CPU's order for the resizing ops: the spatial sizes, then an empty input (only an empty
     batch may be), then the kernel's dtypes; the meta kernel checks the first two the other way
