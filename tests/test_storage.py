@@ -153,3 +153,14 @@ def test_a_slice_of_a_storage_views_its_bytes_as_on_cpu():
     assert_same(list(tpu[1:]), list(cpu[1:]))
     with pytest.raises(RuntimeError, match="starting at byte 2 cannot be viewed as Float"):
         torch.empty(0, device=TPU).set_(torch.zeros(4, device=TPU).untyped_storage()[2:10])
+
+
+def test_resizing_a_storage_keeps_fsdps_free_and_restore_and_refuses_the_rest():
+    t = torch.arange(4.0).to(TPU)
+    storage = t.untyped_storage()
+    storage.resize_(0)  # FSDP2 frees an unsharded parameter so, and restores it before use
+    storage.resize_(16)
+    assert torch.equal(t.cpu(), torch.arange(4.0))
+    with pytest.raises(NotImplementedError, match=r"resize_\(32\) of a tpu storage of 16 bytes"):
+        storage.resize_(32)
+    assert storage.nbytes() == 16 and torch.equal(t.cpu(), torch.arange(4.0))

@@ -24,10 +24,17 @@ def _resize_keeping_device_buffers(storage, size):
     """FSDP2 frees an unsharded parameter with ``untyped_storage().resize_(0)`` and resizes it
     back before the next all-gather writes it. A tpu tensor's storage holds no memory (XLA
     holds its buffer), so resizing one changes nothing: the buffer stays between forward and
-    backward, where cuda's would be freed."""
-    if storage.device.type == "tpu":
-        return storage
-    return _resize_storage(storage, size)
+    backward, where cuda's would be freed. Any other size is refused: the storage's size is
+    PyTorch's C++ bookkeeping, which a Python backend cannot change under every tensor
+    viewing it (``tensor.resize_`` works)."""
+    if storage.device.type != "tpu":
+        return _resize_storage(storage, size)
+    if size not in (0, storage.nbytes()):
+        raise NotImplementedError(
+            f"torchtpu: resize_({size}) of a tpu storage of {storage.nbytes()} bytes is not "
+            "supported (only 0 and its own size, as FSDP frees and restores a parameter); "
+            "resize a tensor with tensor.resize_ instead")
+    return storage
 
 
 def _refuse_unused_parameter_search(ddp_init):
