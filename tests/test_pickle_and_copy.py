@@ -72,3 +72,11 @@ def test_deepcopy_of_an_unmaterialized_lazy_module(device):
     y = m2(torch.randn(2, 3, 8, device=device))
     assert y.shape == (2, 4, 2) and m2[0].weight.device == torch.device(device)
     assert m2[1].weight.device == torch.device(device)
+
+
+def test_a_tpu_tensors_class_pickles_by_reference_as_cpus_does():
+    cls = type(torch.zeros(1).to(TPU))
+    assert pickle.loads(pickle.dumps(cls)) is cls
+    # a module-level registry of classes (a dataclass field, a multiprocessing spec)
+    assert pickle.loads(pickle.dumps({"kind": cls, "cpu": torch.Tensor})) == {
+        "kind": cls, "cpu": torch.Tensor}

@@ -24,6 +24,7 @@ from .streams import (
     set_stream,
     stream,
 )
+from .tensor import TpuTensor  # noqa: F401  (pickle finds the class here: tensor.py)
 
 
 def is_available() -> bool:

@@ -632,6 +632,9 @@ TpuTensor.__name__ = "Tensor"
 # torch's, as for a CPU or cuda tensor, not a 'torchtpu' backend they lack (opt_einsum then
 # falls back to numpy, which refuses a device tensor).
 TpuTensor.__module__ = "torch"
+# ... and pickle finds the class where module and qualified name say: torch.tpu (the device
+# module) holds it.
+TpuTensor.__qualname__ = "tpu.TpuTensor"
 
 
 def wrap(value: jax.Array) -> TpuTensor:
