@@ -244,6 +244,7 @@ def test_selects_unbinds_and_stacks_match_cpu():
     both(lambda d: _sparse(d, coalesce=True)[-1])
     both(lambda d: hybrid.to(d)[1])  # no sparse dim left: dense, duplicates summed
     both(lambda d: hybrid.to(d).select(1, 1))
+    both(lambda d: torch.ones(2, 3).to_sparse().to(d).select(0, 1))  # uncoalesced, as any new
     for a, b in zip(_sparse(TPU).unbind(1), _sparse("cpu").unbind(1), strict=True):
         assert_sparse_same(a, b)
     both(lambda d: torch.stack(list(_sparse(d, coalesce=True))))
@@ -270,6 +271,49 @@ def test_elementwise_products_with_tensors_match_cpu():
         both(lambda d, c=a_coalesced, b=b: _sparse(d, coalesce=c) * b.to(d))
     both(lambda d: _sparse(d) * torch.arange(9.0).view(3, 3).to(d))  # the sparse one's entries
     both(lambda d: torch.ones(3, 1, device=d, dtype=torch.float64) * _sparse(d, coalesce=True))
+
+
+def test_products_with_a_dense_operand_of_more_dims_are_sparse_over_them_as_cpu():
+    hybrid = torch.sparse_coo_tensor(IDX[:1], torch.arange(8.0).view(4, 2), (3, 2))
+    both(lambda d: _sparse(d) * torch.arange(18.0).view(2, 3, 3).to(d))  # coalesced first
+    both(lambda d: torch.arange(54.0).view(3, 2, 1, 3, 3).to(d) * _sparse(d, coalesce=True))
+    both(lambda d: hybrid.to(d) * torch.arange(12.0).view(2, 3, 2).to(d))
+
+
+def test_smm_and_sspaddmm_match_cpu():
+    dense = torch.arange(6.0).view(3, 2)
+    both(lambda d: torch.smm(_sparse(d), dense.to(d)))
+    both(lambda d: torch.smm(torch.zeros(3, 3).to_sparse().to(d), dense.to(d)))
+    both(lambda d: torch.sspaddmm(torch.ones(3, 2).to_sparse().to(d), _sparse(d), dense.to(d),
+                                  beta=2, alpha=0.5))
+    for bad in (dense.view(3, 2, 1), torch.ones(4, 2), dense.double(), dense.to_sparse()):
+        raises_as_cpu(lambda d, bad=bad: torch.sspaddmm(
+            torch.zeros(3, 2).to_sparse().to(d), _sparse(d), bad.to(d)))
+    raises_as_cpu(lambda d: torch.smm(torch.zeros(3, 3, device=d), dense.to(d)))
+
+
+def test_resizes_and_copies_between_sizes_match_cpu():
+    for args in (((5, 6), 2, 0), ((2, 6), 2, 0), ((3, 3, 2), 2, 1), ((3, 3), 1, 1),
+                 ((5, 6), 3, 0)):
+        raises = args[0][0] < 3 or args[1:] != (2, 0)
+        if raises:
+            raises_as_cpu(lambda d, a=args: _sparse(d).sparse_resize_(*a))
+        else:
+            both(lambda d, a=args: _sparse(d).sparse_resize_(*a))
+    both(lambda d: torch.zeros(3, 4).to_sparse().to(d).sparse_resize_((2, 3, 4), 1, 2))
+    both(lambda d: _sparse(d).sparse_resize_and_clear_((2, 5, 4), 2, 1))
+    both(lambda d: torch.zeros(2, 2).to_sparse().to(d).copy_(_sparse(d)))
+    resized = _sparse(TPU).sparse_resize_((4, 4), 2, 0)
+    assert torch.equal(resized.to_dense().cpu(), _sparse("cpu").sparse_resize_((4, 4), 2,
+                                                                                0).to_dense())
+
+
+def test_concatenation_along_a_dense_dim_and_any_match_cpu():
+    hybrid = torch.sparse_coo_tensor(IDX[:1], torch.arange(8.0).view(4, 2), (3, 2))
+    other = torch.sparse_coo_tensor([[2]], torch.ones(1, 3, dtype=torch.float64), (3, 3))
+    both(lambda d: torch.cat([hybrid.to(d), other.to(d)], 1))
+    both(lambda d: torch.any(_sparse(d)).reshape(1))
+    both(lambda d: torch.any(torch.zeros(2, 2).to_sparse().to(d)).reshape(1))
 
 
 def test_narrow_copy_permute_and_hspmm_match_cpu():
@@ -434,7 +478,8 @@ def test_unsupported_ops_are_refused_naming_the_op_and_layout():
     with pytest.raises(NotImplementedError, match=r"aten\.cos\.default .*sparse_coo"):
         _sparse(TPU).cos()
     with pytest.raises(NotImplementedError, match=r"aten\.mul\.Tensor .*sparse_coo"):
-        _sparse(TPU) * torch.ones(2, 3, 3, device=TPU)  # (CPU broadcasts the sparse one)
+        # (CPU's result keeps the (1, 3) operand's entries in row 0 of a (3, 3) tensor)
+        torch.ones(1, 3).to_sparse().to(TPU) * torch.ones(3, 3, device=TPU)
 
 
 class _GCNLayer(torch.nn.Module):

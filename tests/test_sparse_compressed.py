@@ -176,6 +176,17 @@ def test_save_and_load_match_cpu():
     both(saved)
 
 
+@pytest.mark.parametrize("layout", COMPRESSED)
+def test_selecting_a_row_or_column_gives_cpus_coo_tensor(layout):
+    for dim, index in ((0, 1), (1, 3), (0, -1), (1, 2)):
+        both(lambda d, dim=dim, index=index: X.to(d).relu().to_sparse(layout=layout).select(
+            dim, index))
+    both(lambda d: X.to(d).relu().to_sparse_csr()[2])
+    raises_as_cpu(lambda d: X.to(d).to_sparse(layout=layout).select(0, 4), IndexError)
+    hybrid = torch.randn(4, 5, 2, generator=torch.Generator().manual_seed(1)).relu()
+    both(lambda d: hybrid.to_sparse_csr(dense_dim=1).to(d).select(2, 1).to_dense())
+
+
 def test_unsupported_ops_are_refused_by_name():
     c = _csr(TPU)
     with pytest.raises(NotImplementedError, match="_to_sparse_bsr.*layout=torch.sparse_csr"):

@@ -18,9 +18,11 @@ constructor ``_sparse_coo_tensor_with_dims_and_tensors`` arriving with tpu indic
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from .tensor import DEVICE
+from .tensor import DEVICE, TpuTensor
 
 aten = torch.ops.aten
 REPORT = "https://github.com/torchtpu/torchtpu/issues"
@@ -88,16 +90,31 @@ def make(indices: torch.Tensor, values: torch.Tensor, size, coalesced: bool) -> 
     return t
 
 
+def set_size(s, size) -> None:
+    """Give the wrapper ``s`` the sizes ``size`` in place: CPU's generic set_ kernel writes a
+    tensor's sizes whatever its layout, here over a placeholder storage of the new size that
+    holds no memory."""
+    size = tuple(size)
+    if size != tuple(s.shape):
+        strides = [math.prod(size[d + 1:]) for d in range(len(size))]
+        room = torch.Tensor._make_wrapper_subclass(
+            TpuTensor, (math.prod(size),), dtype=s.dtype, device=DEVICE).untyped_storage()
+        aten.set_.source_Storage_storage_offset.redispatch(_CPU, s, room, 0, size, strides)
+
+
+_CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+
+
 def refused(func) -> NotImplementedError:
     return NotImplementedError(
         f"torchtpu: {func} is not supported for sparse COO tensors (layout=torch.sparse_coo) "
         f"on tpu. Supported: construction, coalesce, indices/values, to_dense, to_sparse, "
         f"to_sparse_csr/csc, mm/addmm/matmul/bmm/hspmm with a dense operand, sparse @ sparse, "
         f"add, sub, mul (by a number, a dense or a sparse tensor), div by a number, neg, "
-        f"zero-preserving functions (abs, sqrt, pow...), sum, softmax, transpose, permute, "
-        f"unsqueeze, narrow_copy, select/index_select/unbind, cat/stack along a sparse dim, "
-        f"clone, detach, zeros_like and copies. Convert with .to_dense() or .cpu(), and please "
-        f"report it at {REPORT} with this message.")
+        f"zero-preserving functions (abs, sqrt, pow...), sum, any, softmax, smm/sspaddmm, "
+        f"transpose, permute, unsqueeze, narrow_copy, select/index_select/unbind, cat/stack, "
+        f"sparse_resize_, clone, detach, zeros_like and copies. Convert with .to_dense() or "
+        f".cpu(), and please report it at {REPORT} with this message.")
 
 
 def unmultipliable(a, b, op: str = "") -> RuntimeError:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 from torch._C import DispatchKey, DispatchKeySet
+from torch._prims_common import canonicalize_dim
 
 from .ops.dtypes import scalar_type_name as _name
 from .sparse import REPORT, make, unmultipliable
@@ -51,8 +52,8 @@ def refused(func, layout=None) -> NotImplementedError:
         f"torchtpu: {func} is not supported for {where} on tpu. Supported: construction, "
         f"crow/col/ccol/row_indices, values, to_dense, conversion to and from dense and COO, "
         f"CSR <-> CSC, mm/addmm/mv/matmul (with a dense operand, or CSR @ CSR), transpose, "
-        f"sum, clone, copies and value-wise functions that keep zeros (neg, abs, sqrt, sin, "
-        f"tanh, relu, mul by a number...). Convert with .to_dense(), .to_sparse() or .cpu(), "
+        f"select, sum, clone, copies and value-wise functions that keep zeros (neg, abs, sqrt, "
+        f"sin, tanh, relu, mul by a number...). Convert with .to_dense(), .to_sparse() or .cpu(), "
         f"and please report it at {REPORT} with this message.")
 
 
@@ -100,14 +101,14 @@ def compressed(rows, cols, values, size, layout, index_dtype=torch.int64):
 
 
 def _rebuilt(t, values):
-    """``t``'s indices with new values (a value-wise function's result)."""
+    """``t``'s indices with new values (a value-wise function's result, or fewer dense dims)."""
     if t.layout is torch.sparse_csr:
         outer, plain = t.crow_indices(), t.col_indices()
     else:
         outer, plain = t.ccol_indices(), t.row_indices()
     return aten._sparse_compressed_tensor_unsafe.default(
-        outer.clone(), plain.clone(), values, t.shape, dtype=values.dtype, layout=t.layout,
-        device=t.device)
+        outer.clone(), plain.clone(), values, (*t.shape[:2], *values.shape[1:]),
+        dtype=values.dtype, layout=t.layout, device=t.device)
 
 
 def _index_dtype(t):
@@ -343,6 +344,27 @@ def _sparse_mask(self, mask):
 @_kernel(aten.sum.default)
 def _sum(t, dtype=None):
     return t.values().sum(dtype=dtype)
+
+
+@_kernel(aten.select.int)
+def _select(t, dim, index):
+    """A row or column as a 1-d sparse COO tensor (CPU's: flagged coalesced, its entries in
+    order), or, along a dense dim of the values, a compressed tensor of the same pattern.
+    CPU refuses some selections whose values cannot be a view of the members' (a row of a
+    CSC tensor); here each one is a copy."""
+    dim = canonicalize_dim(t.dim(), dim)
+    size = t.shape[dim]
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{list(t.shape)} at dimension {dim}")
+    index %= size
+    if dim >= 2:
+        return _rebuilt(t, t.values().select(dim - 1, index))
+    rows, cols, values = entries(t, aten.select.int)
+    picked, kept = (rows, cols) if dim == 0 else (cols, rows)
+    at = (picked == index).nonzero().squeeze(1)
+    shape = [n for d, n in enumerate(t.shape) if d != dim]
+    return make(kept[at][None], values[at], shape, True)
 
 
 @_kernel(aten.clone.default)

@@ -150,3 +150,56 @@ def _addmm(input_, s, dense, *, beta=1, alpha=1):
     if beta == 0:  # (input is not read: its NaNs do not show, as on CPU)
         return product
     return torch.add(product, input_.expand(product.shape), alpha=beta)
+
+
+def _check_sspaddmm(input_, s, dense) -> None:
+    if type(input_) is not SparseTensor:
+        raise RuntimeError("tensor.sspaddmm(...) can only be called on sparse tensors")
+    if dense.is_sparse:
+        raise RuntimeError("sspaddmm: expected 'mat2' to have strided layout, got 'mat2' with "
+                           "layout Sparse")
+    for at, t in ((2, s), (3, dense)):
+        if t.dim() != 2:
+            raise RuntimeError(f"sspaddmm: Argument #{at}: matrices expected, got {t.dim()}D "
+                               f"tensor")
+    if _sd(s) != 2:
+        raise RuntimeError(f"sspaddmm: Argument #2: matrices expected, got {_sd(s)}D tensor")
+    for at, size, want, dim in ((3, dense.shape[0], s.shape[1], 0),
+                                (1, input_.shape[0], s.shape[0], 0),
+                                (1, input_.shape[1], dense.shape[1], 1)):
+        if size != want:
+            raise RuntimeError(f"sspaddmm: Argument #{at}: Expected dim {dim} size {want}, got "
+                               f"{size}")
+    for t in (s, dense):
+        if t.dtype != input_.dtype:
+            raise RuntimeError(f"expected scalar type {_name(input_.dtype)} but found "
+                               f"{_name(t.dtype)}")
+
+
+def _sspaddmm(input_, s, dense, beta, alpha):
+    """beta * input + alpha * (s @ dense), sparse: input's entries (scaled), then a full row of
+    the product for each row where ``s`` has entries, in row order (CPU's; flagged as any new
+    tensor: coalesced with fewer than two entries)."""
+    _check_sspaddmm(input_, s, dense)
+    rows = torch.unique(s._i[0])
+    product = _sparse_dense(s, dense, alpha)[rows]
+    cols = torch.arange(dense.shape[1], device=DEVICE)
+    indices = torch.stack([rows.repeat_interleave(dense.shape[1]), cols.repeat(rows.shape[0])])
+    nnz = input_._i.shape[1] + indices.shape[1]
+    return make(torch.cat([input_._i, indices], 1),
+                torch.cat([_alpha_times(input_._v, beta), product.reshape(-1)]),
+                input_.shape, nnz < 2)
+
+
+@_op(aten.sspaddmm.default)
+def _sspaddmm_default(input_, s, dense, *, beta=1, alpha=1):
+    return _sspaddmm(input_, s, dense, beta, alpha)
+
+
+@_op(aten.sspaddmm.out)
+def _sspaddmm_out(input_, s, dense, *, beta=1, alpha=1, out):
+    """(``torch.smm`` calls it with ``out`` as an empty input, which CPU resizes first.)"""
+    if out is input_ and not out._i.shape[1] and s.dim() == dense.dim() == 2:
+        out.sparse_resize_and_clear_((s.shape[0], dense.shape[1]), 2, 0)
+    result = _sspaddmm(input_, s, dense, beta, alpha)
+    return aten.copy_.default(out, result)

@@ -12,7 +12,7 @@ import math
 import torch
 
 from .ops.dtypes import scalar_type_name as _name
-from .sparse import SparseTensor, make, refused
+from .sparse import SparseTensor, make, refused, set_size
 from .tensor import DEVICE
 
 aten = torch.ops.aten
@@ -282,11 +282,28 @@ def _mul(a, b):
     if type(a) is SparseTensor and type(b) is SparseTensor:
         return _mul_sparse(a, b)
     s, dense = (a, b) if type(a) is SparseTensor else (b, a)
-    if torch.broadcast_shapes(s.shape, dense.shape) != s.shape:
-        raise refused(aten.mul.Tensor)  # (CPU broadcasts the sparse operand too)
+    shape = torch.broadcast_shapes(s.shape, dense.shape)
+    if shape != s.shape:
+        return _mul_broadcast(s, dense, shape)
     # each entry times the dense value at its place: the sparse operand's indices and flag
     values = s._v * dense.expand(s.shape)[tuple(s._i)]
     return make(s._i.clone(), values, s.shape, s._coalesced)
+
+
+def _mul_broadcast(s, dense, shape):
+    """sparse * dense where the dense operand adds leading dims: CPU's result is sparse over
+    those dims too, the coalesced operand's entries repeated for each leading index (in order),
+    each times the dense value at its place; coalesced."""
+    lead = shape[:len(shape) - s.dim()]
+    if shape[len(lead):] != s.shape:
+        raise refused(aten.mul.Tensor)  # (a sparse operand broadcast in its own dims)
+    s = _coalesce_if_needed(s)
+    n, repeats = _nnz_of(s), math.prod(lead)
+    leading = _unravel(torch.arange(repeats, device=DEVICE), lead)
+    indices = torch.cat([leading.repeat_interleave(n, 1), s._i.repeat(1, repeats)])
+    at = dense.expand(shape).reshape(repeats, *s.shape)[(slice(None), *s._i)]
+    values = (s._v * at).reshape(repeats * n, *s._v.shape[1:])
+    return make(indices, values, shape, True)
 
 
 def _mul_sparse(a, b):
@@ -362,12 +379,11 @@ def _copy_(self, src, non_blocking=False):
                            f"Found self type = {self.type()} and src type = {src.type()}")
     if type(self) is not SparseTensor:  # a CPU sparse tensor from a tpu one
         return self.copy_(aten._to_copy.default(src, device=self.device), non_blocking)
-    if self.shape != src.shape:
-        raise refused(aten.copy_.default)
     if src.device.type != "tpu":
         src = aten._to_copy.default(src, device=DEVICE)
     self._i, self._v = src._i.clone(), src._v.to(self.dtype, copy=True)
     self._coalesced = src.is_coalesced()
+    set_size(self, src.shape)  # (CPU's resizes self to the source's size)
     return self
 
 

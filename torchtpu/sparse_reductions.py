@@ -32,6 +32,11 @@ def _sum(s, *, dtype=None):
     return s._v.sum(dtype=dtype)
 
 
+@_op(aten.any.default)
+def _any(s):
+    return s._v.any()  # (CPU's: the stored values, duplicates not summed)
+
+
 @_op(aten._sparse_sum.default, aten._sparse_sum.dtype)
 def _sparse_sum_all(s, dtype=None):
     return s._v.sum(dtype=dtype)

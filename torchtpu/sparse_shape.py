@@ -5,12 +5,11 @@ values with CPU's results and flags (``sparse_ops.py`` has the rest)."""
 from __future__ import annotations
 
 import functools
-import math
 
 import torch
 from torch._prims_common import canonicalize_dim
 
-from .sparse import SparseTensor, make, refused
+from .sparse import SparseTensor, make, refused, set_size
 from .sparse_ops import OPS, _detach, _nnz_of, _op, _sd
 from .tensor import DEVICE
 
@@ -48,13 +47,9 @@ def _t(s):
 
 def _transposed_in_place(s, dim0, dim1):
     """``transpose_``/``t_``: CPU swaps the rows of the indices in place (a tensor they were
-    made from sees it), and the tensor's size. The wrapper's size is set by CPU's generic
-    as_strided_ kernel, which writes a tensor's sizes whatever its layout."""
+    made from sees it), and the tensor's size."""
     result = _transpose(s, dim0, dim1)
-    size = tuple(result.shape)
-    if size != tuple(s.shape):
-        strides = [math.prod(size[d + 1:]) for d in range(len(size))]
-        aten.as_strided_.default.redispatch(_CPU, s, size, strides, 0)
+    set_size(s, result.shape)
     s._i.copy_(result._i)
     s._coalesced = result._coalesced
     return s
@@ -65,7 +60,6 @@ def _t_(s):
     return _transposed_in_place(s, 0, 1) if s.dim() == 2 else s
 
 
-_CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 OPS[aten.t_.default] = _t_
 OPS[aten.transpose_.default] = _transposed_in_place
 
@@ -121,7 +115,8 @@ def _unsqueeze(s, dim):
 @_op(aten.select.int)
 def _select(s, dim, index):
     """The entries at ``index`` of ``dim``: sparse over the dims left, dense when no sparse dim
-    is left (duplicates summed); coalesced if ``s`` is or fewer than two entries are left."""
+    is left (duplicates summed); flagged as any new tensor (coalesced with fewer than two
+    entries), as CPU's, whatever ``s`` is."""
     ndim, sd = s.dim(), _sd(s)
     if ndim == 0:
         raise IndexError("select() cannot be applied to a 0-dim tensor.")
@@ -133,13 +128,13 @@ def _select(s, dim, index):
     index %= size
     shape = [n for d, n in enumerate(s.shape) if d != dim]
     if dim >= sd:  # a dense dim: every entry keeps its place
-        return make(s._i.clone(), s._v.select(dim - sd + 1, index), shape, s._coalesced)
+        return make(s._i.clone(), s._v.select(dim - sd + 1, index), shape, _nnz_of(s) < 2)
     kept = (s._i[dim] == index).nonzero().squeeze(1)
     values = s._v[kept]
     if sd == 1:
         return values.sum(0)
     others = [d for d in range(sd) if d != dim]
-    return make(s._i[others][:, kept], values, shape, s._coalesced or kept.shape[0] < 2)
+    return make(s._i[others][:, kept], values, shape, kept.shape[0] < 2)
 
 
 @_op(aten.index_select.default)
@@ -200,7 +195,7 @@ def _cat(tensors, dim=0):
                                f"(except in the concatenating dimension), but found shape: "
                                f"{list(t.shape)} at position {at}.")
     if dim >= sd:
-        raise refused(aten.cat.default)  # (a dense dim: CPU pads each tensor's values)
+        return _cat_dense_dim(tensors, dim, sd)
     indices, offset = [], 0
     for t in tensors:
         moved = t._i.clone()
@@ -215,6 +210,23 @@ def _cat(tensors, dim=0):
 
 
 
+def _cat_dense_dim(tensors, dim: int, sd: int):
+    """Joined along a dense dim: every tensor's entries, each one's values placed at its offset
+    in zeros of the joined dense size (CPU's: never flagged coalesced)."""
+    at = dim - sd + 1  # in the values
+    total = sum(t.shape[dim] for t in tensors)
+    dtype = functools.reduce(torch.promote_types, (t.dtype for t in tensors))
+    values, offset = [], 0
+    for t in tensors:
+        before, after = offset, total - offset - t.shape[dim]
+        pad = [0, 0] * (t._v.dim() - 1 - at) + [before, after]
+        values.append(torch.nn.functional.pad(t._v.to(dtype), pad))
+        offset += t.shape[dim]
+    shape = list(tensors[0].shape)
+    shape[dim] = total
+    return make(torch.cat([t._i for t in tensors], 1), torch.cat(values), shape, False)
+
+
 @_op(aten.stack.default)
 def _stack(tensors, dim=0):
     if not tensors or any(type(t) is not SparseTensor for t in tensors):
@@ -222,3 +234,61 @@ def _stack(tensors, dim=0):
     ndim = tensors[0].dim() + 1
     dim = canonicalize_dim(ndim, dim)
     return _cat([_unsqueeze(t, dim) for t in tensors], dim)
+
+
+# --- resizing ---
+
+_KEEP = ("\nYou could try the following options:\n1. If you need an empty sparse tensor of this "
+         "size, call `x = torch.sparse_coo_tensor(size)`.\n2. If you need to resize this tensor, "
+         "you have the following options:\n    1. For both sparse and dense dimensions, keep the "
+         "number of them constant and the size of them non-shrinking, and then try the same "
+         "call again.\n    2. Or, create a new sparse tensor with the correct indices and values "
+         "from this sparse tensor.")
+
+
+def _check_dims(size, sparse_dim: int, dense_dim: int) -> None:
+    if len(size) != sparse_dim + dense_dim:
+        raise RuntimeError(f"'len(size) == sparse_dim + dense_dim' is not satisfied: len(size) "
+                           f"= {len(size)}, sparse_dim = {sparse_dim}, dense_dim = {dense_dim}")
+
+
+def _check_resize(s, size, sparse_dim: int, dense_dim: int) -> None:
+    _check_dims(size, sparse_dim, dense_dim)
+    if not _nnz_of(s):
+        return
+    sd, dd = _sd(s), s._v.dim() - 1
+    for kind, old, new in (("sparse", sd, sparse_dim), ("dense", dd, dense_dim)):
+        if old != new:
+            raise RuntimeError(f"changing the number of {kind} dimensions (from {old} to {new}) "
+                               f"on a non-empty sparse tensor is not supported.{_KEEP}")
+    for kind, old, new in (("sparse", s.shape[:sd], size[:sd]),
+                           ("dense", s.shape[sd:], size[sd:])):
+        if any(n < o for o, n in zip(old, new, strict=True)):
+            raise RuntimeError(f"shrinking the size of {kind} dimensions (from {list(old)} to "
+                               f"{list(new)}) on a non-empty sparse tensor is not supported."
+                               f"{_KEEP}")
+
+
+@_op(aten.sparse_resize_.default)
+def _sparse_resize_(s, size, sparse_dim, dense_dim):
+    """CPU's: a tensor with entries keeps them (and its numbers of sparse and dense dims; sizes
+    only grow; its values' new dense elements are zero here, uninitialised there); an empty one
+    takes any dims."""
+    size = tuple(size)
+    _check_resize(s, size, sparse_dim, dense_dim)
+    if not _nnz_of(s):
+        return _sparse_resize_and_clear_(s, size, sparse_dim, dense_dim)
+    s._v = s._v.clone().resize_((_nnz_of(s), *size[sparse_dim:]))
+    set_size(s, size)
+    return s
+
+
+@_op(aten.sparse_resize_and_clear_.default)
+def _sparse_resize_and_clear_(s, size, sparse_dim, dense_dim):
+    size = tuple(size)
+    _check_dims(size, sparse_dim, dense_dim)
+    s._i = torch.zeros((sparse_dim, 0), dtype=torch.int64, device=DEVICE)
+    s._v = torch.zeros((0, *size[sparse_dim:]), dtype=s.dtype, device=DEVICE)
+    s._coalesced = True
+    set_size(s, size)
+    return s

@@ -397,8 +397,13 @@ def _strided_nested(args, kwargs):
         "layout=torch.jagged)")
 
 
+def _sspaddmm_of_dense(args, kwargs):
+    raise RuntimeError("tensor.sspaddmm(...) can only be called on sparse tensors")  # CPU's
+
+
 # Sparse COO tensors made from tpu tensors (sparse.py).
 HANDLERS.update({
+    aten.sspaddmm.out: _sspaddmm_of_dense,  # (a sparse input's is in sparse_matmul.py)
     aten._sparse_coo_tensor_with_dims_and_tensors.default: sparse.construct,
     aten._validate_sparse_coo_tensor_args.default: sparse.validate,
     aten._to_sparse.default: sparse.to_sparse,
