@@ -68,6 +68,13 @@ def test_invalid_constructions_raise_as_cpu():
                                                      check_invariants=True))
     raises_as_cpu(lambda d: torch.sparse_coo_tensor(IDX, V[:2], (3, 3), device=d))
     raises_as_cpu(lambda d: torch.sparse_coo_tensor(IDX, V, (3,), device=d))
+    # an is_coalesced claim checked (an internal assert on tpu before), from tpu members too
+    raises_as_cpu(lambda d: torch.sparse_coo_tensor(IDX.to(d), V.to(d), (3, 3),
+                                                     is_coalesced=True, check_invariants=True))
+    raises_as_cpu(lambda d: torch._validate_sparse_coo_tensor_args(IDX.to(d), V.to(d), (3, 3),
+                                                                    True))
+    both(lambda d: torch.sparse_coo_tensor(IDX[:, 1:].to(d), V[1:].to(d), is_coalesced=True,
+                                           check_invariants=True))
 
 
 def test_copies_and_conversions_match_cpu():

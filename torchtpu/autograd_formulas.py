@@ -39,7 +39,7 @@ import torch
 import torch.autograd.forward_ad as fwAD
 from torch.utils._python_dispatch import _disable_current_modes
 
-from . import config
+from . import config, sparse
 from .eager import bounds
 from .eager.ctc_checks import ctc_check, defer_ctc_check
 from .eager.result_layout import suggested_format
@@ -327,7 +327,30 @@ def _input_grad_in(layout: torch.memory_format):
     return hook
 
 
+def _validate_sparse_coo_tensor_args(*args, **kwargs):
+    # (its composite checks an is_coalesced=True claim with a CPU kernel stub tpu has not)
+    return sparse.validate(args, kwargs)
+
+
+def _sparse_coo_tensor_of(overload):
+    """``torch.sparse_coo_tensor(..., check_invariants=True)``: the composite validates
+    through a C++ call that never reaches the kernel above; here it runs unchecked, then
+    CPU's checks run on the host (an error leaves nothing behind)."""
+    def kernel(indices, values, *rest, **kwargs):
+        if not torch.sparse.check_sparse_tensor_invariants.is_enabled():
+            return overload.decompose(indices, values, *rest, **kwargs)
+        with torch.sparse.check_sparse_tensor_invariants(enable=False):
+            result = overload.decompose(indices, values, *rest, **kwargs)
+        sparse.validate((indices, values, result.shape, kwargs.get("is_coalesced")), {})
+        return result
+
+    return kernel
+
+
 KERNELS = {
+    "_validate_sparse_coo_tensor_args": _validate_sparse_coo_tensor_args,
+    "sparse_coo_tensor.indices": _sparse_coo_tensor_of(aten.sparse_coo_tensor.indices),
+    "sparse_coo_tensor.indices_size": _sparse_coo_tensor_of(aten.sparse_coo_tensor.indices_size),
     "silu": _kernel("Silu", aten.silu.default, aten.silu_backward.default, _silu_composite,
                     _silu),
     "mish": _kernel("Mish", aten.mish.default, aten.mish_backward.default, _mish_composite,
