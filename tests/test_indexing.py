@@ -36,6 +36,16 @@ def test_index_put_accumulate_counts_duplicates():
     run_both(fn, torch.zeros(5), torch.tensor([1, 1, 3, 1]))
 
 
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_impl_as_cpu(accumulate):
+    # (the in-place kernel some libraries call directly: it had no rule)
+    def fn(x, idx):
+        return torch.ops.aten._index_put_impl_(x.clone(), (idx,), torch.ones(4, device=x.device),
+                                               accumulate, False)
+
+    run_both(fn, torch.zeros(5), torch.tensor([1, 1, 3, 1] if accumulate else [0, 1, 3, 4]))
+
+
 @pytest.mark.parametrize(
     "fn",
     [

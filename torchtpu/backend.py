@@ -144,6 +144,11 @@ def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memor
     return dispatch(aten.empty_strided.default, (size, stride), {"dtype": dtype})
 
 
+def _make_dep_token(dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    # (torch.export's functional asserts thread one through: an empty 0-d tensor, as CPU's)
+    return dispatch(aten.empty.memory_format, ((),), {"dtype": dtype})
+
+
 def _efficientzerotensor(size, dtype=None, layout=None, device=None, pin_memory=None):
     # Autograd's zero gradients (sgn, and others at points they do not cover)
     return torch.zeros(size, dtype=dtype, device=device)
@@ -556,6 +561,7 @@ def register() -> None:
         "eye": _eye,
         "eye.m": _eye,
         "_efficientzerotensor": _efficientzerotensor,
+        "_make_dep_token": _make_dep_token,
     }
     for name, kernel in factories.items():
         _lib.impl(name, _on_an_existing_device(kernel), "PrivateUse1")

@@ -151,3 +151,17 @@ def test_a_graphs_own_assert_raises_its_message_at_the_next_sync_point():
     assert torch.equal(f(torch.ones(2).to(TPU)).cpu(), torch.full((2,), 2.0))
     with pytest.raises(RuntimeError, match="^the sum must be positive$"):
         f(-torch.ones(2).to(TPU)).cpu()
+
+
+def test_a_functional_assert_returns_its_token_and_raises_at_the_next_sync_point():
+    @torch.compile(backend="tpu")
+    def f(x):
+        token = torch.ops.aten._make_dep_token(device=x.device)
+        token = torch.ops.aten._functional_assert_async.msg(x.min() > 0, "x must be positive",
+                                                           token)
+        return x + 1, token  # (an unused token lets AOTAutograd drop the assert, as aot_eager)
+
+    out, token = f(torch.ones(2).to(TPU))
+    assert torch.equal(out.cpu(), torch.full((2,), 2.0)) and token.shape == ()
+    with pytest.raises(RuntimeError, match="^x must be positive$"):
+        f(-torch.ones(2).to(TPU))[0].cpu()

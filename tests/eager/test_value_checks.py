@@ -175,3 +175,18 @@ def test_half_tensor_set_by_an_overflowing_number_as_cpu():
         return x
 
     assert_same(run("tpu"), run("cpu"))
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_functional_assert_async_and_its_token_as_cpu(value):
+    # torch.export's functionalized asserts: the token factory had no tpu kernel
+    def check(device):
+        token = torch.ops.aten._make_dep_token(device=device)
+        assert token.shape == () and token.device.type == device
+        return torch.ops.aten._functional_assert_async.msg(
+            torch.tensor(value, device=device), "x must be positive", token).shape
+
+    if value:
+        assert check("tpu") == check("cpu")
+    else:
+        raises_as_cpu(check)

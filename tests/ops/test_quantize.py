@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import raises_as_cpu
+from conftest import TPU, assert_same, raises_as_cpu
 
 _X = torch.randn(64, 8, generator=torch.Generator().manual_seed(0)) * 3
 _SCALE = torch.rand(8, generator=torch.Generator().manual_seed(1)) * 0.1 + 0.01
@@ -163,3 +163,13 @@ def test_fused_observer_fake_quantize_trains_as_cpu(kind):
         out_cpu.sum().backward()
         out_tpu.sum().backward()
         assert torch.equal(on_tpu.grad.cpu(), x.grad)
+
+
+def test_add_relu_as_cpu():
+    # torch.ao's fused add + ReLU (quantization-ready modules) had no rule
+    x = torch.randn(4, 5, generator=torch.Generator().manual_seed(0))
+    for op in (lambda t: torch.ops.aten._add_relu.Tensor(t, t * 0.5, alpha=-3),
+               lambda t: torch.ops.aten._add_relu.Scalar(t, 0.3),
+               lambda t: torch.ops.aten._add_relu_.Tensor(t.clone(), t),
+               lambda t: torch.ops.aten._add_relu.Tensor(t.long(), -t.long())):
+        assert_same(op(x.to(TPU)), op(x))

@@ -286,9 +286,10 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None,
             if t in _NO_OPS:
                 env[node] = None
             elif t in _ASSERTS:
-                env[node] = None
+                # (the functional form returns its dependency token)
+                env[node] = args[2] if t is aten._functional_assert_async.msg else None
                 if checks is not None:
-                    checks.append(_assert_check(node, *args))
+                    checks.append(_assert_check(node, *args[:2]))
             elif t in _SYM_QUERIES:
                 env[node] = _SYM_QUERIES[t](*args, **kwargs)
             elif t is aten._to_copy.default:
@@ -345,7 +346,8 @@ def _checks_of_node(node: fx.Node, args, kwargs) -> list:
 # A decomposition's value checks (one_hot's classes in range): CPU's eager kernel raises
 # their message; inductor asserts in its generated code. Here they are the program's check
 # outputs, read at the next sync point.
-_ASSERTS = {aten._assert_async.default, aten._assert_async.msg}
+_ASSERTS = {aten._assert_async.default, aten._assert_async.msg,
+            aten._functional_assert_async.msg}
 
 
 def _assert_check(node: fx.Node, condition, message: str | None = None) -> tuple:

@@ -306,6 +306,12 @@ def _assert_async(args, kwargs):
                            else "Expected Tensor with single nonzero value, but got zero")
 
 
+def _functional_assert_async(args, kwargs):
+    t, message, dep_token = (*args, *kwargs.values())
+    _assert_async((t, message), {})
+    return dep_token.clone()
+
+
 def _range_of_tensor_ends(scalar_form):
     """linspace/logspace of 0-d tensor ends: ATen reads the ends (``item()``) and makes the
     range where ``device=`` says, the default device without it, never on the ends' device
@@ -328,6 +334,7 @@ def _range_of_tensor_ends(scalar_form):
 HANDLERS = {
     aten._assert_async.default: _assert_async,
     aten._assert_async.msg: _assert_async,
+    aten._functional_assert_async.msg: _functional_assert_async,
     aten._assert_tensor_metadata.default: _assert_tensor_metadata,
     aten._pack_padded_sequence.default: _pack_padded_sequence,
     aten._pack_padded_sequence_backward.default: _pack_padded_sequence_backward,

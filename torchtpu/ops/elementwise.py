@@ -350,6 +350,13 @@ def _rsub(self, other, alpha=1):
     return _plus_scaled(b, a, alpha, -1)
 
 
+@lowering(aten._add_relu)
+def _add_relu(self, other, alpha=1):
+    # (the fused add + ReLU of torch.ao's quantization-ready modules)
+    total = _add(self, other, alpha)
+    return jnp.where(total < 0, jnp.zeros((), total.dtype), total)
+
+
 # CPU multiplies a bfloat16/float16 tensor by a number at float32's precision (x * 0.1);
 # an added number it rounds to the tensor's dtype first, as promote does.
 lowering(aten.mul)(opmath(lambda self, other: jnp.multiply(*promote(self, other))))

@@ -125,8 +125,8 @@ def _masked_set_jit(self, mask, values):
     return jnp.where(mask, values.astype(self.dtype), self)
 
 
-@lowering(aten.index_put, aten._unsafe_index_put, eager=True, records=True)
-def _index_put(self, indices, values, accumulate=False):
+@lowering(aten.index_put, aten._unsafe_index_put, aten._index_put_impl, eager=True, records=True)
+def _index_put(self, indices, values, accumulate=False, unsafe=False):
     indices = _checked_masks(self, indices)
     if (not accumulate and values.ndim == 0 and len(indices) == 1
             and indices[0] is not None and indices[0].dtype == jnp.bool_):

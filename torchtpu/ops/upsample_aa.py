@@ -1,5 +1,5 @@
 """Antialiased bilinear and bicubic resizing (_upsample_bilinear2d_aa, _upsample_bicubic2d_aa:
-interpolate(antialias=True)).
+interpolate(antialias=True)) and Lanczos resizing (_upsample_lanczos2d_aa: mode="lanczos").
 
 Separable, as PyTorch's CPU kernel: width first, then height, each a weighted sum over a
 window whose filter (a triangle, or Keys' cubic with a = -0.5) widens with the downscaling
@@ -44,8 +44,18 @@ def _cubic(x, a=-0.5):
     return 0
 
 
+def _lanczos(x, a=3):
+    # sinc(x) * sinc(x / a) inside (-a, a)
+    x = abs(x)
+    if x >= a:
+        return 0
+    if x == 0:
+        return 1
+    return a * math.sin(math.pi * x) * math.sin(math.pi * x / a) / (math.pi * x) ** 2
+
+
 # filter -> its interp_size: the window, in input pixels, at scale 1
-_INTERP_SIZE = {_triangle: 2, _cubic: 4}
+_INTERP_SIZE = {_triangle: 2, _cubic: 4, _lanczos: 6}
 
 
 def _weights(size_in: int, size_out: int, align_corners: bool, scale, dt,
@@ -109,3 +119,5 @@ _register(aten._upsample_bilinear2d_aa.default, aten._upsample_bilinear2d_aa_bac
           _triangle)
 _register(aten._upsample_bicubic2d_aa.default, aten._upsample_bicubic2d_aa_backward.default,
           _cubic)
+_register(aten._upsample_lanczos2d_aa.default, aten._upsample_lanczos2d_aa_backward.default,
+          _lanczos)
