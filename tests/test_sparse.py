@@ -323,6 +323,19 @@ def test_concatenation_along_a_dense_dim_and_any_match_cpu():
     both(lambda d: torch.any(torch.zeros(2, 2).to_sparse().to(d)).reshape(1))
 
 
+def test_spdiags_matches_cpu():
+    diagonals = torch.arange(1.0, 13.0).view(3, 4)
+    offsets = torch.tensor([0, -1, 2])
+    both(lambda d: torch.sparse.spdiags(diagonals.to(d), offsets, (4, 4)))
+    both(lambda d: torch.sparse.spdiags(diagonals[:, :2].to(d), offsets.to(d), (3, 5)))
+    csr = torch.sparse.spdiags(diagonals.to(TPU), offsets, (4, 4), layout=torch.sparse_csr)
+    assert csr.layout is torch.sparse_csr
+    assert torch.equal(csr.to_dense().cpu(), torch.sparse.spdiags(diagonals, offsets,
+                                                                  (4, 4)).to_dense())
+    raises_as_cpu(lambda d: torch.sparse.spdiags(diagonals.to(d), torch.tensor([0, 0, 1]),
+                                                 (4, 4)))
+
+
 def test_narrow_copy_permute_and_hspmm_match_cpu():
     hybrid = torch.sparse_coo_tensor([[0, 1], [1, 0]], torch.arange(6.0).view(2, 3), (2, 2, 3))
     both(lambda d: _sparse(d, coalesce=True).narrow_copy(1, 1, 2))

@@ -170,6 +170,24 @@ def validate(args, kwargs):
     return aten._validate_sparse_coo_tensor_args.default(indices.cpu(), stand_in, size, *rest)
 
 
+def spdiags(args, kwargs):
+    """``torch.sparse.spdiags`` of tpu diagonals: CPU's kernel lays out the entries (its
+    checks, their order, the output layout) over each diagonal element's position, and the
+    values are gathered from those positions on the device."""
+    diagonals, offsets, *rest = args
+    positions = torch.arange(diagonals.numel()).view(diagonals.shape)
+    laid = aten._spdiags.default(positions, offsets.cpu(), *rest, **kwargs)
+    if laid.layout is torch.sparse_coo:
+        values = diagonals.flatten()[laid._values().to(diagonals.device)]
+        return make(laid._indices().to(DEVICE), values, laid.shape, laid.is_coalesced())
+    members = (laid.crow_indices(), laid.col_indices()) if laid.layout is torch.sparse_csr \
+        else (laid.ccol_indices(), laid.row_indices())
+    values = diagonals.flatten()[laid.values().to(diagonals.device)]
+    return aten._sparse_compressed_tensor_unsafe.default(
+        *(m.to(DEVICE) for m in members), values, laid.shape, dtype=values.dtype,
+        layout=laid.layout, device=DEVICE)
+
+
 def to_sparse(args, kwargs):
     """A dense tpu tensor's ``_to_sparse`` (``dense.to_sparse()``, ``to_sparse(sparse_dim)``):
     the positions whose entries are not all zero, sorted, and their values; coalesced."""

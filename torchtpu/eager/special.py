@@ -414,6 +414,7 @@ HANDLERS.update({
     aten._sparse_coo_tensor_with_dims_and_tensors.default: sparse.construct,
     aten._validate_sparse_coo_tensor_args.default: sparse.validate,
     aten._to_sparse.default: sparse.to_sparse,
+    aten._spdiags.default: sparse.spdiags,
     aten._to_sparse.sparse_dim: sparse.to_sparse,
     aten._to_sparse_csr.default: sparse_compressed.dense_handler(torch.sparse_csr),
     aten._to_sparse_csc.default: sparse_compressed.dense_handler(torch.sparse_csc),
