@@ -173,3 +173,17 @@ def test_add_relu_as_cpu():
                lambda t: torch.ops.aten._add_relu_.Tensor(t.clone(), t),
                lambda t: torch.ops.aten._add_relu.Tensor(t.long(), -t.long())):
         assert_same(op(x.to(TPU)), op(x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_int8_weight_only_matmul_as_cpu(dtype):
+    # torchao's int8 weight-only quantization on CPU calls _weight_int8pack_mm: no rule before
+    x = torch.randn(3, 8, generator=torch.Generator().manual_seed(0)).to(dtype)
+    w = torch.randint(-128, 127, (5, 8), dtype=torch.int8, generator=torch.Generator())
+    scales = torch.rand(5, generator=torch.Generator().manual_seed(1)).to(dtype)
+    op = torch.ops.aten._weight_int8pack_mm
+    assert_same(op(x.to(TPU), w.to(TPU), scales.to(TPU)), op(x, w, scales))
+    for bad in ((x[0], w, scales), (x.t().contiguous().t(), w, scales), (x, w.t(), scales),
+                (x.unsqueeze(0), w, scales), (x, w.float(), scales), (x, w, scales[:3]),
+                (x, w, scales.double())):
+        raises_as_cpu(lambda d, bad=bad: op(*(t.to(d) for t in bad)), (RuntimeError, IndexError))

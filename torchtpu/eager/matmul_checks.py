@@ -3,8 +3,8 @@
 The meta kernels promote mixed dtypes where CPU multiplies only like ones, and check dtypes
 before shapes where CPU checks shapes first; a check here leaves bad shapes to the meta
 kernel where its shape errors are CPU's. The quantized products' (``_int_mm``,
-``_scaled_mm``) meta kernels check cuda's constraints instead (a column-major ``mat2``,
-sizes divisible by 16)."""
+``_scaled_mm``, ``_weight_int8pack_mm``) meta kernels check cuda's constraints instead (a
+column-major ``mat2``, sizes divisible by 16)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,37 @@ def _int_mm_check(self, mat2) -> str | None:
     if self.shape[1] != mat2.shape[0]:
         return ("int_mm_out_cpu: self.size(1) needs to match mat2.size(0) but got "
                 f"{self.shape[1]} and {mat2.shape[0]}")
+    return None
+
+
+_W8 = "_weight_int8pack_mm_cpu :"
+
+
+def _weight_int8pack_mm_check(self, mat2, scales) -> Exception | str | None:
+    """CPU's, in its order (the strides only where the tensors are: CHECKED_ON_TENSORS)."""
+    for m in (self, mat2):
+        if m.ndim < 2:  # (CPU reads both sizes first)
+            return IndexError(f"Dimension out of range (expected to be in range of "
+                              f"[{-max(m.ndim, 1)}, {max(m.ndim, 1) - 1}], but got 1)")
+    k, n = self.shape[1], mat2.shape[0]
+    dtype = to_torch_dtype(self.dtype)
+    if dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        return f"{_W8} expect A to be either 32-bit or 16-bit float tensor."
+    if isinstance(self, torch.Tensor) and self.stride(-1) != 1:
+        return f"{_W8} A must be contiguous on the last dimension."
+    if self.ndim != 2:
+        return f"{_W8} expect A to be 2D tensor."
+    if to_torch_dtype(mat2.dtype) != torch.int8:
+        return f"{_W8} expect B to be int8 tensor."
+    if not _contiguous(mat2):
+        return f"{_W8} expect B to be contiguous."
+    if mat2.shape[1] != k:
+        return f"{_W8} expect B.size(1) == {k}"
+    if scales.ndim != 1 or scales.shape[0] != n:
+        return f"{_W8} expect scales to be 1d tensor with size {n}"
+    if to_torch_dtype(scales.dtype) != dtype:
+        return (f"expected scalar type {scalar_type_name(dtype)} but found "
+                f"{scalar_type_name(scales.dtype)}")
     return None
 
 
@@ -265,6 +296,6 @@ PRODUCT_CHECKS = {
 
 
 CHECKS = {_aten._int_mm.default: _int_mm_check, _aten._scaled_mm.default: _scaled_mm_check,
-          **PRODUCT_CHECKS}
+          _aten._weight_int8pack_mm.default: _weight_int8pack_mm_check, **PRODUCT_CHECKS}
 # Checks that read strides, which only the tensors (not a rule's arrays) carry.
-CHECKED_ON_TENSORS = {_aten._scaled_mm.default}
+CHECKED_ON_TENSORS = {_aten._scaled_mm.default, _aten._weight_int8pack_mm.default}

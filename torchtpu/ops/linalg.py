@@ -58,6 +58,16 @@ def _int_mm(self, mat2):
                       preferred_element_type=jnp.int32)
 
 
+@lowering(aten._weight_int8pack_mm)
+def _weight_int8pack_mm(self, mat2, scales):
+    """int8 weights (mat2's rows) scaled per output channel (torchao's int8 weight-only
+    quantization on CPU): multiplied and scaled in float32, rounded once to self's dtype, as
+    CPU's kernel (CPU's checks are in eager/matmul_checks.py)."""
+    f32 = jnp.float32
+    out = jnp.matmul(self.astype(f32), mat2.astype(f32).T, precision=_PRECISION)
+    return (out * scales.astype(f32)).astype(self.dtype)
+
+
 # (its meta kernel checks cuda's constraints: eager/matmul_checks.py has CPU's)
 @lowering(aten._scaled_mm, skip_meta=True)
 def _scaled_mm(self, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None,
