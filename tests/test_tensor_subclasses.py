@@ -225,3 +225,29 @@ def test_a_class_copying_attributes_between_tensors_copies_only_the_users():
         tpu, cpu = run(TPU, replace), run("cpu", replace)
         assert tpu[:3] == cpu[:3]
         assert_same(tpu[3], cpu[3])
+
+
+def test_load_state_dict_swaps_parameters_of_a_class_with_a_torch_function():
+    # swap_module_params_on_conversion: torch.utils.swap_tensors refused such a tensor on tpu
+    # ("Cannot swap t1 because it has weakref associated with it": our payload was kept in a
+    # weak side table for classes that may replace __dict__ wholesale).
+    def run(device, assign):
+        with torch.device(device):
+            m = torch.nn.Linear(2, 3, bias=False)
+            m.weight = torch.nn.Parameter(Logged(m.weight))
+            m.register_buffer("buf", Logged(torch.zeros(3)))
+        m.load_state_dict({"weight": torch.arange(6.0).view(3, 2).to(device),
+                           "buf": torch.ones(3, device=device)}, assign=assign)
+        return (m.weight.as_subclass(torch.Tensor).detach(), m.buf.as_subclass(torch.Tensor),
+                [isinstance(m.weight, torch.nn.Parameter), isinstance(m.weight, Logged),
+                 isinstance(m.buf, Logged)])
+
+    swap = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    try:
+        for assign in (False, True):
+            tpu, cpu = run(TPU, assign), run("cpu", assign)
+            assert tpu[2] == cpu[2] == [True, True, True]
+            assert_same(tpu[:2], cpu[:2])
+    finally:
+        torch.__future__.set_swap_module_params_on_conversion(swap)

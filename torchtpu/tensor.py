@@ -302,14 +302,13 @@ class _SubclassOnTpu(TpuTensor):
         # (TpuTensor's makes a Parameter)
         return tensor_new(cls, *args, **kwargs)
 
-    def __getattr__(self, name: str):
-        # (reached only for an attribute not found: a payload entry after a __dict__
-        # replacement, or one that is missing indeed)
-        if name in _PAYLOAD:
-            value = _restore_payload(self, name)
-            if value is not _MISSING:
-                return value
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+    def __setattr__(self, name: str, value) -> None:
+        # (not a ``__dict__`` property: a base of the user's class may define its own, found
+        # first, as MetaTensor's MetaObj does, and Dynamo reads one only as CPython's)
+        if name == "__dict__":
+            _replace_attributes(self, value)
+        else:
+            super().__setattr__(name, value)
 
     @classmethod
     def _on_tpu_torch_function(cls, func, types, args=(), kwargs=None):
@@ -367,37 +366,23 @@ class _Attributes(dict):
 
 
 _INSTANCE_DICT = torch.Tensor.__dict__["__dict__"]
-_PLAIN_TORCH_FUNCTIONS = (torch.Tensor.__torch_function__.__func__,
-                          torch._C._disabled_torch_function_impl)
-_MISSING = object()
-# Each such tensor's _Attributes, found again if its __dict__ is replaced wholesale.
-_HIDDEN = torch.utils.weak.WeakIdKeyDictionary()
 
 
 def _hide_payload(t: torch.Tensor, attrs: dict | None = None) -> None:
-    """Give ``t`` (of a user's class) an ``_Attributes`` ``__dict__``, kept for
-    ``_restore_payload`` when the class has a ``__torch_function__`` of its own (what may
-    replace it). Only then: torch.utils.swap_tensors (module.to of a Parameter subclass)
-    refuses a tensor that is weakly referenced."""
+    """Give ``t`` (of a user's class) an ``_Attributes`` ``__dict__``."""
     attrs = _Attributes(dict.items(_INSTANCE_DICT.__get__(t) if attrs is None else attrs))
     _INSTANCE_DICT.__set__(t, attrs)
-    torch_function = type(t)._user_class.__torch_function__
-    if getattr(torch_function, "__func__", torch_function) not in _PLAIN_TORCH_FUNCTIONS:
-        _HIDDEN[t] = attrs
 
 
-def _restore_payload(t: torch.Tensor, name: str):
-    """The payload entry ``name`` of ``t``, whose ``__dict__`` was replaced by one without it
-    (MetaTensor of a batch: ``ret.__dict__ = {...its input's attributes}``); the payload is
-    put back beside the new attributes. ``_MISSING`` when ``t`` never had one."""
-    hidden = _HIDDEN.get(t)
+def _replace_attributes(t: torch.Tensor, attrs: dict) -> None:
+    """``t.__dict__ = attrs``, which a class may do wholesale (MetaTensor of a batch: ``ret.
+    __dict__ = {...its input's attributes}``): the payload entries ``attrs`` lacks stay. (Kept
+    on the object itself: torch.utils.swap_tensors, which load_state_dict and module.to call
+    under swap_module_params_on_conversion, refuses a tensor a side table refers to weakly.)"""
     current = _INSTANCE_DICT.__get__(t)
-    if hidden is None or hidden is current or not dict.__contains__(hidden, name):
-        return _MISSING
-    restored = {k: dict.__getitem__(hidden, k) for k in _PAYLOAD if dict.__contains__(hidden, k)}
-    restored.update(dict.items(current))
-    _hide_payload(t, restored)
-    return restored[name]
+    kept = ({} if dict.__contains__(attrs, "_storage") else  # (swap_tensors': a payload)
+            {k: dict.__getitem__(current, k) for k in _PAYLOAD if dict.__contains__(current, k)})
+    _hide_payload(t, {**kept, **dict(dict.items(attrs))})
 
 
 def tpu_class(cls: type) -> type:

@@ -3,6 +3,8 @@ kernels check them (division by zero, a bound past the dtype's range, an asserti
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -190,3 +192,33 @@ def test_functional_assert_async_and_its_token_as_cpu(value):
         assert check("tpu") == check("cpu")
     else:
         raises_as_cpu(check)
+
+
+_FILLS = [  # (elements, dtype, number)
+    (1, torch.float16, 1e6), (2, torch.float16, 1e6), (1, torch.float16, 65519.0),
+    (1, torch.bfloat16, -1e39), (2, torch.bfloat16, 1e39), (1, torch.float16, 1 + 1j),
+    (1, torch.float8_e4m3fn, 1e6), (1, torch.float8_e4m3fn, -math.inf),
+    (2, torch.float8_e4m3fn, 450.0), (2, torch.float8_e4m3fn, math.inf),
+    (2, torch.float8_e5m2fnuz, math.inf), (1, torch.float32, 1e39), (2, torch.uint16, 1e10),
+    (1, torch.complex64, 1e39), (2, torch.complex64, complex(1, 1e39)),
+]
+
+
+@pytest.mark.parametrize("fill", [
+    lambda n, dtype, v, d: torch.zeros(n, dtype=dtype, device=d).fill_(v),
+    lambda n, dtype, v, d: torch.zeros(n + 1, dtype=dtype, device=d)[:n].fill_(v),
+    lambda n, dtype, v, d: torch.full((n, 1), v, dtype=dtype, device=d),
+], ids=["fill_", "fill_view", "full"])
+def test_numbers_past_a_dtypes_range_fill_as_cpu(fill):
+    # CPU fills one element through scalar_fill: into a 16-bit or 8-bit float unchecked (1e6
+    # is inf in float16; float8_e4m3fn saturates at 448), where more elements raise. No
+    # infinity goes into a float8 without one; complex64 checks each part.
+    for n, dtype, value in _FILLS:
+        def run(d, n=n, dtype=dtype, value=value):
+            return fill(n, dtype, value, d)
+        try:
+            expected = run("cpu")
+        except RuntimeError:
+            raises_as_cpu(run)
+        else:
+            assert_same(run("tpu"), expected, rtol=0, atol=0)

@@ -19,12 +19,23 @@ _DEFAULT = ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT
 
 _C_TYPES = {"float32": "float", "float64": "double", "float16": "c10::Half",
             "bfloat16": "c10::BFloat16", "int8": "int8_t", "int16": "int16_t", "int32": "int",
-            "int64": "int64_t", "uint8": "uint8_t", "bool": "bool"}
+            "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t",
+            "uint64": "uint64_t", "bool": "bool", "complex32": "c10::complex<c10::Half>",
+            "complex64": "c10::complex<float>", "complex128": "c10::complex<double>",
+            **{f"float8_{kind}": f"c10::Float8_{kind}"
+               for kind in ("e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz")}}
+# The floating dtypes without an infinity: checked_convert refuses inf into them.
+_NO_INF = frozenset({torch.float8_e4m3fn, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz})
+# CPU fills a one-element tensor through scalar_fill (fill_, full, scalar_tensor), which reads
+# the number as a double and rounds it into these dtypes unchecked: one float16 element filled
+# with 1e6 is inf, two raise. (float8_e4m3fn saturates there: 1e6 is 448.)
+_UNCHECKED_ONE = frozenset({torch.float16, torch.bfloat16, torch.float8_e4m3fn,
+                            torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz})
 
 
 # Ops that convert a Python number to the tensor's dtype, checked (c10's checked_convert):
 # the argument's position. Their rules see the number traced, so this runs on the value.
-_NUMBER_AT = {torch.ops.aten.masked_fill.Scalar: 2, torch.ops.aten.fill.Scalar: 1}
+_NUMBER_AT = {torch.ops.aten.masked_fill.Scalar: 2}
 
 
 def _integer_power(self, exponent) -> str | None:
@@ -42,10 +53,24 @@ def _fill_fits(value, dtype: torch.dtype) -> str | None:
         if value.imag != 0:  # checked_convert refuses losing an imaginary part
             return str(overflow_error(str(dtype).removeprefix("torch.")))
         value = value.real
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or dtype == torch.bool
-            or dtype.is_complex or _fits(value, dtype)):
+    if (isinstance(value, bool) or not isinstance(value, (int, float, complex))
+            or dtype == torch.bool):
+        return None
+    if dtype.is_complex:  # each part into the real type of the parts
+        parts = (value.real, value.imag) if isinstance(value, complex) else (value,)
+        if all(_fits(part, dtype.to_real()) for part in parts):
+            return None
+    elif _fits(value, dtype):
         return None
     return str(overflow_error(str(dtype).removeprefix("torch.")))
+
+
+def _one_fill_fits(value, dtype: torch.dtype, numel: int) -> str | None:
+    """``_fill_fits`` for a fill of ``numel`` elements (CPU's scalar_fill for one)."""
+    if numel == 1 and dtype in _UNCHECKED_ONE:
+        # (it reads a complex number as a double first, checked)
+        return str(overflow_error("float64")) if isinstance(value, complex) and value.imag else None
+    return _fill_fits(value, dtype)
 
 
 def _clamp_bounds(self, *bounds) -> str | None:
@@ -144,31 +169,22 @@ def _blas_scalars(self, *_, beta=1, alpha=1, dtype=None) -> str | None:
 
 
 def _scalar_tensor_value(value, *, dtype=None, **_) -> str | None:
-    """CPU's scalar_tensor reads the number as a double and rounds it into a float16 or
-    bfloat16 scalar unchecked: -1e5 is -inf there (and so ``x_half[mask] = -1e5``, whose
-    value PyTorch's indexing makes with scalar_tensor on the tensor's device), where fill_
-    raises. A complex scalar it checks by its parts' type; the others as fill_."""
-    if dtype in (torch.float16, torch.bfloat16):
-        return str(overflow_error("float64")) if isinstance(value, complex) and value.imag else None
-    if dtype == torch.complex64 and isinstance(value, (int, float, complex)):
-        parts = (value.real, value.imag) if isinstance(value, complex) else (value,)
-        if not all(_fits(part, torch.float32) for part in parts):
-            return str(overflow_error("c10::complex<float>"))
-    return dtype and _fill_fits(value, dtype)
+    """scalar_tensor fills its one element as fill_ does: -1e5 is -inf in float16 (and so
+    ``x_half[mask] = -1e5``, whose value PyTorch's indexing makes with scalar_tensor)."""
+    return dtype and _one_fill_fits(value, dtype, 1)
 
 
 def _logspace_single(start, end, steps, base=10.0, *, dtype=None, **_) -> str | None:
-    """A one-step logspace: CPU fills it with base ** start, checked as fill_ of one element
-    (float16 and bfloat16 unchecked there); more steps convert unchecked."""
+    """A one-step logspace: CPU fills it with base ** start, checked as fill_ of one element;
+    more steps convert unchecked."""
     dtype = dtype or torch.get_default_dtype()
-    if (steps != 1 or dtype in (torch.float16, torch.bfloat16)
-            or isinstance(start, (bool, complex)) or not isinstance(start, (int, float))):
+    if steps != 1 or isinstance(start, (bool, complex)) or not isinstance(start, (int, float)):
         return None
     try:
         value = math.pow(base, start)
     except OverflowError:  # (C++'s pow is inf there)
         value = math.inf
-    return _fill_fits(value, dtype)
+    return _one_fill_fits(value, dtype, 1)
 
 
 # Ops whose Python-number arguments CPU checks by value (rules see numbers traced).
@@ -190,13 +206,14 @@ _NUMBER_CHECKS = {
     torch.ops.aten.clamp_min.default: _clamp_bound,
     torch.ops.aten.hardtanh.default: _hardtanh_limits,
     torch.ops.aten.clamp_max.default: _clamp_bound,
-    torch.ops.aten.full_like.default:
-        lambda self, value, *, dtype=None, **_: _fill_fits(value, dtype or self.dtype),
-    torch.ops.aten.new_full.default:
-        lambda self, size, value, *, dtype=None, **_: _fill_fits(value, dtype or self.dtype),
+    torch.ops.aten.fill.Scalar: lambda self, value: _one_fill_fits(value, self.dtype, self.numel()),
+    torch.ops.aten.full_like.default: lambda self, value, *, dtype=None, **_: _one_fill_fits(
+        value, dtype or self.dtype, self.numel()),
+    torch.ops.aten.new_full.default: lambda self, size, value, *, dtype=None, **_: _one_fill_fits(
+        value, dtype or self.dtype, math.prod(size)),
     # (with no dtype, the number's own: it fits)
-    torch.ops.aten.full.default:
-        lambda size, value, *, dtype=None, **_: dtype and _fill_fits(value, dtype),
+    torch.ops.aten.full.default: lambda size, value, *, dtype=None, **_: dtype and _one_fill_fits(
+        value, dtype, math.prod(size)),
     torch.ops.aten.scalar_tensor.default: _scalar_tensor_value,
     torch.ops.aten.logspace.default: _logspace_single,
 }
@@ -219,7 +236,9 @@ def check_number_fits(op, args: Sequence, kwargs: dict | None = None) -> None:
 def _fits(value: int | float, dtype: torch.dtype) -> bool:
     """Whether c10's checked_convert takes ``value`` into a real ``dtype``."""
     if dtype.is_floating_point:
-        return not math.isfinite(value) or abs(value) <= torch.finfo(dtype).max
+        if math.isinf(value):
+            return dtype not in _NO_INF
+        return math.isnan(value) or abs(value) <= torch.finfo(dtype).max
     info = torch.iinfo(dtype)
     # An unsigned type takes a negative number it can wrap.
     low = -info.max if info.min == 0 else info.min

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import torch
 
 from .dtypes import (
+    astype,
     default_float,
     range_dtype,
     range_step_type,
@@ -32,9 +33,12 @@ def _dtype(dtype, like=None, fill=None):
 def _held(value, dtype):
     """A fill value as ``dtype`` holds it: a complex number is True unless 0 as bool (jax
     would keep its real part; a non-zero imaginary part into a real dtype is refused before,
-    as CPU refuses it)."""
+    as CPU refuses it). float8_e4m3fn saturates (CPU's one-element fill: 1e6 is 448; more
+    elements refuse a number past its range before)."""
     if jnp.iscomplexobj(value) and not jnp.issubdtype(dtype, jnp.complexfloating):
         return jnp.asarray(value) != 0 if jnp.dtype(dtype) == jnp.bool_ else jnp.real(value)
+    if jnp.dtype(dtype) == jnp.float8_e4m3fn:
+        return astype(jnp.asarray(value), jnp.dtype(dtype))
     return value
 
 
