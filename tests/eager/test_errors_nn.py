@@ -378,6 +378,18 @@ def test_convolution_arguments_are_checked_as_cpu(bad, eager_mode):
     raises_as_cpu(bad, RuntimeError)
 
 
+@pytest.mark.parametrize("fn, nd", [(F.conv1d, 1), (F.conv2d, 2), (F.conv_transpose1d, 1),
+                                    (F.conv_transpose3d, 3)])
+@pytest.mark.parametrize("batch, dtype", [(1, torch.float32), (4, torch.float32),
+                                          (4, torch.complex64), (1, torch.float64)])
+def test_a_zero_dilation_is_worded_by_cpus_kernel(fn, nd, batch, dtype):
+    # ATen refuses a negative dilation only: a zero one is refused by the kernel CPU picks,
+    # oneDNN (a batch of four floats) or a slow one (the 1-d as 2-d); tpu gave ATen's words
+    raises_as_cpu(lambda d: fn(torch.ones((batch, 1) + (5,) * nd, dtype=dtype, device=d),
+                               torch.ones((1, 1) + (3,) * nd, dtype=dtype, device=d),
+                               dilation=0))
+
+
 @pytest.mark.parametrize("x_dtype, b_dtype, batch, transposed", [
     (torch.bfloat16, torch.float32, 1, False),  # oneDNN's words (tpu computed it)
     (torch.float32, torch.float64, 2, True),

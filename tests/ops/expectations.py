@@ -99,10 +99,6 @@ _BY_REASON: dict[str, list[tuple[str, str, str, str]]] = {
         ('sparse.sampled_addmm', '', 'float64', 'forward'),
         ('sparse.sampled_addmm', '', 'float32', 'grad'),
     ],
-    "bfloat16 rounding: CPU's 3-D adaptive average pool rounds between its passes (CPU's own float32 result is as far from it)": [  # noqa: E501
-        ('nn.functional.interpolate', 'area', 'bfloat16', 'forward'),
-        ('nn.functional.adaptive_avg_pool3d', '', 'bfloat16', 'forward'),
-    ],
     "bfloat16: CPU's matrix_exp overflows to NaN on these samples (its float32 result is finite); tpu computes in float32": [  # noqa: E501
         ('matrix_exp', '', 'bfloat16', 'forward'),
     ],

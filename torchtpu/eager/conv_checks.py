@@ -89,8 +89,8 @@ def _kernel_refuses(input, weight, dilation, transposed) -> NotImplementedError 
 
 
 def _parameters(x, w, stride, padding, dilation, output_padding, groups) -> str | None:
-    """The parameters, before any shape: their count, then their signs. (A zero dilation is
-    worded by the kernel CPU would pick; the slow kernels' words are taken.)"""
+    """The parameters, before any shape: their count, then their signs. (ATen refuses a
+    negative dilation only: a zero one reaches the kernel, whose words _zero_dilation has.)"""
     if len(w) < 3:
         return "weight should have at least three dimensions"
     if groups <= 0:
@@ -107,9 +107,34 @@ def _parameters(x, w, stride, padding, dilation, output_padding, groups) -> str 
                                ("stride", lambda s: s <= 0, "non-positive stride")):
         if any(map(bad, params[name])):
             return f"{message} is not supported"
-    if any(d <= 0 for d in dilation):
+    if any(d < 0 for d in dilation):
         return "dilation should be greater than zero"
     return None
+
+
+def _zero_dilation(dtype, x, w, stride, dilation, groups, transposed,
+                   output_padding) -> str | None:
+    """A zero dilation in the words of the kernel CPU picks: oneDNN's own check, or its
+    primitive's failure for a transposed one; the slow kernels' checks, which see a 1-d
+    convolution as 2-d (a height of 1) and name a transposed one's dilations one by one.
+    (A complex convolution runs as real ones of its parts' dtype.)"""
+    if 0 not in dilation:
+        return None
+    real = dtype.to_real() if dtype.is_complex else dtype
+    if uses_mkldnn(real, x, w, stride, dilation, groups, transposed, output_padding):
+        if not transposed:
+            return "non-positive dilation is not supported"
+        if len(dilation) == 3:
+            return "dimensions are invalid"
+        return ("could not create a primitive descriptor for the deconvolution forward "
+                "propagation primitive. Run workload with environment variable "
+                "ONEDNN_VERBOSE=all to get additional diagnostic information.")
+    seen = [1, *dilation] if len(dilation) == 1 else list(dilation)
+    if not transposed:
+        return f"dilation should be greater than zero, but got {seen}"
+    names = ("depth", "height", "width")[-len(seen):]
+    return "dilation should be greater than zero, but got " + ", ".join(
+        f"dilation_{n}: {v}" for n, v in zip(names, seen, strict=True))
 
 
 def _shapes(x, w, bias, transposed, groups) -> str | None:
@@ -184,13 +209,16 @@ def convolution_check(input, weight, bias=None, stride=(), padding=(), dilation=
     if 0 not in x[:2] and 0 in x:
         shape = [*x[:2], 1, x[2]] if nd == 1 else x  # seen as 2-d
         return f"Only zero batch or zero channel inputs are supported, but got input shape: {shape}"
+    dtype = to_torch_dtype(input.dtype)
+    if 0 not in x[:2] and (error := _zero_dilation(dtype, x, w, stride, dilation, groups,
+                                                    transposed, output_padding)):
+        return error
     if transposed and (error := _output_padding(stride, output_padding, dilation)):
         return error
     if (refused := _kernel_refuses(input, weight, dilation, transposed)) is not None:
         return refused
     if input.dtype == weight.dtype and (bias is None or bias.dtype == input.dtype):
         return None
-    dtype = to_torch_dtype(input.dtype)
     mkldnn = uses_mkldnn(dtype, x, w, stride, dilation, groups, transposed, output_padding)
     if input.dtype != weight.dtype:
         if mkldnn:

@@ -14,7 +14,7 @@ import torch
 from jax import lax
 
 from .dtypes import LOW_PRECISION, lowest, upcast
-from .elementwise import exact_rsqrt
+from .elementwise import exact_division, exact_rsqrt
 from .linalg import _PRECISION
 from .reduction import blocked_sum, channel_sum
 from .registry import lowering
@@ -292,10 +292,51 @@ def _adaptive_avg(x, output_size):
     return out
 
 
-@lowering(aten._adaptive_avg_pool2d, aten._adaptive_avg_pool3d)
+@lowering(aten._adaptive_avg_pool2d)
 def _adaptive_avg_pool(self, output_size):
     # One dimension at a time: bfloat16 stays float32 in between and rounds once, as on CPU.
     return _adaptive_avg(upcast(self), tuple(output_size)).astype(self.dtype)
+
+
+def _windows(n: int, o: int):
+    """Adaptive pooling's windows along one axis: each window's indices padded to the
+    longest (with a mask of the real ones), and each window's length."""
+    starts = [(j * n) // o for j in range(o)]
+    lengths = [-(-((j + 1) * n) // o) - s for j, s in enumerate(starts)]
+    k = max(lengths)
+    index = np.array([[min(s + i, n - 1) for i in range(k)] for s in starts])
+    mask = np.array([[i < m for i in range(k)] for m in lengths])
+    return index, mask, np.array(lengths)
+
+
+@lowering(aten._adaptive_avg_pool3d)
+def _adaptive_avg_pool3d(self, output_size):
+    """CPU's 3-d kernel: each window summed element by element in the input's own dtype
+    (depth, then height, then width), then divided by its depth, its height and its width in
+    turn (bfloat16 and float16 lose bits at every step; a float32 sum rounds its own way)."""
+    if 0 in output_size:
+        return _adaptive_avg(self, tuple(output_size))
+    lead = self.ndim - 3
+    x, masks, lengths = self, [], []
+    for i, o in enumerate(output_size):
+        index, mask, length = _windows(self.shape[lead + i], o)
+        axis = lead + 2 * i
+        x = jnp.take(x, index.reshape(-1), axis=axis)
+        x = x.reshape(x.shape[:axis] + index.shape + x.shape[axis + 1:])
+        masks.append(mask)
+        lengths.append(length)
+    # (..., oD, kD, oH, kH, oW, kW) -> (kD * kH * kW, ..., oD, oH, oW)
+    valid = (masks[0][:, :, None, None, None, None] & masks[1][None, None, :, :, None, None]
+             & masks[2][None, None, None, None])
+    x = jnp.where(valid, x, jnp.zeros((), x.dtype))
+    x = jnp.moveaxis(x, (lead + 1, lead + 3, lead + 5), (0, 1, 2))
+    terms = x.reshape((math.prod(x.shape[:3]),) + x.shape[3:])
+    total, _ = lax.scan(lambda acc, t: (acc + t, None), jnp.zeros(terms.shape[1:], x.dtype),
+                        terms)
+    for length in (lengths[0][:, None, None], lengths[1][:, None], lengths[2]):
+        # the barrier keeps XLA from making (a / b) / c one division, a / (b * c)
+        total = lax.optimization_barrier(exact_division(total, length))
+    return total
 
 
 def _adaptive_avg_pool_backward(grad_output, self, spatial: int):

@@ -41,6 +41,15 @@ def _fractional_max_pool(x, kernel, out_size, samples, order):
     samples = samples[:n]  # CPU reads the rows of the batch's planes; more are allowed
     spatial = x.shape[2:]
     nd = len(spatial)
+    if 0 in kernel:  # CPU takes an empty window: -inf, at the window's start
+        flat = 0
+        for d in range(nd):
+            start = _starts(samples[..., order[d]], spatial[d], out_size[d], kernel[d])
+            shape = [n, c] + [1] * nd
+            shape[2 + d] = out_size[d]
+            flat = flat * spatial[d] + start.reshape(shape)
+        flat = jnp.broadcast_to(flat, (n, c, *out_size))
+        return jnp.full(flat.shape, -jnp.inf, x.dtype), flat.astype(jnp.int64)
     # The interval arithmetic is in the samples' dtype, rounding at every step in bfloat16.
     # Per dimension: indices (N, C, out_d, pool_d) of the window positions.
     grids = []
