@@ -8,7 +8,8 @@ parallel attention+MLP, soft caps), in strict and fused eager mode and under
 ``torch.compile(backend="tpu")``.
 
 TransformerLens 4 dropped HookedTransformer (its TransformerBridge wraps Hugging Face models
-loaded by name), so the ``test`` extra pins ``transformer-lens<4``. ``generate`` is left out:
+loaded by name): ``transformer-lens<4`` is needed, installed ``--no-deps`` (pyproject.toml
+says why it is not in the ``test`` extra). ``generate`` is left out:
 its ``forward(..., start_at_layer=0)`` asserts ``type(input) == torch.Tensor``, which a tpu
 tensor (a subclass) fails. All tests are ``slow``: importing transformer_lens alone takes ~6 s,
 and the models' cold compiles more."""
