@@ -5,8 +5,9 @@ uniformly binned tokens; ``predict`` samples through Hugging Face ``generate``, 
 horizon longer than the model's, so predictions are fed back as context; ``embed``) and
 Chronos-Bolt (patch embedding, instance norm, quantile heads; ``predict`` past the model's
 horizon, which takes ``torch.quantile`` of the quantile-by-quantile rollouts, and
-``predict_quantiles``) give CPU's forecasts on series with missing values, and their training
-losses, gradients and AdamW steps match CPU. All tests are ``slow`` (importing the package
+``predict_quantiles``) and Chronos-2 (time and group attention, eager and SDPA, multivariate
+and cross-learning ``predict``) give CPU's forecasts on series with missing values, and their
+training losses, gradients and AdamW steps match CPU. All tests are ``slow`` (importing the package
 takes ~9 s, and the models' cold compiles more)."""
 
 from __future__ import annotations
@@ -119,3 +120,36 @@ def test_bolt_training_matches_cpu():
     check_outputs(lambda d: _train(bolt, lambda m, dev: m(context=CONTEXT.to(dev),
                                                           target=FUTURE[:, :3].to(dev)).loss, d),
                   **TOL)
+
+
+def _chronos2(attention):
+    chronos = pytest.importorskip("chronos")
+    from chronos.chronos2.config import Chronos2CoreConfig
+
+    config = Chronos2CoreConfig(
+        d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=4, dropout_rate=0.0,
+        attn_implementation=attention,
+        chronos_config=dict(context_length=16, output_patch_size=4, input_patch_size=4,
+                            input_patch_stride=4, quantiles=[i / 10 for i in range(1, 10)],
+                            use_reg_token=True, use_arcsinh=True, max_output_patches=2))
+    torch.manual_seed(0)
+    return chronos, chronos.Chronos2Model(config).eval()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_chronos2_predict_and_training_match_cpu(attention):
+    chronos, model = _chronos2(attention)
+    series = torch.stack([CONTEXT, CONTEXT.flip(-1) * 0.5], 1)  # (batch, variates, time)
+
+    def run(device):
+        pipeline = chronos.Chronos2Pipeline(model=copy.deepcopy(model).to(device))
+        return (pipeline.predict(series, prediction_length=6),
+                pipeline.predict(list(CONTEXT), prediction_length=12, cross_learning=True))
+
+    def loss_of(m, device):
+        return m(context=CONTEXT.to(device), future_target=FUTURE.repeat(1, 2).to(device),
+                 num_output_patches=2, group_ids=torch.tensor([0, 0, 1]).to(device)).loss
+
+    check_outputs(run, **TOL)
+    check_outputs(lambda d: _train(model, loss_of, d), **TOL)
