@@ -9,10 +9,11 @@ parallel attention+MLP, soft caps), in strict and fused eager mode and under
 
 TransformerLens 4 dropped HookedTransformer (its TransformerBridge wraps Hugging Face models
 loaded by name): ``transformer-lens<4`` is needed, installed ``--no-deps`` (pyproject.toml
-says why it is not in the ``test`` extra). ``generate`` is left out:
-its ``forward(..., start_at_layer=0)`` asserts ``type(input) == torch.Tensor``, which a tpu
-tensor (a subclass) fails. All tests are ``slow``: importing transformer_lens alone takes ~6 s,
-and the models' cold compiles more."""
+says why it is not in the ``test`` extra). ``generate`` is left out: its
+``forward(..., start_at_layer=0)`` asserts ``type(input) == torch.Tensor``, which a tpu
+tensor (a subclass) fails; its key-value-cached decoding is checked step by step instead.
+All tests are ``slow``: importing transformer_lens alone takes ~6 s, and the models' cold
+compiles more."""
 
 from __future__ import annotations
 
@@ -150,3 +151,29 @@ def test_compiled_training_matches_cpu():
             opt.zero_grad()
     for p, q in zip(model.parameters(), model_tpu.parameters(), strict=True):
         assert_same(q, p, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.slow
+def test_kv_cached_decoding_matches_full_forward_and_cpu():
+    """What ``generate`` would do, step by step: a prompt, then one token at a time through
+    the key-value cache (grouped-query rotary attention), against one full forward."""
+    from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
+
+    model = _model(positional_embedding_type="rotary", n_key_value_heads=2).eval()
+    model_tpu = copy.deepcopy(model).to(TPU)
+
+    def decode(m, device):
+        cache = TransformerLensKeyValueCache.init_cache(m.cfg, device, len(TOKENS))
+        tokens = TOKENS.to(device)
+
+        def step(chunk):
+            mask = torch.ones(chunk.shape, dtype=torch.long, device=device)
+            return m(chunk, past_kv_cache=cache, attention_mask=mask)
+
+        logits = [step(tokens[:, :4])] + [step(tokens[:, t:t + 1]) for t in range(4, 10)]
+        return torch.cat(logits, 1), m(tokens)
+
+    with torch.no_grad():
+        expected, actual = decode(model, "cpu"), decode(model_tpu, TPU)
+    assert_same(actual, expected, **TOL)
+    assert_same(actual[0], actual[1].cpu(), **TOL)
