@@ -2,7 +2,9 @@
 Triton kernels): the xLSTMLMModel block stack of mLSTM blocks (parallel stabilised backend)
 and an sLSTM block (``backend="vanilla"``, a Python loop over time) and the xLSTMLarge model
 on mlstm_kernels' native chunkwise and sequence kernels train as on CPU (loss, gradients,
-SGD steps); the block stack's recurrent ``step`` gives its parallel forward's outputs.
+SGD steps); the block stack's recurrent ``step`` gives its parallel forward's outputs, and
+xLSTMLarge's inference mode (the sequence kernel, a state carried into the step kernel,
+greedy ``generate``) gives CPU's logits and tokens.
 
 xLSTMLarge is run with ``return_last_states=True``: with False its mLSTM layer unpacks the
 kernel's single output tensor as ``(h, state)`` and fails on CPU too. All tests are ``slow``
@@ -40,11 +42,12 @@ def _block_stack_lm():
     return xlstm.xLSTMLMModel(_stack_config())
 
 
-def _large():
+def _large(mode="train"):
     from xlstm.xlstm_large.model import xLSTMLarge, xLSTMLargeConfig
 
     return xLSTMLarge(xLSTMLargeConfig(
-        embedding_dim=16, num_heads=2, num_blocks=2, vocab_size=VOCAB, mode="train",
+        embedding_dim=16, num_heads=2, num_blocks=2, vocab_size=VOCAB, mode=mode,
+        inference_state_dtype="float32",
         chunkwise_kernel="chunkwise--native_autograd", sequence_kernel="native_sequence__native",
         step_kernel="native", chunk_size=4, return_last_states=True,
         autocast_kernel_dtype="float32"))
@@ -83,3 +86,22 @@ def test_block_stack_steps_match_parallel_forward():
         expected = run(model, TOKENS)
     assert_same(stepped, parallel.cpu(), rtol=1e-4, atol=1e-4)
     assert_same((parallel, stepped), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_large_inference_and_greedy_generation_match_cpu():
+    pytest.importorskip("xlstm")
+    torch.manual_seed(0)
+    model = _large(mode="inference").eval()
+    model_tpu = copy.deepcopy(model).to(TPU)
+
+    def run(m, device):
+        tokens = TOKENS.to(device)
+        with torch.no_grad():
+            logits, state = m(tokens)
+            next_logits, _ = m(tokens[:, :1], state)
+            generated = m.generate(prefill_tokens=tokens[:, :4], max_length=6,
+                                   sampling_type="greedy")
+        return logits, next_logits, generated[0]
+
+    assert_same(run(model_tpu, TPU), run(model, "cpu"), rtol=1e-4, atol=1e-4)
