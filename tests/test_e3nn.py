@@ -1,9 +1,10 @@
 """e3nn's equivariant layers used unchanged with ``.to("tpu")``: a small E(3)-equivariant
 network (spherical harmonics of the edges, a FullyConnectedTensorProduct weighted by a radial
 MLP, BatchNorm, Gate, o3.Linear) gives CPU's output, and on tpu as on CPU that output rotates
-with its input (``f(x R^T) = f(x) D(R)^T``); it trains as on CPU. Beside it: o3.Linear,
-TensorSquare, ElementwiseTensorProduct, ReducedTensorProducts, the S2 grid transforms,
-SO3Activation, NormActivation and CartesianTensor.
+with its input (``f(x R^T) = f(x) D(R)^T``); it trains as on CPU, in strict and fused eager
+mode (Dynamo cannot trace e3nn's Irreps, on CPU too, so torch.compile is left out). Beside
+it: o3.Linear, TensorSquare, ElementwiseTensorProduct, ReducedTensorProducts, the S2 grid
+transforms, SO3Activation, NormActivation and CartesianTensor.
 
 (tests/test_scientific_libraries.py covers the tensor product, harmonics and this network's
 forward in both dtypes; here are the rotation property, training and the other layers.) The
@@ -117,6 +118,7 @@ def test_equivariant_network_rotates_with_its_input_and_trains(e3nn):
         return y[:, 0].square().mean() + y[:, 1:].sum(0).square().sum()
 
     check_training(lambda: copy.deepcopy(_network(e3nn)), loss, steps=3)
+    check_training(lambda: copy.deepcopy(_network(e3nn)), loss, steps=2, mode="fused")
 
 
 LAYERS = {
