@@ -1,7 +1,8 @@
 """nnAudio's spectrogram layers (STFT, mel, MFCC, constant-Q and variable-Q transforms,
 gammatonegram: Fourier and wavelet kernels applied as 1-d convolutions) used unchanged with
 ``.to("tpu")`` give CPU's spectrograms, the inverse STFT gives CPU's waveform, and the
-trainable STFT and mel kernels get CPU's gradients.
+trainable STFT and mel kernels get CPU's gradients; a constant-Q transform in fused eager mode
+and MFCC under ``torch.compile(backend="tpu")`` give CPU's spectrograms too.
 
 nnAudio's Combined_Frequency_Periodicity (``scipy.signal.blackmanharris``, gone from SciPy)
 and Griffin_Lim (``torch.istft`` of a real tensor) fail on CPU too and are left out. The
@@ -15,6 +16,8 @@ import pytest
 import torch
 from conftest import TPU, assert_same
 from model_zoo_checks import assert_same_gradients, check_outputs
+
+import torchtpu
 
 TOL = dict(rtol=1e-4, atol=1e-4)
 SR = 8000
@@ -91,3 +94,16 @@ def test_trainable_kernels_get_cpu_gradients(features, trainable):
         model(wave).abs().mean().backward()
     assert_same(x_tpu.grad, x_cpu.grad, **TOL)
     assert_same_gradients(layer_tpu, layer, **TOL)
+
+
+@pytest.mark.slow
+def test_fused_and_compiled_spectrograms_match_cpu(features):
+    """The constant-Q transform (a loop of downsampling convolutions) in fused eager mode;
+    MFCC under torch.compile (Dynamo fails on the CQT's reflect padding on CPU too)."""
+    x = _waves()
+    cqt, mfcc = LAYERS["cqt2010v2"](features), LAYERS["mfcc"](features)
+    expected = cqt(x), mfcc(x)
+    with torchtpu.set_eager_mode("fused"):
+        fused = copy.deepcopy(cqt).to(TPU)(x.to(TPU))
+    compiled = torch.compile(copy.deepcopy(mfcc).to(TPU), backend="tpu")(x.to(TPU))
+    assert_same((fused, compiled), expected, **TOL)
