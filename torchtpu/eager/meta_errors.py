@@ -558,6 +558,9 @@ _BROADCAST_ORDER = {torch.ops.aten.addmm.default: matmul_checks.addmm_expand,
 
 _CPU_CHECKS = {
     **KERNEL_DTYPE_CHECKS,
+    # (the reference's arange of terms refused a negative p in its words; p = 0 summed none)
+    _aten.mvlgamma.default:
+        lambda self, p: "p has to be greater than or equal to 1" if p < 1 else None,
     _aten.searchsorted.Tensor: _searchsorted_check,
     _aten.searchsorted.Scalar: _searchsorted_check,
     _aten.bucketize.Tensor: _bucketize_check,
