@@ -106,3 +106,32 @@ _B, _H = torch.bool, torch.half
 ])
 def test_matrix_products_check_in_cpus_order(bad):
     raises_as_cpu(bad, Exception)
+
+
+@pytest.mark.parametrize("bad, exc", [
+    # CPU checks an index against self and src in one message (the meta kernel: two)
+    (lambda d: torch.zeros(3, 4, device=d).scatter_(
+        -1, torch.zeros(3, 2, dtype=torch.long, device=d), torch.ones(3, 1, device=d)),
+     RuntimeError),
+    (lambda d: torch.zeros(3, 4, device=d).scatter_add(
+        1, torch.zeros(4, 2, dtype=torch.long, device=d), torch.ones(4, 2, device=d)),
+     RuntimeError),
+    (lambda d: torch.zeros(3, device=d).scatter_reduce(
+        0, torch.tensor([0], device=d), torch.ones(1, device=d), "maximum"), RuntimeError),
+    (lambda d: torch.zeros(3, dtype=torch.complex64, device=d).scatter_reduce(
+        0, torch.tensor([0], device=d), torch.ones(1, dtype=torch.complex64, device=d), "amax"),
+     NotImplementedError),
+])
+def test_scatters_refuse_as_cpu(bad, exc):
+    raises_as_cpu(bad, exc)
+
+
+def test_scatter_reduce_takes_max_and_min_as_cpu():
+    # (aliases of amax and amin in CPU's kernel; the meta kernel refused them)
+    def run(d):
+        x, i = torch.tensor([5.0, 1.0, 2.0], device=d), torch.tensor([0, 0, 2], device=d)
+        src = torch.tensor([7.0, -3.0, 1.5], device=d)
+        return [x.scatter_reduce(0, i, src, r, include_self=s)
+                for r in ("max", "min") for s in (True, False)]
+
+    assert [t.tolist() for t in run("tpu")] == [t.tolist() for t in run("cpu")]

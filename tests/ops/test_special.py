@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import raises_as_cpu
 
 
 def test_trigamma_in_float64_is_float64s():
@@ -86,3 +87,9 @@ def test_incomplete_gamma_edges_as_cpu(op):
     a = torch.tensor([0.0, -0.0, 0.0, 0.0, 1.0, 0.0, 2.0, -1.0, inf, 3.0, inf, 0.0, nan, 2.0])
     x = torch.tensor([1e-3, 0.25, 0.0, -1.0, 0.0, inf, inf, 1.0, 1.0, 0.0, inf, nan, 1.0, 1.5])
     torch.testing.assert_close(op(a.to("tpu"), x.to("tpu")).cpu(), op(a, x), equal_nan=True)
+
+
+@pytest.mark.parametrize("p", [0, -1])
+def test_mvlgamma_refuses_a_dimension_below_one(p):
+    # (p = 0 summed no terms: 0; a negative p failed in the reference's arange, in its words)
+    raises_as_cpu(lambda d: torch.mvlgamma(torch.tensor([2.0], device=d), p))

@@ -327,7 +327,11 @@ _POOLING = {
 
 def _scatter_reduce(self, dim, index, src, reduce, *_) -> NotImplementedError | None:
     """CPU takes a bool mean nowhere: its kernel refuses it, or, with nothing scattered, the
-    division of the sums by the counts does."""
+    division of the sums by the counts does. Its amax and amin take no complex numbers."""
+    extreme = {"max": "amax", "min": "amin", "amax": "amax", "amin": "amin"}.get(reduce)
+    if extreme and _kind(self.dtype) == "c":
+        return NotImplementedError(f'"scatter_gather_tensor_cpu_reduce_{extreme}" not '
+                                   f"implemented for '{scalar_type_name(self.dtype)}'")
     if reduce != "mean" or _kind(self.dtype) != "b":
         return None
     kernel = "scatter_gather_tensor_cpu_reduce_mean" if math.prod(index.shape) else "div_floor_cpu"

@@ -69,6 +69,15 @@ _INDEX_ADD = re.compile(r"Number of indices \((\d+)\) should be equal to tensor\
 _NDIM = re.compile(r"Number of dimensions of tensors must match\.  Expected (\d+)-D tensors, "
                    r"but got (\d+)-D")
 # Checks whose condition CPU's also fails, worded otherwise.
+_SCATTERS_FROM_TENSOR = frozenset(
+    getattr(torch.ops.aten, name).default if overload == "default"
+    else getattr(getattr(torch.ops.aten, name), overload)
+    for name, overload in (("scatter", "src"), ("scatter_", "src"), ("scatter", "reduce"),
+                           ("scatter_", "reduce"), ("scatter_add", "default"),
+                           ("scatter_add_", "default"), ("scatter_reduce", "two"),
+                           ("scatter_reduce_", "two")))
+_SCATTER_REDUCES = (torch.ops.aten.scatter_reduce.two, torch.ops.aten.scatter_reduce_.two)
+_SCATTER_REDUCTIONS = "reduce argument must be either sum, prod, mean, amax or amin."
 _SAME_CHECK = {
     "torch.ormqr: tau.shape[-1] must be less than or equal to input.shape[-1]":
         "torch.ormqr: tau.shape[-1] must be equal to min(other.shape[-2], input.shape[-1])",
@@ -125,6 +134,13 @@ def _byte_target(at: int):
     return adapt
 
 
+def _reduction_alias(args: list) -> list:
+    # CPU's scatter_reduce also takes "max" and "min" (for amax and amin)
+    if len(args) > 4 and args[4] in ("max", "min"):
+        return [*args[:4], "a" + args[4], *args[5:]]
+    return args
+
+
 def _wrapped_norm_dims(args: list) -> list:
     # vector_norm's reference checks an empty input's dims unwrapped: a negative dim counts as
     # empty though its size is not (CPU's kernel wraps it first); an empty one stays as given,
@@ -137,6 +153,7 @@ def _wrapped_norm_dims(args: list) -> list:
 
 
 _CPU_ACCEPTS = {torch.ops.aten.where.self: _uint8_condition,
+                **dict.fromkeys(_SCATTER_REDUCES, _reduction_alias),
                 torch.ops.aten.linalg_vector_norm.default: _wrapped_norm_dims,
                 torch.ops.aten.nll_loss_forward.default: _byte_target(1),
                 torch.ops.aten.nll_loss2d_forward.default: _byte_target(1),
@@ -163,6 +180,15 @@ def cpu_wording(op, error: RuntimeError, args: Sequence) -> RuntimeError | None:
                             f"and {m.group(2)}")
     if text in _SAME_CHECK:
         return RuntimeError(_SAME_CHECK[text])
+    if text.startswith("Expected index ") and op in _SCATTERS_FROM_TENSOR:
+        # CPU checks the index against self and src at once, in one message
+        self, dim, index, src = args[:4]
+        return RuntimeError(
+            f"Expected index {list(index.shape)} to be no larger than self {list(self.shape)} "
+            f"apart from dimension {dim % max(len(self.shape), 1)} and to be no larger size "
+            f"than src {list(src.shape)}")
+    if text == _SCATTER_REDUCTIONS and op in _SCATTER_REDUCES:
+        return RuntimeError(f"{text[:-1]}, got {args[4]}")
     if text == "duplicate value in the list of dims" and tensors:
         return RuntimeError(repeated_dim(len(tensors[0].shape), args) or text)
     if m := _MV.match(text):
@@ -532,6 +558,9 @@ _BROADCAST_ORDER = {torch.ops.aten.addmm.default: matmul_checks.addmm_expand,
 
 _CPU_CHECKS = {
     **KERNEL_DTYPE_CHECKS,
+    # (the reference's arange of terms refused a negative p in its words; p = 0 summed none)
+    _aten.mvlgamma.default:
+        lambda self, p: "p has to be greater than or equal to 1" if p < 1 else None,
     _aten.searchsorted.Tensor: _searchsorted_check,
     _aten.searchsorted.Scalar: _searchsorted_check,
     _aten.bucketize.Tensor: _bucketize_check,

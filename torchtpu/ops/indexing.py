@@ -246,6 +246,7 @@ def _identity(reduce, dtype):
 
 @lowering(aten.scatter_reduce.two, static=("reduce", "include_self"))
 def _scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
+    reduce = {"max": "amax", "min": "amin"}.get(reduce, reduce)  # (CPU's aliases)
     if self.ndim == 0:  # PyTorch indexes a 0-d tensor as a 1-element vector
         one = _scatter_reduce(self.reshape(1), 0, index.reshape(-1), src.reshape(-1), reduce,
                               include_self=include_self)
