@@ -27,16 +27,17 @@ def check_training(make: Callable[[], torch.nn.Module],
                    steps: int = 2, optimizer=_sgd, mode: str = "strict",
                    rtol: float = 1e-4, atol: float = 1e-4) -> None:
     """``loss_of(model, device)`` for ``steps`` optimizer steps of ``make()`` on CPU and of a
-    copy of it on tpu (eager ``mode``). SGD by default: Adam's normalisation turns a gradient
-    that is zero up to rounding (a softmax-invariant bias) into a full-size step whose sign
-    is rounding noise."""
+    copy of it on tpu (eager ``mode``, or "compile": the loss under torch.compile in strict
+    eager). SGD by default: Adam's normalisation turns a gradient that is zero up to rounding
+    (a softmax-invariant bias) into a full-size step whose sign is rounding noise."""
     torch.manual_seed(0)
     cpu_model = make()
     tpu_model = copy.deepcopy(cpu_model).to(TPU)
     opt_cpu, opt_tpu = optimizer(cpu_model.parameters()), optimizer(tpu_model.parameters())
-    with torchtpu.set_eager_mode(mode):
+    loss_on_tpu = torch.compile(loss_of, backend="tpu") if mode == "compile" else loss_of
+    with torchtpu.set_eager_mode("strict" if mode == "compile" else mode):
         for step in range(steps):
-            loss_cpu, loss_tpu = loss_of(cpu_model, "cpu"), loss_of(tpu_model, TPU)
+            loss_cpu, loss_tpu = loss_of(cpu_model, "cpu"), loss_on_tpu(tpu_model, TPU)
             assert_same(loss_tpu, loss_cpu, rtol=rtol, atol=atol)
             loss_cpu.backward()
             loss_tpu.backward()

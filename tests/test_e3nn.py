@@ -35,7 +35,8 @@ def _rotation(o3, irreps):
     return rotation, o3.Irreps(irreps).D_from_matrix(rotation)
 
 
-def _network(e3nn):
+def _network(irreps_in: str = "1x0e + 1x1o"):
+    """(also tests/test_scientific_libraries.py's network, over scalar features)"""
     from e3nn import nn as enn
     from e3nn import o3
     from e3nn.math import soft_one_hot_linspace
@@ -50,7 +51,7 @@ def _network(e3nn):
             super().__init__()
             self.gate = enn.Gate("4x0e", [torch.nn.functional.silu], "2x0e", [torch.sigmoid],
                                  "2x1o")
-            self.tp = o3.FullyConnectedTensorProduct("1x0e + 1x1o", irreps_sh,
+            self.tp = o3.FullyConnectedTensorProduct(irreps_in, irreps_sh,
                                                      self.gate.irreps_in, shared_weights=False)
             self.radial = enn.FullyConnectedNet([8, 16, self.tp.weight_numel],
                                                 torch.nn.functional.silu)
@@ -106,7 +107,7 @@ def test_equivariant_network_rotates_with_its_input_and_trains(e3nn):
     pos, feat = _points()
     rotation, d_io = _rotation(o3, "1x0e + 1x1o")
     torch.manual_seed(0)
-    net = _network(e3nn).eval()  # (BatchNorm's running statistics, which rotate too)
+    net = _network().eval()  # (BatchNorm's running statistics, which rotate too)
     net_tpu = copy.deepcopy(net).to(TPU)
     out = net_tpu(pos.to(TPU), feat.to(TPU))
     assert_same(out, net(pos, feat), **TOL)
@@ -117,8 +118,8 @@ def test_equivariant_network_rotates_with_its_input_and_trains(e3nn):
         y = model(pos.to(device), feat.to(device))
         return y[:, 0].square().mean() + y[:, 1:].sum(0).square().sum()
 
-    check_training(lambda: copy.deepcopy(_network(e3nn)), loss, steps=3)
-    check_training(lambda: copy.deepcopy(_network(e3nn)), loss, steps=2, mode="fused")
+    check_training(lambda: copy.deepcopy(_network()), loss, steps=3)
+    check_training(lambda: copy.deepcopy(_network()), loss, steps=2, mode="fused")
 
 
 LAYERS = {

@@ -82,20 +82,7 @@ def test_parallel_scan_fused_training_matches_cpu():
 @pytest.mark.slow
 def test_parallel_scan_compiled_training_matches_cpu():
     pytest.importorskip("mambapy")
-    torch.manual_seed(0)
-    model = _mamba(n_layers=1)
-    model_tpu = copy.deepcopy(model).to(TPU)
-    loss_tpu = torch.compile(lambda: _mse(model_tpu, TPU), backend="tpu")
-    optimizers = [torch.optim.SGD(m.parameters(), lr=0.05) for m in (model, model_tpu)]
-    for _ in range(2):
-        losses = _mse(model, "cpu"), loss_tpu()
-        assert_same(losses[1], losses[0], rtol=1e-4, atol=1e-4)
-        for loss, opt in zip(losses, optimizers, strict=True):
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-    for p, q in zip(model.parameters(), model_tpu.parameters(), strict=True):
-        assert_same(q, p, rtol=1e-3, atol=1e-4)
+    check_training(lambda: _mamba(n_layers=1), _mse, mode="compile")
 
 
 @pytest.mark.slow

@@ -11,12 +11,9 @@ tests are ``slow`` (the Python loop over time is a cold compile per step shape).
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
-from conftest import TPU, assert_same
-from model_zoo_checks import assert_same_parameters, check_training
+from model_zoo_checks import check_training
 
 _g = torch.Generator().manual_seed(0)
 X = torch.randn(3, 6, 4, generator=_g)
@@ -91,17 +88,4 @@ def test_fused_training_matches_cpu(model):
 @pytest.mark.slow
 def test_compiled_ltc_training_matches_cpu():
     pytest.importorskip("ncps")
-    make, loss = MODELS["ltc_fully_connected"]()
-    torch.manual_seed(0)
-    model = make()
-    model_tpu = copy.deepcopy(model).to(TPU)
-    loss_tpu = torch.compile(lambda: loss(model_tpu, TPU), backend="tpu")
-    optimizers = [torch.optim.SGD(m.parameters(), lr=0.05) for m in (model, model_tpu)]
-    for _ in range(2):
-        losses = loss(model, "cpu"), loss_tpu()
-        assert_same(losses[1], losses[0], rtol=1e-4, atol=1e-4)
-        for value, opt in zip(losses, optimizers, strict=True):
-            value.backward()
-            opt.step()
-            opt.zero_grad()
-    assert_same_parameters(model_tpu, model, rtol=1e-3, atol=1e-4)
+    check_training(*MODELS["ltc_fully_connected"](), mode="compile")

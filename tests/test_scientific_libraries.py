@@ -245,42 +245,6 @@ def test_normflows_invertible_1x1_conv_matches_cpu(use_lu):
 # e3nn
 
 
-def _e3nn_net(o3, enn):
-    from e3nn.math import soft_one_hot_linspace
-
-    irreps_in, irreps_sh = o3.Irreps("1x0e"), o3.Irreps.spherical_harmonics(2)
-
-    class Net(torch.nn.Module):
-        """One message-passing layer over all pairs of points: radial MLP -> weights of a
-        tensor product of node features and edge harmonics, summed with index_add."""
-
-        def __init__(self):
-            super().__init__()
-            self.gate = enn.Gate("4x0e", [torch.nn.functional.silu], "2x0e", [torch.sigmoid],
-                                 "2x1o")
-            self.tp = o3.FullyConnectedTensorProduct(irreps_in, irreps_sh, self.gate.irreps_in,
-                                                     shared_weights=False)
-            self.radial = enn.FullyConnectedNet([8, 16, self.tp.weight_numel],
-                                                torch.nn.functional.silu)
-            self.norm = enn.BatchNorm(self.gate.irreps_in)
-            self.out = o3.Linear(self.gate.irreps_out, "1x0e + 1x1o")
-
-        def forward(self, pos, feat):
-            n = torch.arange(len(pos), device=pos.device)
-            src, dst = (g.flatten() for g in torch.meshgrid(n, n, indexing="ij"))
-            keep = src != dst
-            src, dst = src[keep], dst[keep]
-            edge = pos[dst] - pos[src]
-            sh = o3.spherical_harmonics(irreps_sh, edge, True, normalization="component")
-            emb = soft_one_hot_linspace(edge.norm(dim=1), 0.0, 2.0, 8, basis="smooth_finite",
-                                        cutoff=True) * 8**0.5
-            msg = self.tp(feat[src], sh, self.radial(emb))
-            h = msg.new_zeros(len(pos), msg.shape[1]).index_add(0, dst, msg)
-            return self.out(self.gate(self.norm(h)))
-
-    return Net()
-
-
 def test_e3nn_tensor_product_and_harmonics_match_cpu():
     o3 = pytest.importorskip("e3nn.o3")
     torch.manual_seed(0)
@@ -324,7 +288,9 @@ def test_e3nn_equivariant_network_matches_cpu(dtype):
     try:
         tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else F64
         torch.manual_seed(1)
-        net = _e3nn_net(o3, enn)
+        from test_e3nn import _network  # (the network test_e3nn.py rotates and trains)
+
+        net = _network("1x0e")
         net_tpu = copy.deepcopy(net).to(TPU)
         pos, feat = torch.randn(6, 3), torch.randn(6, 1)
         for normalization in ("component", "norm", "integral"):

@@ -137,20 +137,8 @@ def test_fused_training_matches_cpu():
 
 @pytest.mark.slow
 def test_compiled_training_matches_cpu():
-    torch.manual_seed(0)
-    model = _model(positional_embedding_type="rotary", n_layers=1)
-    model_tpu = copy.deepcopy(model).to(TPU)
-    loss_tpu = torch.compile(partial(_loss, model_tpu), backend="tpu")
-    optimizers = [torch.optim.SGD(m.parameters(), lr=0.05) for m in (model, model_tpu)]
-    for _ in range(2):
-        losses = _loss(model, "cpu"), loss_tpu(TPU)
-        assert_same(losses[1], losses[0], **TOL)
-        for loss, opt in zip(losses, optimizers, strict=True):
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-    for p, q in zip(model.parameters(), model_tpu.parameters(), strict=True):
-        assert_same(q, p, rtol=1e-3, atol=1e-3)
+    check_training(partial(_model, positional_embedding_type="rotary", n_layers=1), _loss,
+                   mode="compile")
 
 
 @pytest.mark.slow

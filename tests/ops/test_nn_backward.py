@@ -362,11 +362,8 @@ def test_weight_norm_parametrization_trains_as_on_cpu():
         assert_same(q.grad, p.grad, **TOL)
 
 
-@pytest.mark.parametrize("size", [(7, 9), (34, 46)])
-@pytest.mark.parametrize("align_corners", [False, True])
-def test_antialiased_bicubic_resize_and_its_gradient(size, align_corners):
+def _resize_and_its_gradient_as_cpu(**resize):
     x = _randn(2, 3, 17, 23)
-    resize = dict(size=size, mode="bicubic", antialias=True, align_corners=align_corners)
     on_tpu = x.to(TPU).requires_grad_()
     on_cpu = x.clone().requires_grad_()
     out_tpu = torch.nn.functional.interpolate(on_tpu, **resize)
@@ -375,21 +372,19 @@ def test_antialiased_bicubic_resize_and_its_gradient(size, align_corners):
     out_tpu.pow(2).sum().backward()
     out_cpu.pow(2).sum().backward()
     assert_same(on_tpu.grad, on_cpu.grad, **TOL)
+
+
+@pytest.mark.parametrize("size", [(7, 9), (34, 46)])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_antialiased_bicubic_resize_and_its_gradient(size, align_corners):
+    _resize_and_its_gradient_as_cpu(size=size, mode="bicubic", antialias=True,
+                                    align_corners=align_corners)
 
 
 @pytest.mark.parametrize("size", [(7, 30), (34, 11)])
 def test_lanczos_resize_and_its_gradient(size):
     # interpolate(mode="lanczos") had no rule on tpu (CPU's is its only kernel)
-    x = _randn(2, 3, 17, 23)
-    resize = dict(size=size, mode="lanczos", antialias=True)
-    on_tpu = x.to(TPU).requires_grad_()
-    on_cpu = x.clone().requires_grad_()
-    out_tpu = torch.nn.functional.interpolate(on_tpu, **resize)
-    out_cpu = torch.nn.functional.interpolate(on_cpu, **resize)
-    assert_same(out_tpu, out_cpu, **TOL)
-    out_tpu.pow(2).sum().backward()
-    out_cpu.pow(2).sum().backward()
-    assert_same(on_tpu.grad, on_cpu.grad, **TOL)
+    _resize_and_its_gradient_as_cpu(size=size, mode="lanczos", antialias=True)
 
 
 @pytest.mark.parametrize("loss", ["mse_loss", "smooth_l1_loss", "huber_loss", "embedding"])
