@@ -133,18 +133,18 @@ def test_mixing_devices_is_an_error():
     assert (torch.ones(3, device="tpu") * torch.tensor(2.0)).device.type == "tpu"
 
 
-_NO_RULE = "aten._add_relu.Tensor"
+_NO_RULE = "aten._cholesky_solve_helper.default"
 
 
 def _no_rule_op():
-    # An obscure op no rule, decomposition or composite covers (TorchScript's fusion of
-    # add and relu), called with one tensor twice.
+    # An obscure op no rule, decomposition or composite covers (cholesky_solve's kernel,
+    # which its rule never calls), called with one tensor as both operands.
     from torchtpu.ops.decomps import DECOMPOSITIONS
     from torchtpu.ops.registry import LOWERINGS
 
-    op = torch.ops.aten._add_relu.Tensor
+    op = torch.ops.aten._cholesky_solve_helper.default
     assert op not in LOWERINGS and op not in DECOMPOSITIONS
-    return lambda x: op(x, x)
+    return lambda x: op(x, x, False)
 
 
 def test_missing_op_names_overload_and_inputs(monkeypatch):
