@@ -58,6 +58,18 @@ def raises_as_cpu(bad, exc: type = RuntimeError, *, tpu_kernels: bool = False) -
     assert message == (expected.replace("_cpu", "_tpu") if tpu_kernels else expected)
 
 
+@pytest.fixture(autouse=True)
+def _eager_mode_left_as_found():
+    """A test that leaves another eager mode behind fails (and the mode is put back): the
+    tests after it in the same worker would run in it unawares."""
+    before = torchtpu.get_eager_mode()
+    yield
+    after = torchtpu.get_eager_mode()
+    if after != before:
+        torchtpu.set_eager_mode(before)
+        pytest.fail(f"the test left the eager mode at {after!r} (it was {before!r})")
+
+
 @pytest.fixture(params=["strict", "debug", "fused"])
 def eager_mode(request):
     with torchtpu.set_eager_mode(request.param):

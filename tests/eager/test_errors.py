@@ -202,12 +202,14 @@ def test_debug_mode_reports_errors_inside_backward():
 
 
 def test_mode_switch_validates_and_env_default(monkeypatch):
+    before = torchtpu.get_eager_mode()
     with pytest.raises(ValueError, match="strict"):
         torchtpu.set_eager_mode("fast")
     torchtpu.set_eager_mode("debug")
     assert torchtpu.get_eager_mode() == "debug"
     torchtpu.set_eager_mode("strict")
     assert torch.tpu.get_eager_mode() == "strict"
+    torchtpu.set_eager_mode(before)
 
 
 _F = torch.nn.functional
