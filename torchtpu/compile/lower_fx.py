@@ -25,8 +25,6 @@ from torch import fx
 from torch.utils._pytree import tree_map
 
 from ..debug import counters as metrics
-from ..eager import bounds, deferred_checks
-from ..eager.call_site import traced_line
 from ..eager.matmul_checks import CHECKED_ON_TENSORS
 from ..eager.meta_errors import check_as_cpu
 from ..eager.number_checks import NUMBER_OPS, check_number_fits
@@ -47,6 +45,7 @@ from ..tensor import (
     wrap,
     write,
 )
+from . import graph_checks
 from .control_flow import CONTROL_FLOW, subgraphs
 
 aten = torch.ops.aten
@@ -94,7 +93,7 @@ def check(gm: fx.GraphModule) -> None:
         if node.op != "call_function":
             continue
         t = node.target
-        if t in _NO_OPS or t in _ASSERTS or t is operator.getitem:
+        if t in _NO_OPS or t in graph_checks.ASSERTS or t is operator.getitem:
             continue
         if t is _SAVE_RNG or t is _REPLAY_RNG:
             if _rng_op(node) is None:
@@ -285,11 +284,11 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None,
             args, kwargs = load(node.args), load(node.kwargs)
             if t in _NO_OPS:
                 env[node] = None
-            elif t in _ASSERTS:
+            elif t in graph_checks.ASSERTS:
                 # (the functional form returns its dependency token)
                 env[node] = args[2] if t is aten._functional_assert_async.msg else None
                 if checks is not None:
-                    checks.append(_assert_check(node, *args[:2]))
+                    checks.append(graph_checks.of_assert(node, *args[:2]))
             elif t in _SYM_QUERIES:
                 env[node] = _SYM_QUERIES[t](*args, **kwargs)
             elif t is aten._to_copy.default:
@@ -312,7 +311,7 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None,
                         lambda a: as_meta(a) if isinstance(a, jax.Array) else a, args), kwargs)
                 env[node] = _conform(node, LOWERINGS[t].fn(*args, **kwargs))
                 if checks is not None:
-                    checks += _checks_of_node(node, args, kwargs)
+                    checks += graph_checks.of_node(node, _fakes(node), args, kwargs)
             elif t in CONTROL_FLOW:
                 env[node] = CONTROL_FLOW[t](interpret, *args, **kwargs)
             elif t is _SAVE_RNG:
@@ -329,37 +328,6 @@ def interpret(gm: fx.GraphModule, inputs: list, written: dict | None = None,
         else:
             raise Unlowerable(f"FX node kind {node.op}")
     raise AssertionError("graph without an output node")
-
-
-def _checks_of_node(node: fx.Node, args, kwargs) -> list:
-    """The node's value checks (bounds.traced_checks). One that cannot be built for this
-    node is left out and counted: a check must never stop a graph that computes. (CPU's
-    own errors raise: a division by the number 0.)"""
-    try:
-        checks = bounds.traced_checks(node.target, _fakes(node), (args, kwargs))
-    except (KeyError, TypeError, AttributeError, ValueError):
-        metrics.count("graph", "unchecked")
-        return []
-    return [(found, make_error, _origin(node)) for found, make_error in checks]
-
-
-# A decomposition's value checks (one_hot's classes in range): CPU's eager kernel raises
-# their message; inductor asserts in its generated code. Here they are the program's check
-# outputs, read at the next sync point.
-_ASSERTS = {aten._assert_async.default, aten._assert_async.msg,
-            aten._functional_assert_async.msg}
-
-
-def _assert_check(node: fx.Node, condition, message: str | None = None) -> tuple:
-    message = message or "Expected Tensor with single nonzero value, but got zero"
-    failed = jnp.logical_not(jnp.asarray(condition).astype(bool).reshape(()))
-    return [failed], lambda: RuntimeError(message), _origin(node)
-
-
-def _origin(node: fx.Node) -> str:
-    line = traced_line(node.meta.get("stack_trace"))
-    return (f"{node.target} in a torch.compile graph" + (f", called at {line}" if line else "")
-            + " (checked at the first sync point after the graph ran)")
 
 
 def _arg_kinds(gm: fx.GraphModule) -> list[str]:
@@ -548,7 +516,7 @@ class Program:
         if stream is not None:
             rng.advance(self._draws[statics])
         if checks := self._checks[statics]:
-            outs = _launch_checks(outs, checks)
+            outs = graph_checks.launch(outs, checks)
         if targets:  # the inputs the graph wrote: their new values are the last outputs
             for t, value in zip(targets, outs[len(outs) - len(targets):], strict=True):
                 _write_input(t, value)
@@ -573,16 +541,6 @@ class Program:
             if type(results[i]) is TpuTensor and _is_wrapped(results[view[0]]):
                 results[i] = make_view(results[view[0]]._storage, read(results[i]), *view[1])
         return results[:self._returned]
-
-
-def _launch_checks(outs: list, checks: list) -> list:
-    """Hand the program's check outputs (its last) to the sync points that read them; the
-    rest of its outputs."""
-    n = sum(count for count, *_ in checks)
-    found = iter(outs[len(outs) - n:])
-    for count, make_error, origin in checks:
-        deferred_checks.launched([next(found) for _ in range(count)], make_error, origin)
-    return outs[:len(outs) - n]
 
 
 def _returned_input(t: torch.Tensor, layout: tuple | None, host: bool) -> torch.Tensor:

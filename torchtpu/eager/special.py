@@ -297,13 +297,15 @@ def _assert_tensor_metadata(args, kwargs):
                                  **{k: v for k, v in kwargs.items() if k != "device"})
 
 
+NONZERO_EXPECTED = "Expected Tensor with single nonzero value, but got zero"  # (CPU's)
+
+
 def _assert_async(args, kwargs):
     """``torch._assert_async(t[, message])``: CPU's check, made on the host (cuda asserts on
     the device; in fused eager, reading ``t`` is a sync point)."""
     t, *message = args
     if not bool(t):  # one element, or bool()'s own error
-        raise RuntimeError(message[0] if message
-                           else "Expected Tensor with single nonzero value, but got zero")
+        raise RuntimeError(message[0] if message else NONZERO_EXPECTED)
 
 
 def _functional_assert_async(args, kwargs):
