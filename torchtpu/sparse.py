@@ -177,12 +177,12 @@ def spdiags(args, kwargs):
     diagonals, offsets, *rest = args
     positions = torch.arange(diagonals.numel()).view(diagonals.shape)
     laid = aten._spdiags.default(positions, offsets.cpu(), *rest, **kwargs)
-    if laid.layout is torch.sparse_coo:
-        values = diagonals.flatten()[laid._values().to(diagonals.device)]
+    coo = laid.layout is torch.sparse_coo
+    values = diagonals.flatten()[(laid._values() if coo else laid.values()).to(diagonals.device)]
+    if coo:
         return make(laid._indices().to(DEVICE), values, laid.shape, laid.is_coalesced())
     members = (laid.crow_indices(), laid.col_indices()) if laid.layout is torch.sparse_csr \
         else (laid.ccol_indices(), laid.row_indices())
-    values = diagonals.flatten()[laid.values().to(diagonals.device)]
     return aten._sparse_compressed_tensor_unsafe.default(
         *(m.to(DEVICE) for m in members), values, laid.shape, dtype=values.dtype,
         layout=laid.layout, device=DEVICE)
